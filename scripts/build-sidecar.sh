@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the C++ sidecar (run by `npm install`). Installs missing system packages with apt-get when
+# run as root; otherwise stops with the exact command to run. RFDETR_SKIP_SIDECAR_BUILD=1 skips it
+# (client-only installs that talk to a remote server with --url).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${RFDETR_SKIP_SIDECAR_BUILD:-0}" = "1" ]; then
+  echo "build-sidecar: RFDETR_SKIP_SIDECAR_BUILD=1, not building the sidecar" >&2
+  exit 0
+fi
+
+arch=$(uname -m)
+if [ "$arch" != "x86_64" ]; then
+  echo "build-sidecar: the sidecar builds for x86-64 with AVX2 only; this machine is $arch." >&2
+  echo "build-sidecar: use 'rfdetr detect --url' against a server on an x86-64 host, or set RFDETR_SKIP_SIDECAR_BUILD=1." >&2
+  exit 1
+fi
+
+# Debian/Ubuntu packages the build needs: compiler, CMake, Ninja, OpenBLAS, msgpack-cxx, nlohmann-json, GoogleTest.
+pkgs=(g++ cmake ninja-build pkg-config libopenblas-dev libmsgpack-cxx-dev nlohmann-json3-dev libgtest-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "build-sidecar: missing build dependencies (${missing[*]}) and no apt-get here; install their equivalents and rerun 'npm install'." >&2
+    exit 1
+  fi
+  if [ "$(id -u)" = "0" ]; then
+    echo "build-sidecar: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  else
+    echo "build-sidecar: missing build dependencies: ${missing[*]}" >&2
+    echo "build-sidecar: run:  sudo apt-get install -y ${missing[*]} && npm install" >&2
+    exit 1
+  fi
+fi
+
+build_dir=sidecar/build
+cmake -S sidecar -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${RFDETR_CMAKE_ARGS:-} >&2
+cmake --build "$build_dir" -j "$(nproc)" >&2

@@ -1,0 +1,54 @@
+// The engine interface: one forward of RF-DETR-base, pixel_values in, raw head outputs out.
+// Engines never postprocess; the TypeScript side owns that (see DESIGN.md, "The data path").
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rfdetr {
+
+// Every failure an operator or user can act on: the message says what was wrong, what was expected,
+// and what to do (and names the file when a file is at fault).
+class error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+constexpr int k_input_channels = 3;
+constexpr int k_input_size     = 560;  // the graph is shape-locked to 560x560
+constexpr int k_num_queries    = 300;
+
+struct engine_options {
+    int         threads   = 0;       // 0 = physical cores
+    int         device_id = 0;       // accelerator engines
+    std::string precision = "fp32";  // host-validation engines: fp32 | bf16
+    bool        eager     = false;   // accelerator engines: no trace capture (debugging)
+};
+
+class engine {
+  public:
+    virtual ~engine() = default;
+
+    virtual std::string name() const   = 0;  // "cpu", "tt", "tt-host", ...
+    virtual std::string device() const = 0;  // human description, e.g. "AMD EPYC (2 threads, OpenBLAS)"
+    virtual int num_queries() const    = 0;  // 300
+    virtual int num_classes() const    = 0;  // from the checkpoint (class_embed rows)
+    // Label per class index, from config.json id2label ("N/A" where absent).
+    virtual const std::vector<std::string> & labels() const = 0;
+
+    // pixel_values: f32 [3,560,560] CHW. logits: f32 [num_queries*num_classes] (pre-sigmoid).
+    // pred_boxes: f32 [num_queries*4] normalised cxcywh, unclamped. Not thread-safe: one forward at a time.
+    virtual void forward(const float * pixel_values, float * logits, float * pred_boxes) = 0;
+};
+
+// Creates and loads an engine from a weights directory (model.safetensors + config.json).
+// Throws rfdetr::error naming the engine, the file and the fix. Never falls back to another engine.
+std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,
+                                      const engine_options & opts);
+
+// The engines built into this binary, in preference order.
+std::vector<std::string> engine_names();
+
+}  // namespace rfdetr

@@ -1,0 +1,43 @@
+// The table of engines built into this binary: name -> factory. The one place that knows them all.
+#include "engine.h"
+
+namespace rfdetr {
+
+namespace {
+struct engine_entry {
+    const char * name;
+    std::unique_ptr<engine> (*create)(const std::string & weights_dir, const engine_options & opts);
+};
+
+// Engines register here as they are built (cpu, tt, tt-host).
+const engine_entry k_engines[] = {
+    {nullptr, nullptr},
+};
+}  // namespace
+
+std::vector<std::string> engine_names() {
+    std::vector<std::string> names;
+    for (const auto & e : k_engines) {
+        if (e.name) {
+            names.emplace_back(e.name);
+        }
+    }
+    return names;
+}
+
+std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,
+                                      const engine_options & opts) {
+    for (const auto & e : k_engines) {
+        if (e.name && name == e.name) {
+            return e.create(weights_dir, opts);
+        }
+    }
+    std::string known;
+    for (const auto & n : engine_names()) {
+        known += (known.empty() ? "" : ", ") + n;
+    }
+    throw error("engine_create: unknown engine '" + name + "'; this sidecar was built with: " +
+                (known.empty() ? "(none)" : known));
+}
+
+}  // namespace rfdetr

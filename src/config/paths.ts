@@ -1,0 +1,29 @@
+// Where the package's own files live, resolved from this module so it works from a clone, an npm install and the container.
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** The sidecar executable: RFDETR_SIDECAR overrides the build output of `npm install`. */
+export function sidecarBinary(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_SIDECAR || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar');
+}
+
+/** The synthetic-checkpoint generator executable (built with the sidecar). */
+export function synthBinary(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_SYNTH || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-synth');
+}
+
+/** The one checkpoint schema (487 tensors, shapes, synth rules), shared with the C++ loader. */
+export const schemaPath = path.join(packageRoot, 'sidecar', 'schema', 'rfdetr-base.json');
+
+/** The COCO-91 config.json (id2label) written next to synthetic checkpoints. */
+export const cocoConfigPath = path.join(packageRoot, 'sidecar', 'schema', 'coco-config.json');
+
+/** The project's own test fixtures (small goldens, fixture images, golden protocol frames). */
+export const testFixturesDir = path.join(packageRoot, 'test', 'fixtures');
+
+/** The shared fixture tree (large per-stage tensors); present beside the clone in CI and on developer machines. */
+export function sharedFixturesDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_SHARED_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-synth');
+}
