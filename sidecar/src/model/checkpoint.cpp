@@ -1,5 +1,8 @@
 #include "model/checkpoint.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -21,7 +24,8 @@ int64_t tensor_view::numel() const {
 
 namespace {
 
-constexpr size_t k_list_max = 20;
+constexpr size_t  k_list_max         = 20;
+constexpr int64_t k_max_config_bytes = 16 * 1024 * 1024;
 
 std::string name_list(const std::vector<std::string> & names) {
     std::string s;
@@ -113,6 +117,17 @@ int checkpoint_check_tensors(const std::string & file, const st_header & header)
 namespace {
 
 std::string read_text_file(const std::string & path, const std::string & what_for) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        throw error(path + ": cannot open (" + std::strerror(errno) + "); " + what_for);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        throw error(path + ": not a regular file; " + what_for);
+    }
+    if (st.st_size > k_max_config_bytes) {
+        throw error(path + ": is " + std::to_string(st.st_size) + " bytes; a config.json is a few kB (at most " +
+                    std::to_string(k_max_config_bytes) + "): wrong file? " + what_for);
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         throw error(path + ": cannot open (" + std::strerror(errno) + "); " + what_for);

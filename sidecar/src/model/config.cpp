@@ -7,6 +7,7 @@
 
 #include "engines/engine.h"
 #include "model/checkpoint.h"
+#include "model/safetensors.h"
 #include "model/schema.h"
 
 namespace rfdetr {
@@ -65,7 +66,7 @@ model_config config_parse(const std::string & file, const std::string & text, in
     try {
         j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception & e) {
-        throw error(file + ": not valid JSON (" + e.what() + "); expected the model's config.json with id2label");
+        throw error(file + ": not valid JSON (" + printable_clip(e.what(), 200) + "); expected the model's config.json with id2label");
     }
     if (!j.is_object()) {
         throw error(file + ": is a JSON " + std::string(j.type_name()) + ", expected an object with id2label");

@@ -38,6 +38,15 @@ std::string clip(const std::string & s, size_t n = 80) {
 
 }  // namespace
 
+std::string printable_clip(const std::string & s, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < s.size() && out.size() < n; i++) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+    }
+    return s.size() > n ? out + "..." : out;
+}
+
 st_header safetensors_parse(const std::string & file, const uint8_t * bytes, size_t size) {
     if (size < 8) {
         st_fail(file, "the file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length" +
@@ -63,7 +72,7 @@ st_header safetensors_parse(const std::string & file, const uint8_t * bytes, siz
     try {
         j = nlohmann::json::parse(text, text + n);
     } catch (const nlohmann::json::exception & e) {
-        st_fail(file, std::string("the header is not valid JSON (") + e.what() + ")");
+        st_fail(file, "the header is not valid JSON (" + printable_clip(e.what(), 200) + ")");
     }
     if (!j.is_object()) {
         st_fail(file, std::string("the header is a JSON ") + j.type_name() + ", expected an object");

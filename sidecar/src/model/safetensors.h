@@ -35,6 +35,10 @@ constexpr uint64_t k_st_max_header_bytes = 100ull * 1024 * 1024;
 // exactly fill the data section. Throws rfdetr::error "FILE: not a valid safetensors file: WHAT".
 st_header safetensors_parse(const std::string & file, const uint8_t * bytes, size_t size);
 
+// `s` cut to `n` characters with every byte outside printable ASCII replaced by '?': for quoting parser
+// messages, which can echo arbitrary file bytes, in an error message.
+std::string printable_clip(const std::string & s, size_t n);
+
 // A read-only private mapping of a whole file. Throws rfdetr::error naming the file.
 class mapped_file {
   public:

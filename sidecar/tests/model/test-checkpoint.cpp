@@ -234,6 +234,10 @@ TEST(Checkpoint, MissingFilesAreNamed) {
     const std::string bad_json = make_checkpoint("bad-config", schema_tensors(), "{\"id2label\": ");
     EXPECT_HAS(open_error(bad_json), bad_json + "/config.json: not valid JSON");
 
+    const std::string cfg_dir = make_checkpoint("config-is-dir", schema_tensors(), "");
+    (void) !std::system(("mkdir '" + cfg_dir + "/config.json'").c_str());
+    EXPECT_HAS(open_error(cfg_dir), cfg_dir + "/config.json: not a regular file");
+
     const std::string empty = fresh_dir("empty-dir");
     msg = open_error(empty);
     EXPECT_HAS(msg, empty + "/model.safetensors: cannot open (No such file or directory)");

@@ -139,6 +139,19 @@ TEST(Safetensors, BadJson) {
                  { "absurd shape" });
     expect_error(with_header_text("{\"t\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, -4]}}", 4),
                  { "no 'data_offsets' pair of non-negative integers" });
+    // An unterminated 1 MB string: the message quotes a bounded, printable excerpt.
+    try {
+        const auto bytes = with_header_text("{\"" + std::string(1 << 20, '\xe9'), 0);
+        rfdetr::safetensors_parse(k_file, bytes.data(), bytes.size());
+        ADD_FAILURE() << "no error";
+    } catch (const rfdetr::error & e) {
+        const std::string msg = e.what();
+        EXPECT_LT(msg.size(), 600u);
+        EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+        for (unsigned char c : msg) {
+            ASSERT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << int(c);
+        }
+    }
     // Invalid UTF-8 in a key.
     expect_error(with_header_text("{\"\xff\xfe\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4),
                  { "not valid JSON" });
