@@ -68,6 +68,22 @@ int checkpoint_check_tensors(const std::string & file, const st_header & header)
         if (!unexpected.empty()) {
             msg += "\n  unexpected (" + std::to_string(unexpected.size()) + "):" + name_list(unexpected);
         }
+        // A state dict saved from a wrapper module carries a prefix ("model.", "module."): say so.
+        std::map<std::string, size_t> prefixes;
+        for (const auto & name : unexpected) {
+            for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+                if (sch.find(name.substr(dot + 1))) {
+                    prefixes[name.substr(0, dot + 1)]++;
+                    break;
+                }
+            }
+        }
+        for (const auto & [prefix, count] : prefixes) {
+            if (count * 2 >= missing.size() && !missing.empty()) {
+                msg += "\n  " + std::to_string(count) + " unexpected keys are schema keys under the prefix '" + prefix +
+                       "': the state dict was saved from a wrapper module; strip the prefix from the key names.";
+            }
+        }
         msg += "\n  Use the Roboflow/rf-detr-base checkpoint (or a fine-tune of RF-DETR-base) in safetensors format "
                "with its original key names.";
         throw error(msg);

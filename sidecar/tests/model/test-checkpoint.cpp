@@ -113,6 +113,16 @@ TEST(Checkpoint, ManyUnexpectedKeysAreCapped) {
     EXPECT_EQ(msg.find("missing ("), std::string::npos);
 }
 
+TEST(Checkpoint, WrapperPrefixIsPointedOut) {
+    auto ts = schema_tensors();
+    for (auto & t : ts) {
+        t.name = "module." + t.name;
+    }
+    const std::string msg = open_error(make_checkpoint("prefix", ts, read_file(RFDETR_COCO_CONFIG_JSON)));
+    EXPECT_HAS(msg, "(487 missing, 487 unexpected)");
+    EXPECT_HAS(msg, "487 unexpected keys are schema keys under the prefix 'module.'");
+}
+
 TEST(Checkpoint, MisshapenTensorIsNamed) {
     auto ts = schema_tensors();
     for (auto & t : ts) {

@@ -2,6 +2,8 @@
 // all 487 tensors from weights_check_seed0x1.json), seed parsing, the written files.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "engines/engine.h"
@@ -119,7 +121,11 @@ TEST(Synth, WritesALoadableCheckpointWithOtherClassCounts) {
     rfdetr::synth_options opts;
     opts.seed        = 0x123456789abcdef0ull;
     opts.num_classes = 7;
+    const auto t0    = std::chrono::steady_clock::now();
     rfdetr::synth_write(dir, opts);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("synth_write: 32 M values in %.0f ms\n", ms);
+    EXPECT_LT(ms, 1500.0) << "the generator must write a checkpoint in under 1.5 s";
     auto ck = rfdetr::checkpoint::open(dir);
     EXPECT_EQ(ck->num_classes(), 7);
     EXPECT_TRUE(ck->synthetic());
