@@ -77,3 +77,21 @@ export function writeValidCheckpoint(dir: string, numClasses = 91): { model: str
 export function tmpDir(prefix: string): string {
   return fs.mkdtempSync(path.join(fs.realpathSync(process.env.TMPDIR || '/tmp'), `rfdetr-${prefix}-`));
 }
+
+/** A stand-in generator: records its argv, warns on stderr, copies a prepared schema-shaped checkpoint to --out. */
+export function writeFakeSynth(dir: string): NodeJS.ProcessEnv {
+  const src = path.join(dir, 'fake-src');
+  writeValidCheckpoint(src);
+  const script = path.join(dir, 'fake-rfdetr-synth');
+  fs.writeFileSync(script, [
+    '#!/bin/sh',
+    'printf "%s\\n" "$@" > "$FAKE_SYNTH_ARGS"',
+    'echo "rfdetr-synth: WARNING: SYNTHETIC weights, detections are meaningless" >&2',
+    'echo "rfdetr-synth: wrote 487 tensors"',
+    'while [ $# -gt 0 ]; do case "$1" in --out) out="$2"; shift;; esac; shift; done',
+    'if [ -n "$FAKE_SYNTH_FAIL" ]; then echo "rfdetr-synth: cannot write $out: disk full" >&2; exit 3; fi',
+    'cp --sparse=always "$FAKE_SYNTH_SRC/model.safetensors" "$out/model.safetensors"',
+    '[ -n "$FAKE_SYNTH_NO_CONFIG" ] || cp "$FAKE_SYNTH_SRC/config.json" "$out/config.json"',
+  ].join('\n'), { mode: 0o755 });
+  return { PATH: process.env.PATH, RFDETR_SYNTH: script, FAKE_SYNTH_SRC: src, FAKE_SYNTH_ARGS: path.join(dir, 'fake-args.txt') };
+}
