@@ -141,6 +141,7 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
   };
 
   // 1. An explicit directory.
+  if (opts.hubOnly) step('--weights / TT_RF_DETR_WEIGHTS / HF_MODEL directory: not consulted (fetch fills the Hub cache)');
   if (!opts.hubOnly) {
     const explicit = opts.weightsDir !== undefined
       ? { dir: opts.weightsDir, name: '--weights', source: 'flag' as const }

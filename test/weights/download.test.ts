@@ -234,3 +234,55 @@ test('download: a progress bar is drawn on a TTY only', async () => {
   await resolveWeights({ env: env(), progress: { isTTY: false, write: (s: string) => (notTty += s) } });
   assert.equal(notTty, '');
 });
+
+test('download: a renamed repo (relative redirect) is followed on the same host, token kept', async () => {
+  hub.renames.set('Roboflow/old-name', REPO);
+  const r = await resolveWeights({ env: env({ HF_TOKEN: 'hf_secret' }), model: 'Roboflow/old-name', revision: PINNED, progress: null });
+  assert.equal(r.source, 'download');
+  // Stored under the name asked for, as huggingface_hub does.
+  assert.equal(r.dir, path.join(cache, 'models--Roboflow--old-name', 'snapshots', PINNED));
+  assert.deepEqual(fs.readFileSync(r.files.model), model.content);
+  const heads = hub.requests.filter((q) => q.method === 'HEAD').map((q) => q.url);
+  assert.deepEqual(heads.slice(0, 2), [`/Roboflow/old-name/resolve/${PINNED}/model.safetensors`, `/${REPO}/resolve/${PINNED}/model.safetensors`]);
+  assert.ok(hub.requests.filter((q) => q.server === 'hub').every((q) => q.headers.authorization === 'Bearer hf_secret'));
+});
+
+test('download: a Hub answering 5xx counts as unavailable: fall back to the cache, else a clear error', async () => {
+  await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main' }), progress: null });
+  hub.hubStatus = 503;
+  const r = await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main' }), progress: null, refresh: true });
+  assert.equal(r.source, 'cache');
+  assert.match(r.chain.join('\n'), /the Hub is unavailable: HEAD .* → HTTP 503/);
+  await assert.rejects(resolveWeights({ env: env({ HF_HUB_CACHE: path.join(root, 'empty') }), progress: null }), /could not be reached/);
+});
+
+test('download: a pinned sha answered with another commit is refused', async () => {
+  hub.commitOverride = OTHER;
+  await assert.rejects(resolveWeights({ env: env(), progress: null }), (e: unknown) => {
+    assert.ok(isRfdetrError(e, 'E_HUB'));
+    assert.match(e.message, new RegExp(`at commit ${PINNED} but it answered with commit ${OTHER}`));
+    return true;
+  });
+  assert.equal(hub.count('cdn'), 0);
+});
+
+test('download: two concurrent resolutions download each blob once', async () => {
+  hub.cdnDelayMs = 100;
+  const [a, b] = await Promise.all([resolveWeights({ env: env(), progress: null }), resolveWeights({ env: env(), progress: null })]);
+  assert.equal(a.dir, b.dir);
+  assert.deepEqual(fs.readFileSync(a.files.model), model.content);
+  assert.equal(hub.requests.filter((q) => q.method === 'GET' && q.url.includes('/lfs/')).length, 1);
+  assert.deepEqual(fs.readdirSync(path.join(cache, '.locks', 'models--Roboflow--rf-detr-base')), [], 'locks released');
+});
+
+test('download: a lock left by a dead process is taken over', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const deadPid = spawnSync('true').pid!;
+  const locks = path.join(cache, '.locks', 'models--Roboflow--rf-detr-base');
+  fs.mkdirSync(locks, { recursive: true });
+  fs.writeFileSync(path.join(locks, `${sha256(model.content)}.rfdetr.lock`), String(deadPid));
+  const log: string[] = [];
+  const r = await resolveWeights({ env: env(), progress: null, log: (l) => log.push(l) });
+  assert.deepEqual(fs.readFileSync(r.files.model), model.content);
+  assert.ok(log.some((l) => l.includes(`owner ${deadPid} is gone`)), log.join('\n'));
+});

@@ -42,6 +42,14 @@ export class FakeHub {
   corrupt = false;
   /** Ignore Range requests (answer 200 with the whole body). */
   ignoreRange = false;
+  /** Renamed repos: old id → new id (answered with a relative 307, as the Hub does). */
+  readonly renames = new Map<string, string>();
+  /** Answer every resolve request with this status (e.g. 503). */
+  hubStatus: number | null = null;
+  /** Report this X-Repo-Commit instead of the real one (a misbehaving mirror). */
+  commitOverride: string | null = null;
+  /** Delay before the CDN answers, ms. */
+  cdnDelayMs = 0;
   private hub!: http.Server;
   private cdn!: http.Server;
   hubUrl = '';
@@ -101,7 +109,16 @@ export class FakeHub {
       res.writeHead(404).end();
       return;
     }
+    if (this.hubStatus !== null) {
+      res.writeHead(this.hubStatus).end();
+      return;
+    }
     const repo = m[1]!;
+    const renamed = this.renames.get(repo);
+    if (renamed) {
+      res.writeHead(307, { location: (req.url ?? '').replace(`/${repo}/`, `/${renamed}/`) }).end();
+      return;
+    }
     const rev = decodeURIComponent(m[2]!);
     const file = m[3]!.split('/').map(decodeURIComponent).join('/');
     const byCommit = this.commits.get(repo);
@@ -109,12 +126,13 @@ export class FakeHub {
       res.writeHead(401, { 'x-error-code': 'RepoNotFound', 'x-error-message': 'Repository not found' }).end();
       return;
     }
-    const commit = this.branches.get(repo)?.get(rev) ?? (byCommit.has(rev) ? rev : undefined);
-    if (!commit) {
+    const found = this.branches.get(repo)?.get(rev) ?? (byCommit.has(rev) ? rev : undefined);
+    if (!found) {
       res.writeHead(404, { 'x-error-code': 'RevisionNotFound', 'x-error-message': `Invalid rev id: ${rev}` }).end();
       return;
     }
-    const f = byCommit.get(commit)!.get(file);
+    const commit = this.commitOverride ?? found;
+    const f = byCommit.get(found)!.get(file);
     if (!f) {
       res.writeHead(404, { 'x-error-code': 'EntryNotFound', 'x-repo-commit': commit }).end();
       return;
@@ -144,6 +162,14 @@ export class FakeHub {
       res.writeHead(404).end();
       return;
     }
+    if (this.cdnDelayMs > 0) {
+      setTimeout(() => this.serveCdn(req, res, f), this.cdnDelayMs);
+      return;
+    }
+    this.serveCdn(req, res, f);
+  }
+
+  private serveCdn(req: http.IncomingMessage, res: http.ServerResponse, f: FakeFile): void {
     const body = this.body(f);
     const r = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
     let start = 0;
