@@ -1,0 +1,37 @@
+// What a command needs from the outside world, injectable so tests can run the program in process: output
+// streams, stdin, environment, and the factory that opens an inference backend.
+import type { InferenceBackend } from '../src/sidecar/backend.ts';
+
+export interface BackendRequest {
+  /** Engine name (`--engine`): cpu, tt, tt-host, … — whatever the sidecar offers. */
+  engine: string;
+  /** Directory with model.safetensors + config.json. */
+  weightsDir: string;
+  /** CPU threads, 0 = physical cores. */
+  threads?: number | undefined;
+  /** Host-engine precision (tt-host): fp32 | bf16. */
+  precision?: 'fp32' | 'bf16' | undefined;
+  /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
+  socketPath?: string | undefined;
+  /** One line per lifecycle event (stderr). */
+  log: (line: string) => void;
+}
+
+/** Opens a backend and resolves once it is ready to infer (or rejects with what failed). */
+export type BackendFactory = (req: BackendRequest) => Promise<InferenceBackend>;
+
+export interface WritableLike {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+  columns?: number;
+}
+
+export interface CliContext {
+  stdout: WritableLike;
+  stderr: WritableLike;
+  /** Read all of stdin (for the `-` input). */
+  readStdin: () => Promise<Buffer>;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  openBackend: BackendFactory;
+}

@@ -1,0 +1,18 @@
+// The `rfdetr` entry (bin/rfdetr.js runs it through tsx): the real process as the CLI's context.
+import { openSidecarBackend } from './backend.ts';
+import { runCli } from './program.ts';
+
+async function readStdin(): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+process.exitCode = await runCli(process.argv.slice(2), {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  readStdin,
+  env: process.env,
+  cwd: process.cwd(),
+  openBackend: openSidecarBackend,
+});
