@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -196,6 +197,25 @@ TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_top
     check("decoder.hs_last", model_->hs(), g.at("decoder.hs_last").f32);
     check("logits", logits.data(), g.at("logits").f32);
     check("pred_boxes", boxes.data(), g.at("pred_boxes").f32);
+}
+
+TEST_F(cpu_parity, forward_is_deterministic_and_the_topk_override_is_honoured) {
+    auto g = rfdetr::test::read_golden(case_dir(rfdetr::test::repo_fixtures_dir(), 1) + "/golden.safetensors");
+    const size_t n = static_cast<size_t>(cpu::k_queries) * model_->num_classes();
+    std::vector<float> l1(n), b1(cpu::k_queries * 4), l2(n), b2(cpu::k_queries * 4);
+    model_->set_topk_override(nullptr);
+    model_->forward(g.at("pixel_values").f32.data(), l1.data(), b1.data());
+    model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
+    EXPECT_EQ(l1, l2);
+    EXPECT_EQ(b1, b2);
+    // Reversed order: slot i now pairs query_feat[i] with another proposal, so the outputs must change.
+    std::vector<int32_t> rev(model_->topk_indices(), model_->topk_indices() + cpu::k_queries);
+    std::reverse(rev.begin(), rev.end());
+    model_->set_topk_override(rev.data());
+    model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
+    model_->set_topk_override(nullptr);
+    EXPECT_TRUE(std::equal(rev.begin(), rev.end(), model_->topk_indices()));
+    EXPECT_NE(b1, b2);
 }
 
 INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_parity, ::testing::Values(1, 2, 3),

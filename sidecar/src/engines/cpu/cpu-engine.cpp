@@ -70,9 +70,6 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
                     "' is not supported by the cpu engine; expected fp32");
     }
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
-    // One threading model: our pool splits the work and OpenBLAS runs single-threaded inside each task
-    // (measured in README.md: OpenBLAS's own threads on top of ours oversubscribe the cores).
-    openblas_set_num_threads(1);
     auto ckpt = checkpoint::open(weights_dir);
     return std::make_unique<cpu_engine>(std::move(ckpt), threads);
 }

@@ -3,6 +3,8 @@
 #include "engines/cpu/kernels.h"
 #include "engines/engine.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,6 +57,9 @@ size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b)
 const float * model::w(const std::string & name) const { return ckpt_.get(name).data; }
 
 model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads), nc_(ckpt.num_classes()) {
+    // One threading model: the pool splits the work and OpenBLAS runs single-threaded inside each task
+    // (OpenBLAS's own threads on top of ours oversubscribe the cores; README.md, "Threads").
+    openblas_set_num_threads(1);
     // ViT
     patch_w_ = w(k_vit + "embeddings.patch_embeddings.projection.weight");
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
