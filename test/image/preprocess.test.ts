@@ -45,7 +45,10 @@ function firstDifference(a: Float32Array, b: Float32Array): string | null {
 }
 
 test('preprocess: the fast kernels equal the plain reference bit for bit on odd sizes (up, down, mixed, 1 px, 560)', () => {
-  for (const [w, h, seed] of [[1, 1, 1], [3, 1201, 2], [1201, 7, 3], [559, 561, 4], [560, 560, 5], [97, 1033, 6], [2000, 45, 7]] as const) {
+  // 6000 wide has outputs with weights below 2^-21, so both width-pass paths (u8Exact and checked) run.
+  const mixed = axisWeights(6000, INPUT_SIZE).u8Exact;
+  assert.ok(mixed.includes(0) && mixed.includes(1));
+  for (const [w, h, seed] of [[1, 1, 1], [3, 1201, 2], [1201, 7, 3], [559, 561, 4], [560, 560, 5], [97, 1033, 6], [2000, 45, 7], [6000, 3, 8]] as const) {
     const img = image(w, h, seed);
     const diff = firstDifference(preprocess(img), referencePreprocess(img));
     assert.equal(diff, null, `${w}x${h}: ${diff}`);
