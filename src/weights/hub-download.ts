@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { once } from 'node:events';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import { RfdetrError } from '../errors.ts';
 import { isCommitSha, isFile, linkSnapshot } from './hub-cache.ts';
@@ -314,19 +314,30 @@ export class HubClient {
       const start = append ? have : 0;
       this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
       const bar = new ProgressBar(this.opts.progress, file, meta.size, start);
-      const counter = new Transform({
-        transform(chunk: Buffer, _enc, cb) {
-          bar.update(chunk.length);
-          cb(null, chunk);
-        },
-      });
+      // Not stream.pipeline: when the body breaks it destroys the file stream and drops writes still queued in it,
+      // and those bytes were received; ending the file stream instead keeps everything that arrived for the resume.
+      const sink = fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' });
+      let diskError: Error | null = null;
+      sink.on('error', (e) => (diskError = e));
+      let broke: unknown = null;
       try {
-        await pipeline(res.body, counter, fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' }));
+        for await (const chunk of res.body as AsyncIterable<Buffer>) {
+          bar.update(chunk.length);
+          if (!sink.write(chunk)) await once(sink, 'drain');
+        }
       } catch (e) {
-        if (this.opts.signal?.aborted) throw e;
-        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(e)})`, { url }, e);
+        broke = e;
       } finally {
         bar.done();
+      }
+      if (!sink.destroyed) await new Promise<void>((resolve) => sink.end(() => resolve()));
+      if (diskError !== null) {
+        res.body.destroy();
+        throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${(diskError as Error).message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: diskError });
+      }
+      if (broke !== null) {
+        if (this.opts.signal?.aborted) throw broke;
+        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(broke)})`, { url }, broke);
       }
       return;
     }
