@@ -81,10 +81,11 @@ export function expandGlob(pattern: string, cwd: string): string[] {
   const found = new Set<string>();
   const walk = (dir: string, shown: string, rest: string[]) => {
     if (rest.length === 0) {
-      found.add(shown);
+      if (statOrNull(dir)?.isFile()) found.add(shown);
       return;
     }
     const [seg, ...tail] = rest as [string, ...string[]];
+    if (seg === '**' && tail.length === 0) return walk(dir, shown, ['**', '*']); // a trailing ** means every file below
     if (seg === '**') {
       walk(dir, shown, tail); // zero directories
       for (const e of safeReaddir(dir)) {
@@ -109,7 +110,7 @@ export function expandGlob(pattern: string, cwd: string): string[] {
   const join = (a: string, b: string) => (a === '' ? b : a === '/' ? `/${b}` : `${a}/${b}`);
   walk(root, abs ? '/' : '', start);
   const last = start[start.length - 1] ?? '';
-  const anyExt = path.extname(last.replace(/[*?]/g, '')) !== '';
+  const anyExt = /\.[A-Za-z0-9]+$/.test(last);
   return [...found].filter((f) => anyExt || isImageName(f)).sort();
 }
 

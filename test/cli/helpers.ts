@@ -73,6 +73,8 @@ export interface RunResult { code: number; stdout: string; stderr: string; reque
 
 export interface InProcessOptions {
   backend?: InferenceBackend;
+  /** Opens a backend per request (beats `backend`). */
+  factory?: (req: BackendRequest) => InferenceBackend;
   stdin?: Buffer;
   tty?: boolean;
   env?: NodeJS.ProcessEnv;
@@ -87,7 +89,7 @@ export async function runInProcess(argv: string[], o: InProcessOptions = {}): Pr
   const backend = o.backend ?? new FixtureReplayBackend();
   const openBackend: BackendFactory = async (req) => {
     requests.push(req);
-    return backend;
+    return o.factory ? o.factory(req) : backend;
   };
   const ctx: CliContext = {
     stdout: { write: (s: string) => (stdout += s) },
