@@ -13,8 +13,19 @@ export interface BackendRequest {
   precision?: 'fp32' | 'bf16' | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
-  /** One line per lifecycle event (stderr). */
+  /** Warnings and errors, one line each (stderr). */
   log: (line: string) => void;
+  /** Structured lifecycle log (serve passes its JSON logger); when absent only warnings/errors reach `log`. */
+  logger?: BackendLogger | undefined;
+  /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
+  waitReady?: boolean | undefined;
+}
+
+export interface BackendLogger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** Opens a backend and resolves once it is ready to infer (or rejects with what failed). */

@@ -8,6 +8,12 @@ async function readStdin(): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+// `rfdetr detect --json … | head -1`: a reader that goes away is not an error; stop quietly.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw e;
+});
+
 process.exitCode = await runCli(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,

@@ -4,7 +4,11 @@
 // each CPU detection's best same-label IoU, mean × 100) and max-abs / PCC of logits and boxes. Exit 1 when the
 // mean detection-IoU is below --gate (98.5, the port's gate). Per-stage taps are not on the protocol: only
 // the head outputs are compared.
+//
+// Without --weights/--model the checkpoint is the seed-1 synthetic one the fixtures were made with (generated
+// into a temporary directory); the CPU reference is then also checked against the fixtures' recorded outputs.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { testFixturesDir } from '../../src/config/paths.ts';
@@ -12,6 +16,8 @@ import { detectionIou } from '../../src/detect/iou.ts';
 import { postprocess, type Detection } from '../../src/detect/postprocess.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { preprocess } from '../../src/image/preprocess.ts';
+import { runSynth } from '../../src/weights/synth.ts';
+import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions, backendRequest, EXIT_HELP, parseThreshold, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
@@ -79,8 +85,21 @@ async function runAll(backend: InferenceBackend, cases: readonly CaseInput[]): P
 }
 
 async function runVerify(ctx: CliContext, f: VerifyFlags): Promise<void> {
+  const synthetic = f.weights === undefined && f.model === undefined && f.revision === undefined;
+  if (!synthetic) return verifyWith(ctx, f, (await weightsFor(ctx, f)).dir, false);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-verify-'));
+  try {
+    stderrLine(ctx)('verify: no --weights: generating the seed-1 synthetic checkpoint the fixtures were made with');
+    const s = await runSynth({ seed: 1n, out: tmp, env: ctx.env });
+    await verifyWith(ctx, f, s.dir, true);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, synthetic: boolean): Promise<void> {
   const log = stderrLine(ctx);
-  const w = await weightsFor(ctx, f);
+  const w = { dir: weightsDir };
   const cases: CaseInput[] = [];
   for (const name of CASES) {
     const img = await decodeImage(fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', name, 'input.png')));
@@ -90,6 +109,15 @@ async function runVerify(ctx: CliContext, f: VerifyFlags): Promise<void> {
   const cpuBackend = await ctx.openBackend(backendRequest(ctx, { ...f, engine: 'cpu' }, w.dir));
   const info = cpuBackend.info;
   const ref = await runAll(cpuBackend, cases);
+  let goldenMaxAbs: number | null = null;
+  if (synthetic) {
+    // The reference itself, against the recorded reference outputs (seed 1 is the fixtures' checkpoint).
+    goldenMaxAbs = Math.max(...CASES.map((name, i) => {
+      const g = SafetensorsFile.read(path.join(testFixturesDir, 'rfdetr-synth', name, 'golden.safetensors'));
+      return Math.max(maxAbsDiff(g.f32('logits'), ref[i]!.logits), maxAbsDiff(g.f32('pred_boxes'), ref[i]!.predBoxes));
+    }));
+    log(`verify: cpu reference vs the fixtures' recorded outputs: max-abs ${goldenMaxAbs.toExponential(2)}`);
+  }
   log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
   const got = await runAll(await ctx.openBackend(backendRequest(ctx, f, w.dir, { precision: f.precision })), cases);
   const labels = info?.labels ?? [];
@@ -110,10 +138,10 @@ async function runVerify(ctx: CliContext, f: VerifyFlags): Promise<void> {
   const mean = rows.reduce((s, r) => s + r.detection_iou, 0) / rows.length;
   const pass = mean >= f.gate;
   if (f.json) {
-    ctx.stdout.write(`${JSON.stringify({ engine: f.engine, precision: f.precision ?? null, weights: w.dir, threshold: f.threshold, gate: f.gate, mean_detection_iou: mean, pass, cases: rows })}\n`);
+    ctx.stdout.write(`${JSON.stringify({ engine: f.engine, precision: f.precision ?? null, weights: synthetic ? 'synthetic seed 1' : w.dir, cpu_vs_fixtures_max_abs: goldenMaxAbs, threshold: f.threshold, gate: f.gate, mean_detection_iou: mean, pass, cases: rows })}\n`);
   } else {
     const out = (s: string) => void ctx.stdout.write(`${s}\n`);
-    out(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''} against cpu; weights ${w.dir}; threshold ${f.threshold}`);
+    out(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''} against cpu; weights ${synthetic ? 'synthetic seed 1 (the fixtures\' checkpoint)' : w.dir}; threshold ${f.threshold}`);
     out(`  ${'case'.padEnd(7)} ${'det-IoU'.padStart(8)} ${'n cpu/eng'.padStart(10)} ${'logits max|d|'.padStart(14)} ${'boxes max|d|'.padStart(13)} ${'logits PCC'.padStart(11)} ${'boxes PCC'.padStart(11)} ${'fwd ms cpu/eng'.padStart(16)}`);
     for (const r of rows) {
       out(`  ${r.case.padEnd(7)} ${r.detection_iou.toFixed(2).padStart(8)} ${`${r.cpu_detections}/${r.engine_detections}`.padStart(10)} ${r.logits_max_abs.toExponential(2).padStart(14)} ${r.boxes_max_abs.toExponential(2).padStart(13)} ${r.logits_pcc.toFixed(6).padStart(11)} ${r.boxes_pcc.toFixed(6).padStart(11)} ${`${r.cpu_forward_ms.toFixed(0)}/${r.engine_forward_ms.toFixed(0)}`.padStart(16)}`);

@@ -10,6 +10,7 @@ import { expandGlob, expandInputs } from '../../cli/inputs.ts';
 import { percentile } from '../../cli/commands/bench.ts';
 import { maxAbsDiff, pcc } from '../../cli/commands/verify.ts';
 import { FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
 
 test('inputs: globs (*, ?, [..], **), directories, hidden files and non-images', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-glob-'));
@@ -86,8 +87,12 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
   });
   assert.equal(same.code, 0, same.stderr);
   assert.deepEqual(same.requests.map((r) => [r.engine, r.precision]), [['cpu', undefined], ['tt-host', 'bf16']]);
-  const s = JSON.parse(same.stdout) as { pass: boolean; mean_detection_iou: number; cases: { case: string; detection_iou: number; logits_max_abs: number; boxes_max_abs: number; logits_pcc: number }[] };
+  const s = JSON.parse(same.stdout) as { weights: string; cpu_vs_fixtures_max_abs: number | null; pass: boolean; mean_detection_iou: number; cases: { case: string; detection_iou: number; logits_max_abs: number; boxes_max_abs: number; logits_pcc: number }[] };
   assert.equal(s.pass, true);
+  assert.equal(s.weights, 'synthetic seed 1', 'no --weights: the fixtures\' synthetic checkpoint');
+  assert.equal(s.cpu_vs_fixtures_max_abs, 0, 'the reference is checked against the recorded outputs');
+  assert.match(same.requests[0]!.weightsDir, /rfdetr-verify-/);
+  assert.ok(!fs.existsSync(same.requests[0]!.weightsDir), 'the temporary checkpoint is removed');
   assert.deepEqual(s.cases.map((c) => c.case), ['case-1', 'case-2', 'case-3']);
   for (const c of s.cases) {
     assert.ok(c.logits_max_abs > 9e-4 && c.logits_max_abs <= 1e-3 + 1e-6, `logits max-abs ${c.logits_max_abs}`);
@@ -96,7 +101,7 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
     assert.ok(c.detection_iou > 99, `${c.case}: ${c.detection_iou}`);
   }
   // Shift every box by 2% of the image width: IoU drops well below the gate.
-  const off = await runInProcess(['verify', '--engine', 'tt'], {
+  const off = await runInProcess(['verify', '--engine', 'tt', '--weights', await synthWeights()], {
     factory: (req) => (req.engine === 'cpu' ? new FixtureReplayBackend() : new ShiftedBackend(0.02)),
   });
   assert.equal(off.code, 1);
