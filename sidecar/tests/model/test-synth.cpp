@@ -25,6 +25,21 @@ uint32_t bits(float f) {
 
 }  // namespace
 
+TEST(Schema, EmbeddedTextsEqualTheFilesInTheTree) {
+    EXPECT_EQ(std::string(rfdetr::schema_json_text()), read_file(RFDETR_SCHEMA_JSON));
+    EXPECT_EQ(std::string(rfdetr::coco_config_json_text()), read_file(RFDETR_COCO_CONFIG_JSON));
+    const auto & sch = rfdetr::schema_get();
+    EXPECT_EQ(sch.num_classes, 91);
+    int class_dependent = 0;
+    for (const auto & st : sch.tensors) {
+        class_dependent += st.class_axis >= 0;
+        EXPECT_EQ(sch.find(st.name), &st);
+    }
+    EXPECT_EQ(class_dependent, 28);  // class_embed + 13 enc_out_class_embed groups, weight and bias each
+    EXPECT_EQ(sch.find("class_embed.weight")->shape_for(7), (std::vector<int64_t>{ 7, 256 }));
+    EXPECT_EQ(sch.find("nope"), nullptr);
+}
+
 TEST(Synth, WorkedExampleOfTheSpec) {
     EXPECT_EQ(rfdetr::synth_fnv1a64("class_embed.bias"), 0x4ca32d7098b06ad8ull);
     EXPECT_EQ(rfdetr::synth_mix(0xeadaa72a17fae6eeull), 0xc3a7b5175bcc1711ull);
