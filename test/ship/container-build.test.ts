@@ -162,11 +162,19 @@ test('tt-model.yaml verify lines pass against the staged tree', (t) => {
   assert.equal(r.status, 0, r.stderr);
   const verify = (parse(readText('tt-model.yaml')) as { verify: string[] }).verify;
   const skipped: string[] = [];
+  const cache = path.join(path.dirname(real), 'CMakeCache.txt');
+  const withTtnn = fs.existsSync(cache) && /^RFDETR_WITH_TTNN:BOOL=ON$/m.test(fs.readFileSync(cache, 'utf8'));
   for (const line of verify) {
-    if (line.includes("rfdetr-sidecar'") && !haveSidecar) { skipped.push('the sidecar line (no sidecar built: sidecar branch not merged)'); continue; }
+    if (line.includes("rfdetr-sidecar'") && !haveSidecar) { skipped.push('a sidecar line (no sidecar built: sidecar branch not merged)'); continue; }
     if (line.includes("bin/rfdetr'") && !haveCli) { skipped.push('the CLI line (no cli/main.ts: CLI branch not merged)'); continue; }
     const local = line.replaceAll('/opt/tt-metal/dist/rfdetr', dest);
     const py = spawnSync('python3', ['-c', local], { encoding: 'utf8' });
+    if (line.includes("'--help'") && !withTtnn) {
+      // A CPU-only build (every machine without tt-metal): the TT-engine check must refuse it, by name.
+      assert.notEqual(py.status, 0, 'the TT-engine verify line passed on a sidecar built without RFDETR_WITH_TTNN');
+      assert.match(py.stderr, /built without the TT engine/);
+      continue;
+    }
     assert.equal(py.status, 0, `verify line failed:\n${line}\n${py.stderr}`);
   }
   if (skipped.length) skipOrFail(t, `not run: ${skipped.join('; ')}`);
