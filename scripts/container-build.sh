@@ -67,8 +67,11 @@ cp -a scripts/healthcheck.mjs "$dest/scripts/"
 cp "$sidecar" "$dest/sidecar/build/rfdetr-sidecar"
 [ -x sidecar/build/rfdetr-synth ] && cp sidecar/build/rfdetr-synth "$dest/sidecar/build/"
 
-# Production dependencies only: copy the installed tree and prune devDependencies (no network needed).
-cp -a node_modules "$dest/node_modules"
+# Production dependencies only: copy the installed tree and prune devDependencies (no network needed). Hard
+# links when on the same filesystem (prune only unlinks; nothing here writes into node_modules).
+cp -al node_modules "$dest/node_modules" 2>/dev/null || { rm -rf "$dest/node_modules"; cp -a node_modules "$dest/node_modules"; }
+# npm's hidden lockfile is a cache it may rewrite in place: never share that file with the checkout.
+rm -f "$dest/node_modules/.package-lock.json"
 (cd "$dest" && npm prune --omit=dev --no-audit --no-fund >&2)
 
 # `rfdetr` on PATH, and `rfdetr-node` (the node it runs). Both exec, so signals reach node directly. Node is
@@ -94,14 +97,21 @@ EOF
 chmod 0755 "$dest/bin/rfdetr-node"
 chmod 0755 "$dest/bin/rfdetr"
 
-# The sidecar's shared-library closure, minus the C/C++ runtime every base has and tt-metal's own libraries.
-tt_home=${TT_METAL_HOME:-/opt/tt-metal}
+# The sidecar's shared-library closure, minus the C/C++ runtime every base has, tt-metal's own libraries and
+# everything those need (the tt-metal image provides its libraries' dependencies: MPI, hwloc, numa, ...).
+tt_home=$(readlink -f "${TT_METAL_HOME:-/opt/tt-metal}" 2>/dev/null || echo "${TT_METAL_HOME:-/opt/tt-metal}")
+resolved() { ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'; }
 closure() {
-  ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
+  local all tt_deps
+  all=$(resolved "$1")
+  tt_deps=$(for lib in $all; do
+    case "$(readlink -f "$lib")" in "$tt_home"/*) echo "$lib"; resolved "$lib" ;; esac
+  done | sort -u)
+  for lib in $all; do
     case "$(basename "$lib")" in
       libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) continue ;;
     esac
-    case "$lib" in "$tt_home"/*) continue ;; esac
+    if printf '%s\n' "$tt_deps" | grep -qxF "$lib"; then continue; fi
     echo "$lib"
   done
 }

@@ -79,6 +79,27 @@ test('container-build: --bundle-libs puts the BLAS beside the sidecar and the wr
   assert.match(run.stderr, new RegExp(`calling init: ${dest.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/sidecar/build/\\.\\./lib/libopenblas\\.so\\.0`));
 });
 
+test('container-build: tt-metal libraries and what they need are left to the tt-metal image', () => {
+  // A fake tt-metal tree whose library needs OpenBLAS; a sidecar that needs only that library.
+  const tt = path.join(tmp, 'tt-metal');
+  fs.mkdirSync(path.join(tt, 'build/lib'), { recursive: true });
+  const libSrc = path.join(tmp, 'fake-tt.cpp');
+  fs.writeFileSync(libSrc, 'extern "C" float cblas_sdot(int, const float*, int, const float*, int);\n'
+    + 'extern "C" float tt_dot() { float a[2] = {1, 2}; return cblas_sdot(2, a, 1, a, 1); }\n');
+  execFileSync('g++', ['-shared', '-fPIC', libSrc, '-o', path.join(tt, 'build/lib/libfake_tt.so'), '-lopenblas']);
+  const mainSrc = path.join(tmp, 'fake-main.cpp');
+  fs.writeFileSync(mainSrc, '#include <cstdio>\nextern "C" float tt_dot();\nint main() { std::printf("%g\\n", tt_dot()); return 0; }\n');
+  const bin = path.join(tmp, 'fake-sidecar');
+  execFileSync('g++', [mainSrc, '-o', bin, `-L${path.join(tt, 'build/lib')}`, '-lfake_tt', `-Wl,-rpath,${path.join(tt, 'build/lib')}`]);
+  const dest = path.join(tmp, 'tt-bundled');
+  const r = stage(dest, ['--bundle-libs'], { RFDETR_SIDECAR: bin, TT_METAL_HOME: tt });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dest, 'sidecar/lib')), [], 'neither the tt-metal library nor its BLAS is bundled');
+  const plain = stage(path.join(tmp, 'tt-plain'), [], { RFDETR_SIDECAR: bin, TT_METAL_HOME: tt });
+  assert.equal(plain.status, 0, plain.stderr);
+  assert.equal(fs.readFileSync(path.join(tmp, 'tt-plain/runtime-packages.txt'), 'utf8'), '', 'nothing to apt-install beyond the tt-metal base');
+});
+
 test('container-build: errors name the problem (unknown flag, missing sidecar, dangerous --dest)', () => {
   const bad = spawnSync('bash', [script, '--frobnicate'], { cwd: packageRoot, encoding: 'utf8' });
   assert.equal(bad.status, 2);
