@@ -2,15 +2,15 @@
 // their source when it exists, and the skip-or-fail rule for tests that need another branch's artefacts.
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
 import { packageRoot } from '../../src/config/paths.ts';
 
 /**
- * The ready log line `rfdetr serve` prints once, as tt-model.yaml's ready_line must match it. Until the HTTP
- * server (src/http) exports it as a constant, this literal is the one place the ship tests read it from; the
- * lead reconciles at merge. Seed: a JSON log line containing `"msg":"rfdetr ready"`.
+ * The ready message `rfdetr serve` logs once (src/http/log.ts READY_MESSAGE on the http branch). Used only
+ * while src/http is not on this branch; the tests import the constant once it is.
  */
-export const FALLBACK_READY_LINE = '"msg":"rfdetr ready"';
+export const FALLBACK_READY_LINE = 'rfdetr-serve ready: Application startup complete';
 
 /** The server's default port (DESIGN.md: tt-model's first port). */
 export const DEFAULT_PORT = 20000;
@@ -23,24 +23,15 @@ export interface ReadyLineSource {
   from: string;
 }
 
-/**
- * Finds an exported string constant whose name contains READY (e.g. `export const READY_LINE = '...'`) in
- * src/http. Returns undefined when src/http does not exist yet (the HTTP branch is not merged).
- */
-export function readyLineFromHttp(): ReadyLineSource | undefined {
-  const dir = path.join(packageRoot, 'src', 'http');
-  if (!fs.existsSync(dir)) return undefined;
-  const files = fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
-  const re = /export\s+const\s+(\w*READY\w*)\s*(?::\s*string\s*)?=\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`([^`$]*)`)/g;
-  for (const f of files.sort()) {
-    const text = fs.readFileSync(path.join(dir, f), 'utf8');
-    for (const m of text.matchAll(re)) {
-      const raw = m[2] ?? m[3] ?? m[4] ?? '';
-      const value = m[4] !== undefined ? raw : (JSON.parse(`"${raw.replace(/\\'/g, "'").replace(/"/g, '\\"')}"`) as string);
-      return { value, from: `src/http/${f} ${m[1]}` };
-    }
+/** READY_MESSAGE from src/http/log.ts, imported; undefined while src/http is not on this branch. */
+export async function readyLineFromHttp(): Promise<ReadyLineSource | undefined> {
+  const file = path.join(packageRoot, 'src', 'http', 'log.ts');
+  if (!fs.existsSync(file)) return undefined;
+  const mod = (await import(pathToFileURL(file).href)) as { READY_MESSAGE?: unknown };
+  if (typeof mod.READY_MESSAGE !== 'string') {
+    throw new Error(`src/http/log.ts exports no string READY_MESSAGE; tt-model.yaml's ready_line must match the server's ready log line`);
   }
-  return undefined;
+  return { value: mod.READY_MESSAGE, from: 'src/http/log.ts READY_MESSAGE' };
 }
 
 /** A test that needs something another branch builds: skip with the reason, or fail under RFDETR_REQUIRE_ALL=1. */
