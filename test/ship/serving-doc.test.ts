@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { sidecarBinary } from '../../src/config/paths.ts';
-import { readText, skipOrFail } from './ship-helpers.ts';
+import { readText, serverRoutes, skipOrFail } from './ship-helpers.ts';
 
 const doc = () => readText('SERVING.md');
 
@@ -51,4 +51,11 @@ test('SERVING.md: the pins, gates and demo operators check against', () => {
 test('SERVING.md: no paths or hosts from the seeds\' machine', () => {
   const d = doc();
   for (const bad of [/deepgadget/i, /\/home\/\w+/, /experiments\//, /gbp-tt/, /changh95\/rf-detr-p150/]) assert.doesNotMatch(d, bad);
+});
+
+test('SERVING.md: the route table lists every route the server serves', async (t) => {
+  const routes = await serverRoutes();
+  if (!routes) return skipOrFail(t, 'src/http is not on this branch yet (HTTP branch not merged)');
+  const table = doc().split('### Routes')[1]!.split('###')[0]!;
+  for (const r of routes) assert.match(table, new RegExp(`\`(GET|POST) ${r.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\``), `SERVING.md's route table lacks ${r}`);
 });

@@ -43,3 +43,13 @@ export function skipOrFail(t: TestContext, reason: string): void {
 export function readText(rel: string): string {
   return fs.readFileSync(path.join(packageRoot, rel), 'utf8');
 }
+
+/** The server's routes, from its own OpenAPI document (src/http/openapi.ts); undefined while src/http is absent. */
+export async function serverRoutes(): Promise<Set<string> | undefined> {
+  const file = path.join(packageRoot, 'src', 'http', 'openapi.ts');
+  if (!fs.existsSync(file)) return undefined;
+  const mod = (await import(pathToFileURL(file).href)) as { buildOpenApi?: (l: object) => { paths?: Record<string, unknown> } };
+  if (typeof mod.buildOpenApi !== 'function') throw new Error('src/http/openapi.ts exports no buildOpenApi(limits)');
+  const doc = mod.buildOpenApi({ maxImageBytes: 32 << 20, maxImageSide: 8192, maxBodyBytes: 64 << 20 });
+  return new Set(Object.keys(doc.paths ?? {}));
+}
