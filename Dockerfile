@@ -6,8 +6,9 @@
 #   docker build -t rfdetr-serve:cpu .
 #   docker run --rm -p 20000:20000 -v rfdetr-cache:/var/cache/rfdetr rfdetr-serve:cpu --host 0.0.0.0 --port 20000
 #
-# TT engine (Blackhole): build on an image that holds a built tt-metal tree at TT_METAL_HOME, pinned to
-# v0.78.0-dev20260820-25 (commit 8b98410e730), Ubuntu 24.04:
+# TT engine (Blackhole): build on an image that holds a built tt-metal tree at TT_METAL_HOME (default
+# /opt/tt-metal; its libraries and their dependencies are left to that image), pinned to
+# v0.78.0-dev20260820-25 (commit 8b98410e730), Ubuntu 24.04 (libmsgpack-cxx-dev; glibc for node 20):
 #   docker build -t rfdetr-serve:tt \
 #     --build-arg BUILD_BASE=<tt-metal image> --build-arg RUNTIME_BASE=<tt-metal image> \
 #     --build-arg RFDETR_CMAKE_ARGS="-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF" .
