@@ -11,6 +11,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { parse } from 'yaml';
 import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
 import { ROUTES, readText, skipOrFail } from './ship-helpers.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -36,9 +37,7 @@ test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on S
   assert.equal(staged.status, 0, staged.stderr);
 
   const env = { ...process.env, HF_HOME: path.join(tmp, 'hf'), HF_HUB_OFFLINE: '1', RFDETR_SIDECAR: '' };
-  const weights = path.join(tmp, 'weights');
-  const synth = spawnSync(path.join(dest, 'bin/rfdetr'), ['weights', 'synth', '--seed', '1', '--out', weights], { encoding: 'utf8', env });
-  assert.equal(synth.status, 0, synth.stderr);
+  const weights = await synthWeights();
 
   const port = await freePort();
   const child = spawn(path.join(dest, 'bin/rfdetr'), ['serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2'], { env });
