@@ -61,6 +61,7 @@ export function resolveClasses(names: readonly string[] | undefined, labels: rea
 export interface EngineFlags {
   engine: string;
   threads?: number;
+  precision?: 'fp32' | 'bf16';
   weights?: string;
   model?: string;
   revision?: string;
@@ -71,6 +72,7 @@ export function addEngineOptions(cmd: Command, defaultEngine = 'cpu'): Command {
   return cmd
     .addOption(new Option('--engine <name>', 'engine the sidecar runs: cpu, tt, tt-host, … (rfdetr info lists those built)').default(defaultEngine))
     .addOption(new Option('--threads <n>', 'CPU threads for the engine, 0 = physical cores').argParser(intParser(0, 1024)))
+    .addOption(new Option('--precision <p>', 'host-engine arithmetic (tt-host validation engine): fp32 (default) or bf16').choices(['fp32', 'bf16']))
     .addOption(new Option('--weights <dir>', 'checkpoint directory with model.safetensors + config.json (beats TT_RF_DETR_WEIGHTS)'))
     .addOption(new Option('--model <repo>', 'Hub repo id (default: HF_MODEL, else Roboflow/rf-detr-base)'))
     .addOption(new Option('--revision <sha>', 'Hub revision (default: TT_WEIGHTS_REVISION, else the pinned sha)'));
@@ -92,7 +94,7 @@ export async function weightsFor(ctx: CliContext, f: EngineFlags, opts: { downlo
 }
 
 export function backendRequest(ctx: CliContext, f: EngineFlags, weightsDir: string, extra: Partial<BackendRequest> = {}): BackendRequest {
-  return { engine: f.engine, weightsDir, threads: f.threads, log: stderrLine(ctx), ...extra };
+  return { engine: f.engine, weightsDir, threads: f.threads, precision: f.precision, log: stderrLine(ctx), ...extra };
 }
 
 export const EXIT_HELP = [

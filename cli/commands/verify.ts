@@ -26,7 +26,6 @@ export const VERIFY_GATE = 98.5;
 const CASES = ['case-1', 'case-2', 'case-3'];
 
 interface VerifyFlags extends EngineFlags {
-  precision?: 'fp32' | 'bf16';
   gate: number;
   threshold: number;
   json?: boolean;
@@ -106,7 +105,7 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
     cases.push({ name, width: img.width, height: img.height, pixels: preprocess(img) });
   }
   log(`verify: reference engine cpu, ${w.dir}`);
-  const cpuBackend = await ctx.openBackend(backendRequest(ctx, { ...f, engine: 'cpu' }, w.dir));
+  const cpuBackend = await ctx.openBackend(backendRequest(ctx, { ...f, engine: 'cpu', precision: undefined }, w.dir));
   const info = cpuBackend.info;
   const ref = await runAll(cpuBackend, cases);
   let goldenMaxAbs: number | null = null;
@@ -119,7 +118,7 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
     log(`verify: cpu reference vs the fixtures' recorded outputs: max-abs ${goldenMaxAbs.toExponential(2)}`);
   }
   log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
-  const got = await runAll(await ctx.openBackend(backendRequest(ctx, f, w.dir, { precision: f.precision })), cases);
+  const got = await runAll(await ctx.openBackend(backendRequest(ctx, f, w.dir)), cases);
   const labels = info?.labels ?? [];
   const numQueries = info?.numQueries ?? 300;
   const numClasses = info?.numClasses ?? 91;
@@ -154,7 +153,6 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
 export function verifyCommand(ctx: CliContext): Command {
   const cmd = new Command('verify')
     .description('compare an accelerator engine with the CPU engine on the fixture images: detection-IoU gate, max-abs, PCC')
-    .addOption(new Option('--precision <p>', 'host-engine precision (tt-host)').choices(['fp32', 'bf16']))
     .addOption(new Option('--gate <iou>', 'minimum mean detection-IoU (×100)').argParser(parseGate).default(VERIFY_GATE))
     .addOption(new Option('--threshold <t>', 'score threshold for both engines\' detections').argParser(parseThreshold).default(0.5))
     .option('--json', 'print one JSON object');
