@@ -206,3 +206,30 @@ test('decode: a decompression bomb (tiny PNG declaring 20000x20000) is refused w
   const short = makePng({ width: 8000, height: 8000, colourType: 2, bitDepth: 8, idat: zlib.deflateSync(Buffer.concat(Array.from({ length: 16 }, () => row8k))) });
   await rejects(short, 'E_IMAGE_UNDECODABLE', /corrupt or truncated/);
 });
+
+test('decode: lossless WebP, GIF and TIFF are accepted and decode to the stored pixels', async () => {
+  const w = 9, h = 6;
+  const px = bytes(w * h * 3, 21);
+  const raw = { raw: { width: w, height: h, channels: 3 as const } };
+  for (const buf of [await sharp(px, raw).webp({ lossless: true }).toBuffer(), await sharp(px, raw).tiff({ compression: 'lzw' }).toBuffer()]) {
+    const img = await decodeImage(buf);
+    assert.deepEqual([img.width, img.height], [w, h]);
+    assert.deepEqual([...img.data], [...px]);
+  }
+  const flat = new Uint8Array(w * h * 3).fill(0);
+  for (let i = 0; i < w * h; i++) flat.set(i % 2 ? [255, 0, 0] : [0, 0, 255], i * 3);
+  const gif = await decodeImage(await sharp(flat, raw).gif().toBuffer());
+  assert.deepEqual([...gif.data], [...flat]);
+});
+
+test('decode: a JPEG with bytes after EOI decodes (a warning, not an error, as in PIL); CMYK JPEG becomes RGB', async () => {
+  const px = bytes(16 * 16 * 3, 22);
+  const jpg = await sharp(px, { raw: { width: 16, height: 16, channels: 3 } }).jpeg().toBuffer();
+  const clean = await decodeImage(jpg);
+  const trailing = await decodeImage(Buffer.concat([jpg, Buffer.from('trailing garbage')]));
+  assert.deepEqual([...trailing.data], [...clean.data]);
+  const cmyk = await sharp(px, { raw: { width: 16, height: 16, channels: 3 } }).toColourspace('cmyk').jpeg().toBuffer();
+  assert.equal((await sharp(cmyk).metadata()).space, 'cmyk');
+  const img = await decodeImage(cmyk);
+  assert.deepEqual([img.width, img.height, img.data.length], [16, 16, 16 * 16 * 3]);
+});
