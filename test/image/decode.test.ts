@@ -34,6 +34,8 @@ test('decode: 8-bit RGB PNG round-trips every byte at the original size', async 
   assert.equal(img.width, w);
   assert.equal(img.height, h);
   assert.deepEqual([...img.data], [...px]);
+  const interlaced = await sharp(px, { raw: { width: w, height: h, channels: 3 } }).png({ progressive: true }).toBuffer();
+  assert.deepEqual([...(await decodeImage(interlaced)).data], [...px], 'Adam7-interlaced PNG');
 });
 
 test('decode: RGBA drops alpha without compositing (sharp-made and hand-made PNG)', async () => {
@@ -146,12 +148,18 @@ test('decode: an embedded ICC profile is ignored (PIL convert does not colour-ma
   assert.notDeepEqual([...managed], [...stored.data]);
 });
 
-test('decode: JPEG decodes at the original size', async () => {
-  const jpg = await sharp(bytes(33 * 17 * 3, 2), { raw: { width: 33, height: 17, channels: 3 } }).jpeg().toBuffer();
-  const img = await decodeImage(jpg);
+test('decode: baseline and progressive JPEG decode at the original size to the same pixels', async () => {
+  const px = bytes(33 * 17 * 3, 2);
+  const raw = { raw: { width: 33, height: 17, channels: 3 as const } };
+  const img = await decodeImage(await sharp(px, raw).jpeg({ quality: 100, chromaSubsampling: '4:4:4' }).toBuffer());
   assert.equal(img.width, 33);
   assert.equal(img.height, 17);
   assert.equal(img.data.length, 33 * 17 * 3);
+  let maxErr = 0;
+  for (let i = 0; i < px.length; i++) maxErr = Math.max(maxErr, Math.abs(img.data[i]! - px[i]!));
+  assert.ok(maxErr < 64, `quality-100 JPEG stays near the source (max error ${maxErr})`);
+  const prog = await decodeImage(await sharp(px, raw).jpeg({ quality: 100, chromaSubsampling: '4:4:4', progressive: true }).toBuffer());
+  assert.deepEqual([prog.width, prog.height], [33, 17]);
 });
 
 test('decode: zero bytes, text, SVG and garbage are E_IMAGE_UNDECODABLE with a reason', async () => {
