@@ -106,8 +106,9 @@ function checkImage(img: RgbImage): void {
 }
 
 // The two passes inline `fmaf` (see fmaf.ts for why it is exact): p = a*b is exact, s = p + acc, r = fround(s) is
-// the answer unless s is exactly an f32 midpoint, which `fmaMidpoint` settles. Inlined by hand because the call
-// costs about 3x in V8 here; the first tap is a plain rounded product (fmaf(a, w, 0) = round32(a*w)).
+// the answer unless s is exactly an f32 midpoint and the f64 sum was inexact, which `fmaMidpoint` (width pass)
+// or the TwoSum error test (height pass, where it measured faster: fewer sums are inexact than not f32) settle.
+// Inlined by hand; the first tap is a plain rounded product (fmaf(a, w, 0) = round32(a*w)).
 
 function fmaMidpoint(p: number, c: number, s: number, r: number, o: number): number {
   const bv = s - p;
@@ -197,10 +198,12 @@ export function resizeHeightNormalise(tmp: Float32Array, tmpRow0: number, wy: Ax
         const c = acc[k]!;
         const p = tmp[row + k]! * w;
         const s = p + c;
+        const bv = s - p;
+        const e = (p - (s - bv)) + (c - bv);
         let t = f(s);
-        if (t !== s) {
+        if (e !== 0) {
           const m = s + (s - t);
-          if (f(m) === m) t = fmaMidpoint(p, c, s, t, m);
+          if (f(m) === m && (e > 0) === (m > s)) t = m;
         }
         acc[k] = t;
       }
