@@ -8,7 +8,7 @@
 // an f32 division; each output is an fmaf chain from 0 over the taps in ascending order. JavaScript has no
 // fmaf: fmaf.ts has an exact emulation (proof in its comment, test/image/fmaf.test.ts), inlined in the kernels.
 //
-// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 8-14 ms, 4000x3000 about 105-140 ms, mostly
+// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 9 ms, 4000x3000 about 106 ms, mostly
 // the width pass (H x 560 x 3 x taps fmas; 4000x3000: 3000*560*3*15 = 76 M). Weights are computed once per
 // (in, out) size and cached. `preprocessAsync` (preprocess-async.ts) runs it on a worker so the event loop stays free.
 import type { RgbImage } from './decode.ts';
