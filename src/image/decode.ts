@@ -41,15 +41,20 @@ function mib(n: number): string {
   return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
+/** The checks decodeImage makes before parsing: throws E_IMAGE_UNDECODABLE for 0 bytes, E_IMAGE_TOO_LARGE past 32 MiB. */
+export function checkImageBytes(bytes: Buffer | Uint8Array): void {
+  if (bytes.length === 0) throw undecodable('the image is empty (0 bytes)');
+  if (bytes.length > MAX_IMAGE_BYTES) {
+    throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
+  }
+}
+
 /**
  * Decodes PNG/JPEG/WebP/GIF/TIFF bytes to RGB u8. Throws RfdetrError E_IMAGE_UNDECODABLE (empty, truncated,
  * corrupt, not an image, unsupported format) or E_IMAGE_TOO_LARGE (bytes > MAX_IMAGE_BYTES, a side > MAX_IMAGE_SIDE).
  */
 export async function decodeImage(bytes: Buffer | Uint8Array): Promise<RgbImage> {
-  if (bytes.length === 0) throw undecodable('the image is empty (0 bytes)');
-  if (bytes.length > MAX_IMAGE_BYTES) {
-    throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
-  }
+  checkImageBytes(bytes);
   const options: SharpOptions = {
     limitInputPixels: MAX_IMAGE_SIDE * MAX_IMAGE_SIDE,
     // 'error' rejects truncated and corrupt data (Pillow raises on truncated files) but tolerates libjpeg/libpng
