@@ -11,6 +11,8 @@
 // * embedded ICC profiles are ignored (`ignoreIcc`), as Pillow's convert does; CMYK JPEGs are the one exception
 //   that is not PIL-exact: sharp converts them to sRGB with its default CMYK profile.
 // * Animated GIF/WebP and multi-page TIFF: the first frame, as `Image.open` gives.
+// * Always the full-resolution decode: sharp never resizes here, so no shrink-on-load (`fastShrinkOnLoad`, JPEG
+//   DCT scaling) can change the pixels; the only resize is preprocess.ts.
 //
 // Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (sharp
 // `metadata()`, no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
