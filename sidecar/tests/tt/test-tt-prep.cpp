@@ -151,8 +151,8 @@ namespace {
 
 struct golden_env {
     std::string                      skip;
-    std::map<std::string, st_tensor> golden;
-    std::unique_ptr<st_checkpoint>   ck;
+    std::map<std::string, tt_golden_tensor> golden;
+    std::unique_ptr<checkpoint>            ck;
 };
 
 golden_env load_case1() {
@@ -167,8 +167,8 @@ golden_env load_case1() {
         e.skip = "seed-1 checkpoint not found at '" + w + "' (run the synth_seed1 ctest fixture or set RFDETR_TT_TEST_WEIGHTS)";
         return e;
     }
-    e.golden = read_safetensors(g);
-    e.ck     = std::make_unique<st_checkpoint>(w);
+    e.golden = tt_read_safetensors(g);
+    e.ck     = checkpoint::open(w);
     return e;
 }
 

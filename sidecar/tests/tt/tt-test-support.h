@@ -1,5 +1,5 @@
-// Test support for the TT graph tests: a small safetensors reader (goldens, and checkpoints through the
-// shared `checkpoint` interface), fixture paths, and skip-or-fail for missing fixtures.
+// Test support for the TT graph tests: a small safetensors reader for the goldens (F32 and I64), fixture paths,
+// and skip-or-fail for missing fixtures. Checkpoints are opened with the product loader (checkpoint::open).
 #pragma once
 
 #include "model/checkpoint.h"
@@ -40,17 +40,17 @@ inline bool require_all() {
         GTEST_SKIP() << (reason);                                                       \
     } while (0)
 
-struct st_tensor {
+struct tt_golden_tensor {
     std::string          dtype;
     std::vector<int64_t> shape;
     std::vector<float>   f32;  // F32 data, or I64 converted to float (indices < 2^24)
     std::vector<int64_t> i64;
 };
 
-inline std::map<std::string, st_tensor> read_safetensors(const std::string & path) {
+inline std::map<std::string, tt_golden_tensor> tt_read_safetensors(const std::string & path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) {
-        throw std::runtime_error("read_safetensors: cannot open " + path);
+        throw std::runtime_error("tt_read_safetensors: cannot open " + path);
     }
     uint64_t n = 0;
     f.read(reinterpret_cast<char *>(&n), 8);
@@ -62,12 +62,12 @@ inline std::map<std::string, st_tensor> read_safetensors(const std::string & pat
     std::vector<char> body((size_t)(f.tellg() - start));
     f.seekg(start);
     f.read(body.data(), (std::streamsize)body.size());
-    std::map<std::string, st_tensor>     out;
+    std::map<std::string, tt_golden_tensor>     out;
     for (auto it = h.begin(); it != h.end(); ++it) {
         if (it.key() == "__metadata__") {
             continue;
         }
-        st_tensor t;
+        tt_golden_tensor t;
         t.dtype        = it.value()["dtype"].get<std::string>();
         t.shape        = it.value()["shape"].get<std::vector<int64_t>>();
         auto    off    = it.value()["data_offsets"].get<std::vector<uint64_t>>();
@@ -87,43 +87,6 @@ inline std::map<std::string, st_tensor> read_safetensors(const std::string & pat
     }
     return out;
 }
-
-// A checkpoint read with the test reader (independent of the product loader).
-class st_checkpoint : public checkpoint {
-  public:
-    explicit st_checkpoint(const std::string & dir) : dir_(dir) {
-        tensors_ = read_safetensors(dir + "/model.safetensors");
-        for (auto & kv : tensors_) {
-            tensor_view v;
-            v.data  = kv.second.f32.data();
-            v.shape = kv.second.shape;
-            views_.emplace(kv.first, v);
-        }
-        auto it = views_.find("class_embed.weight");
-        if (it == views_.end()) {
-            throw std::runtime_error("st_checkpoint: no class_embed.weight in " + dir);
-        }
-        num_classes_ = (int)it->second.shape[0];
-        labels_.assign(num_classes_, "N/A");
-    }
-    const tensor_view & get(const std::string & name) const override {
-        auto it = views_.find(name);
-        if (it == views_.end()) {
-            throw std::runtime_error("st_checkpoint: no tensor " + name);
-        }
-        return it->second;
-    }
-    int                                num_classes() const override { return num_classes_; }
-    const std::vector<std::string> &   labels() const override { return labels_; }
-    const std::string &                dir() const override { return dir_; }
-
-  private:
-    std::string                        dir_;
-    std::map<std::string, st_tensor>   tensors_;
-    std::map<std::string, tensor_view> views_;
-    int                                num_classes_ = 0;
-    std::vector<std::string>           labels_;
-};
 
 // The seed-1 synthetic checkpoint: env RFDETR_TT_TEST_WEIGHTS, else the build's synth_seed1 fixture output.
 inline std::string weights_dir() {

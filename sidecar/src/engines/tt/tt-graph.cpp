@@ -212,17 +212,23 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck) : ops_(ops) {
                 TT_DTYPE_FP32);
 }
 
-void tt_graph::set_topk_override(const std::vector<int> & indices) {
+bool tt_graph::set_topk_override(const std::vector<int> & indices) {
     if (indices.empty()) {
+        bool had = (bool)topk_override_;
         topk_override_.reset();
-        return;
+        return had;
     }
     if ((int)indices.size() != k_num_queries) {
         throw error("tt_graph::set_topk_override: expected " + std::to_string(k_num_queries) + " indices, got " +
                     std::to_string(indices.size()));
     }
     std::vector<float> v(indices.begin(), indices.end());
+    if (topk_override_) {
+        ops_.write(topk_override_, v.data());
+        return false;
+    }
     topk_override_ = ops_.upload(v.data(), {1, k_num_queries}, TT_DTYPE_FP32);
+    return true;
 }
 
 tt_tensor tt_graph::conv_ln_silu(const tt_tensor & x, const tt_tensor & conv_w, const norm_w & ln, int kernel) {

@@ -37,7 +37,9 @@ class tt_graph {
 
     // Test hook: select these 300 token indices instead of the device top-k (the reference's own
     // selection, to compare the decoder per query when near-tied proposals swap). Empty = device top-k.
-    void set_topk_override(const std::vector<int> & indices);
+    // Returns true when the graph changes (override switched on or off: build() again / re-capture); new
+    // indices for an override already in place are written into its tensor. Host implementation only.
+    bool set_topk_override(const std::vector<int> & indices);
 
     int num_classes() const { return num_classes_; }
 

@@ -31,7 +31,8 @@ const char * tt_runner_state_str(tt_runner_state s) {
 tt_runner::tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
     : ops_(std::move(ops)), im2col_((size_t)k_tokens * k_patch_k_pad, 0.0f), eager_(eager) {
     try {
-        graph_ = std::make_unique<tt_graph>(*ops_, ck);
+        graph_       = std::make_unique<tt_graph>(*ops_, ck);
+        num_classes_ = graph_->num_classes();
         // Warm run, eager: compiles every program (device) and proves the graph end to end before capture.
         ops_->write(graph_->input(), im2col_.data());
         out_ = graph_->build();
@@ -98,8 +99,11 @@ std::vector<float> tt_runner::read_tap(const std::string & name, tt_shape * shap
 }
 
 void tt_runner::set_topk_override(const std::vector<int> & indices) {
-    graph_->set_topk_override(indices);
-    if (!eager_) {
+    if (state_ != TT_RUNNER_STATE_READY) {
+        throw error("tt_runner::set_topk_override: the engine is closed");
+    }
+    bool changes_graph = graph_->set_topk_override(indices);
+    if (changes_graph && !eager_) {
         capture();
     }
 }

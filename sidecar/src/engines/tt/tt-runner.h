@@ -38,13 +38,14 @@ class tt_runner {
     // Reads a named intermediate of the last forward (see tt_graph::outputs::taps) as f32.
     std::vector<float> read_tap(const std::string & name, tt_shape * shape = nullptr);
 
-    // Test hook (tt_graph::set_topk_override). Re-captures the trace so the replay uses it.
+    // Test hook (tt_graph::set_topk_override). Re-captures the trace when the override is switched on or off;
+    // new indices for an override already in place are written into it, and the replay reads them.
     void set_topk_override(const std::vector<int> & indices);
 
     void            shutdown();  // release the trace, close the device; idempotent
     tt_runner_state state() const { return state_; }
     bool            eager() const { return eager_; }
-    int             num_classes() const { return graph_->num_classes(); }
+    int             num_classes() const { return num_classes_; }
     std::string     describe() const { return ops_->describe(); }
 
   private:
@@ -56,6 +57,7 @@ class tt_runner {
     std::vector<float>        im2col_;  // persistent host staging buffer [16,101,608]
     bool                      eager_;
     bool                      traced_ = false;
+    int                       num_classes_ = 0;
     tt_runner_state           state_  = TT_RUNNER_STATE_CLOSED;
 };
 
