@@ -283,6 +283,28 @@ TEST(TtHostGraph, Fp32StagesMatchTheSharedGoldens) {
     }
 }
 
+// Where the bf16 error comes from: per-stage max-abs against the shared goldens (when present).
+void print_bf16_stages(tt_runner & r, const std::string & case_name) {
+    std::string path = shared_fixtures_dir() + "/" + case_name + "/golden.safetensors";
+    if (!path_exists(path)) {
+        return;
+    }
+    auto g = tt_read_safetensors(path);
+    for (const char * name : {"backbone.feature_map.0", "backbone.feature_map.3", "projector.out", "two_stage.enc_class_logits",
+                              "decoder.query_pos", "decoder.hs_last"}) {
+        auto         got  = r.read_tap(name);
+        const auto & ref  = g.at(name).f32;
+        int          C    = std::string(name).rfind("backbone", 0) == 0 ? 384 : std::string(name) == "projector.out" ? 256 : 0;
+        auto         want = C ? to_channels_last(ref, C, 1600) : ref;
+        double       mx   = 0;
+        for (float v : want) {
+            mx = std::max(mx, (double)std::fabs(v));
+        }
+        auto e = max_abs_diff(got.data(), want.data(), want.size());
+        std::printf("  %s bf16 stage %-28s max-abs %.3g (values up to %.3g)\n", case_name.c_str(), name, e.abs, mx);
+    }
+}
+
 // Two numbers per case: the graph as the device runs it (top-k over bf16 scores), and with the reference's
 // top-k injected, which isolates the rest of the precision plan from the top-k tie order (bf16 scores
 // have ~3 significant digits, so ranks tie where fp32 ones do not).
@@ -312,6 +334,7 @@ TEST(TtHostGraph, Bf16DetectionIouPrediction) {
                         ours.size(), ref_dets.size(), di);
             if (injected) {
                 EXPECT_EQ(mism.size(), 0u) << "the injected top-k was not used";
+                print_bf16_stages(r, c.name);
             }
             // sanity only: the number is a prediction for the device, not a CI gate
             EXPECT_TRUE(el.finite && eb.finite);
