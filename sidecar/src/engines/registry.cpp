@@ -1,5 +1,7 @@
 // The table of engines built into this binary: name -> factory. The one place that knows them all.
 #include "engine.h"
+
+#include "engines/cpu/cpu-engine.h"
 #include "engines/tt/tt-engine.h"
 
 namespace rfdetr {
@@ -12,9 +14,9 @@ struct engine_entry {
 
 // Engines register here as they are built (cpu, tt, tt-host).
 const engine_entry k_engines[] = {
+    {"cpu", cpu_engine_create},
     {"tt", tt_engine_create},  // without RFDETR_WITH_TTNN it refuses to start and says how to build it
     {"tt-host", tt_host_engine_create},
-    {nullptr, nullptr},
 };
 }  // namespace
 
