@@ -1,0 +1,161 @@
+// RGB u8 (any size) -> pixel_values f32 [3,560,560] CHW, bit-exact with the reference's
+// `F.interpolate((560,560), mode="bilinear", align_corners=False, antialias=True)` on the float32 image, then
+// `* f32(1/255)`, `(x - mean) / std` (the recipe in shared/fixtures/rfdetr-synth/README.md "Preprocessing",
+// MODEL.md §1.7). Not rounded to u8: rounding moves values by up to 9e-3 and flips fixture detections.
+//
+// The resize is separable, width pass first (u8 -> f32 intermediate H x 560), then the height pass on the f32
+// intermediate. Per axis the weights are torch's antialiased triangle filter computed in f32 and normalised by
+// an f32 division; each output is an fmaf chain from 0 over the taps in ascending order. JavaScript has no
+// fmaf: `fmaf` below is an exact emulation (see its comment and test/image/fmaf.test.ts).
+//
+// Cost: the width pass is H x 560 x 3 x taps fmas (4000x3000: 3000*560*3*15 = 76 M); weights are computed
+// once per (in, out) size and cached. `preprocessAsync` runs big images on a worker so the event loop stays free.
+import type { RgbImage } from './decode.ts';
+import { fmaf } from './fmaf.ts';
+
+export const INPUT_SIZE = 560;
+/** ImageNet mean/std as the reference holds them (float32). */
+export const IMAGENET_MEAN: readonly [number, number, number] = [Math.fround(0.485), Math.fround(0.456), Math.fround(0.406)];
+export const IMAGENET_STD: readonly [number, number, number] = [Math.fround(0.229), Math.fround(0.224), Math.fround(0.225)];
+const INV_255 = Math.fround(1 / 255);
+
+/** Per-axis resampling taps: output i reads in[start[i] .. start[i]+count[i]) with weights[i*maxTaps + j]. */
+export interface AxisWeights {
+  inSize: number;
+  outSize: number;
+  maxTaps: number;
+  start: Int32Array;
+  count: Int32Array;
+  weights: Float32Array;
+}
+
+const f = Math.fround;
+
+/** torch's `_compute_weights_aa` for the bilinear (triangle) filter, in float32, antialias on, align_corners off. */
+export function computeAxisWeights(inSize: number, outSize: number): AxisWeights {
+  if (!(Number.isInteger(inSize) && inSize > 0 && Number.isInteger(outSize) && outSize > 0)) {
+    throw new RangeError(`computeAxisWeights: expected positive integer sizes but received ${inSize} -> ${outSize}`);
+  }
+  const scale = f(inSize / outSize);
+  const support = scale >= 1 ? scale : 1; // f32(interp_size/2 * scale) with interp_size 2
+  const invs = scale >= 1 ? f(1 / scale) : 1;
+  const maxTaps = Math.ceil(support) * 2 + 1;
+  const start = new Int32Array(outSize);
+  const count = new Int32Array(outSize);
+  const weights = new Float32Array(outSize * maxTaps);
+  for (let i = 0; i < outSize; i++) {
+    const center = f(scale * (i + 0.5));
+    const xmin = Math.max(Math.trunc(f(center - support) + 0.5), 0);
+    const xmax = Math.min(Math.trunc(f(center + support) + 0.5), inSize);
+    const n = xmax - xmin;
+    if (n > maxTaps || n <= 0) throw new Error(`computeAxisWeights: ${n} taps for output ${i} of ${inSize} -> ${outSize} (max ${maxTaps})`);
+    start[i] = xmin;
+    count[i] = n;
+    let total = 0;
+    const base = i * maxTaps;
+    for (let j = 0; j < n; j++) {
+      // torch: filter((j + xmin - center + 0.5) * invscale): the int - float subtraction is f32, the +0.5 and the
+      // product are double (0.5 is a double literal), the filter's argument is f32 again.
+      let x = f((f(xmin + j - center) + 0.5) * invs);
+      if (x < 0) x = -x;
+      const w = x < 1 ? f(1 - x) : 0;
+      weights[base + j] = w;
+      total = f(total + w);
+    }
+    if (total !== 0) for (let j = 0; j < n; j++) weights[base + j] = f(weights[base + j]! / total);
+  }
+  return { inSize, outSize, maxTaps, start, count, weights };
+}
+
+const weightCache = new Map<number, AxisWeights>();
+const WEIGHT_CACHE_MAX = 64;
+
+/** Cached `computeAxisWeights` (a few kB each; the least recently inserted goes first past 64 sizes). */
+export function axisWeights(inSize: number, outSize: number): AxisWeights {
+  const key = inSize * 65536 + outSize;
+  let w = weightCache.get(key);
+  if (w === undefined) {
+    w = computeAxisWeights(inSize, outSize);
+    if (weightCache.size >= WEIGHT_CACHE_MAX) weightCache.delete(weightCache.keys().next().value!);
+    weightCache.set(key, w);
+  }
+  return w;
+}
+
+function checkImage(img: RgbImage): void {
+  const { width, height, data } = img;
+  if (!(Number.isInteger(width) && width > 0 && Number.isInteger(height) && height > 0)) {
+    throw new RangeError(`preprocess: expected a positive integer width and height but received ${width}x${height}`);
+  }
+  if (data.length !== width * height * 3) {
+    throw new RangeError(`preprocess: expected ${width}*${height}*3 = ${width * height * 3} RGB bytes but received ${data.length}`);
+  }
+}
+
+/** Width pass, rows [y0, y1): u8 RGB interleaved -> f32 [H][560][3] interleaved (`tmp`). */
+function resizeWidth(src: Uint8Array, width: number, wx: AxisWeights, tmp: Float32Array, y0: number, y1: number): void {
+  const { start, count, weights, maxTaps, outSize } = wx;
+  for (let y = y0; y < y1; y++) {
+    const rowIn = y * width * 3;
+    let o = y * outSize * 3;
+    for (let x = 0; x < outSize; x++) {
+      const n = count[x]!;
+      let p = rowIn + start[x]! * 3;
+      let wb = x * maxTaps;
+      let r = 0;
+      let g = 0;
+      let b = 0;
+      for (let j = 0; j < n; j++, p += 3) {
+        const w = weights[wb++]!;
+        r = fmaf(src[p]!, w, r);
+        g = fmaf(src[p + 1]!, w, g);
+        b = fmaf(src[p + 2]!, w, b);
+      }
+      tmp[o++] = r;
+      tmp[o++] = g;
+      tmp[o++] = b;
+    }
+  }
+}
+
+/** Height pass and normalisation, output rows [y0, y1): f32 [H][560][3] -> CHW f32 [3][560][560]. */
+function resizeHeightNormalise(tmp: Float32Array, wy: AxisWeights, out: Float32Array, acc: Float64Array, y0: number, y1: number): void {
+  const { start, count, weights, maxTaps } = wy;
+  const rowLen = INPUT_SIZE * 3;
+  const plane = INPUT_SIZE * INPUT_SIZE;
+  const m0 = IMAGENET_MEAN[0], m1 = IMAGENET_MEAN[1], m2 = IMAGENET_MEAN[2];
+  const s0 = IMAGENET_STD[0], s1 = IMAGENET_STD[1], s2 = IMAGENET_STD[2];
+  for (let y = y0; y < y1; y++) {
+    acc.fill(0);
+    const n = count[y]!;
+    for (let j = 0; j < n; j++) {
+      const w = weights[y * maxTaps + j]!;
+      const row = (start[y]! + j) * rowLen;
+      for (let k = 0; k < rowLen; k++) acc[k] = fmaf(tmp[row + k]!, w, acc[k]!);
+    }
+    let o = y * INPUT_SIZE;
+    for (let x = 0, k = 0; x < INPUT_SIZE; x++, o++) {
+      out[o] = f(f(f(acc[k++]! * INV_255) - m0) / s0);
+      out[o + plane] = f(f(f(acc[k++]! * INV_255) - m1) / s1);
+      out[o + 2 * plane] = f(f(f(acc[k++]! * INV_255) - m2) / s2);
+    }
+  }
+}
+
+/**
+ * pixel_values f32 [3,560,560] (CHW, batch dimension implied) for an RGB image of any size. Synchronous and
+ * CPU-bound (about 1 ms per 100k fmas); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
+ * when given.
+ */
+export function preprocess(img: RgbImage, out?: Float32Array): Float32Array {
+  checkImage(img);
+  const n = 3 * INPUT_SIZE * INPUT_SIZE;
+  if (out !== undefined && out.length !== n) throw new RangeError(`preprocess: out must hold ${n} floats but holds ${out.length}`);
+  const dst = out ?? new Float32Array(n);
+  const wx = axisWeights(img.width, INPUT_SIZE);
+  const wy = axisWeights(img.height, INPUT_SIZE);
+  const tmp = new Float32Array(img.height * INPUT_SIZE * 3);
+  resizeWidth(img.data, img.width, wx, tmp, 0, img.height);
+  resizeHeightNormalise(tmp, wy, dst, new Float64Array(INPUT_SIZE * 3), 0, INPUT_SIZE);
+  return dst;
+}
