@@ -9,15 +9,9 @@ import { execa } from 'execa';
 import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '../../src/sidecar/index.ts';
 import type { BackendState } from '../../src/sidecar/backend.ts';
 import { RfdetrError, isRfdetrError } from '../../src/errors.ts';
+import { rampPixels } from './pixels.ts';
 
 const fakePath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fake-sidecar.ts');
-const PIXELS = 3 * 560 * 560;
-
-export function rampPixels(): Float32Array {
-  const px = new Float32Array(PIXELS);
-  for (let i = 0; i < px.length; i++) px[i] = (i % 1000) * 0.001;
-  return px;
-}
 
 function fake(t: { after: (fn: () => unknown) => void }, scenario: string, extra: Partial<SidecarBackendOptions> = {}, env: Record<string, string> = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-fake-'));
