@@ -5,10 +5,10 @@
 // is logged. close() drains, then `shutdown` op → SIGTERM → SIGKILL, each with a deadline; destroy(err)
 // rejects everything at once.
 import { execa, type ResultPromise } from 'execa';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sidecarBinary } from '../config/paths.ts';
+import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
@@ -72,6 +72,8 @@ interface Waiter {
   resolve: () => void;
   reject: (e: Error) => void;
 }
+
+const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
   let t: NodeJS.Timeout;
@@ -393,6 +395,10 @@ export class SidecarBackend implements InferenceBackend {
     }
     this.#conn = conn;
     this.#info = conn.info;
+    if (conn.info.sidecarVersion !== packageVersion && !this.#o.external) {
+      // Same protocol, different builds: it works, but a stale sidecar build is worth knowing about.
+      this.#log.warn(`sidecar ${conn.info.sidecarVersion} differs from this package ${packageVersion}; rebuild with npm install`);
+    }
     this.#missedPings = 0;
     this.#setState('ready', { engine: conn.info.engine, device: conn.info.device, sidecarVersion: conn.info.sidecarVersion, pid: this.#child?.pid });
     for (const w of [...this.#waiters]) w.resolve();
