@@ -1,7 +1,7 @@
 // The supervised sidecar: spawns rfdetr-sidecar (execa), waits for its READY line, connects, checks the
 // hello, pings it, and restarts it with exponential backoff when it dies; more than `maxCrashes` deaths in
 // `windowMs` → state `failed`. External mode connects to a sidecar someone else runs (systemd) and reconnects
-// with backoff instead. States: starting → ready → restarting → ready … | failed | stopped; every transition
+// with the same backoff and cap instead of spawning (failed → the server exits non-zero and systemd restarts it). States: starting → ready → restarting → ready … | failed | stopped; every transition
 // is logged. close() drains, then `shutdown` op → SIGTERM → SIGKILL, each with a deadline; destroy(err)
 // rejects everything at once.
 import { execa, type ResultPromise } from 'execa';
@@ -284,7 +284,11 @@ export class SidecarBackend implements InferenceBackend {
     this.#stderrTail = [];
     this.#exitInfo = undefined;
     const child = execa(cmd.file, args, {
-      stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, cleanup: true,
+      stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false,
+      // Its own process group: a terminal's Ctrl-C goes to the CLI, which then close()s the sidecar in order
+      // (otherwise the sidecar would stop on the same SIGINT and be restarted). --exit-with-parent
+      // (PR_SET_PDEATHSIG) still ends it if this process dies.
+      detached: true,
       env: this.#o.env, extendEnv: true,
     });
     let partial = '';
