@@ -102,8 +102,19 @@ export class FakeHub {
     return b;
   }
 
+  /** Delay before the Hub answers, ms (a hanging Hub). */
+  hubDelayMs = 0;
+
   private onHub(req: http.IncomingMessage, res: http.ServerResponse): void {
     this.requests.push({ server: 'hub', method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    if (this.hubDelayMs > 0) {
+      setTimeout(() => res.destroyed || this.answerHub(req, res), this.hubDelayMs).unref();
+      return;
+    }
+    this.answerHub(req, res);
+  }
+
+  private answerHub(req: http.IncomingMessage, res: http.ServerResponse): void {
     const m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(req.url ?? '');
     if (!m) {
       res.writeHead(404).end();
