@@ -190,13 +190,14 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 print("BOUND", flush=True)
-s.settimeout(300)
+s.settimeout(120)
 while True:
     m = s.recv(256).decode()
     print(m, flush=True)
     if m == "STOPPING=1":
         break
 `, notify], { buffer: true, reject: false, stdout: 'pipe' });
+  t.after(() => listener.kill('SIGKILL'));
   await new Promise<void>((res) => listener.stdout!.once('data', () => res()));
   const p = execa(sidecarBinary(), ['--socket', socket, '--engine', 'cpu', '--weights', weights, '--threads', '2'], {
     reject: false, buffer: false, stdout: 'pipe', stderr: 'ignore', env: { NOTIFY_SOCKET: notify },
@@ -206,6 +207,7 @@ while True:
   assert.match(line, /^READY \{.*"engine":"cpu".*\}\n$/);
   p.kill('SIGTERM');
   const r = await p;
+  assert.equal(r.signal, undefined, 'SIGTERM must be handled (a library thread must not take the default action)');
   assert.equal(r.exitCode, 0);
   assert.equal(existsSync(socket), false);
   const got = (await listener).stdout.split('\n');

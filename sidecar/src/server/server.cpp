@@ -18,12 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fcntl.h>
 #include <map>
 #include <mutex>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -268,9 +268,9 @@ class server {
                 continue;
             }
             if (fds[0].revents & POLLIN) {
-                signalfd_siginfo si{};
-                if (read(signal_fd_, &si, sizeof(si)) == sizeof(si)) {
-                    std::fprintf(stderr, "server_run: received signal %u; stopping\n", si.ssi_signo);
+                unsigned char signo = 0;
+                if (read(signal_fd_, &signo, 1) == 1) {
+                    std::fprintf(stderr, "server_run: received signal %u; stopping\n", static_cast<unsigned>(signo));
                     begin_stop(stop_deadline);
                 }
             }
@@ -533,6 +533,19 @@ class server {
     bool                             stopping_    = false;
 };
 
+// SIGTERM/SIGINT become a byte on this pipe, read by the poll loop. A handler rather than a blocked mask +
+// signalfd: libraries may start threads before main() (OpenBLAS does, in a constructor) and those threads
+// would not have the signal blocked, so the default action (terminate) could win. A handler runs on any
+// thread and only writes one byte (async-signal-safe).
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+    const int           saved = errno;
+    const unsigned char b     = static_cast<unsigned char>(sig);
+    (void) !write(g_signal_pipe[1], &b, 1);
+    errno = saved;
+}
+
 const char * getenv_fn(const char * name) {
     return std::getenv(name);
 }
@@ -567,13 +580,17 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         return 2;
     }
 
-    // Signals become readable events on the poll loop; the mask is set before any thread exists so every
-    // thread inherits it. Parent death arrives as SIGTERM and takes the same clean path.
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    // Signals become readable events on the poll loop. Parent death arrives as SIGTERM: the same clean path.
+    if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fail_line(std::string("cannot create the signal pipe: ") + std::strerror(errno));
+        return 1;
+    }
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags   = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
     if (opts.exit_with_parent) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -582,7 +599,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
             return 1;
         }
     }
-    const int signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    const int signal_fd = g_signal_pipe[0];
 
     listener lst;
     try {
@@ -644,7 +661,8 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
     }  // joins the worker after the forward in progress
     eng.reset();
     listener_close(lst);
-    close(signal_fd);
+    close(g_signal_pipe[0]);
+    close(g_signal_pipe[1]);
     std::fprintf(stderr, "sidecar_main: stopped cleanly\n");
     return 0;
 }
