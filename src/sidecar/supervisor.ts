@@ -309,12 +309,9 @@ export class SidecarBackend implements InferenceBackend {
     ).then((info) => {
       if (partial) this.#stderrTail.push(partial);
       this.#exitInfo = info;
-      if (gen === this.#gen) {
-        const err = this.#exitError(info, 'while serving', child.pid);
-        // The socket's EOF usually gets here first; whichever is first runs the one close path.
-        if (this.#conn) this.#conn.close(err);
-        else this.#onDeath(gen, err);
-      }
+      // While serving, the socket's EOF usually gets here first; whichever is first runs the one close path.
+      // Before the connection exists, #waitReady / connect report the death (as a startup failure).
+      if (gen === this.#gen && this.#conn) this.#conn.close(this.#exitError(info, 'while serving', child.pid));
       return info;
     });
     return { child, exit };

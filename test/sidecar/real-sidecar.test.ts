@@ -154,6 +154,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   };
   const dl = maxAbs(r.logits, golden.f32('logits'));
   const db = maxAbs(r.predBoxes, golden.f32('pred_boxes'));
+  t.diagnostic(`cpu engine case-1: logits max |Δ| ${dl.toExponential(2)}, pred_boxes max |Δ| ${db.toExponential(2)}, forward_ms ${r.forwardMs.toFixed(0)}, transfer_ms ${r.transferMs.toFixed(2)}`);
   assert.ok(dl <= 1e-3, `logits max |Δ| ${dl}`);
   assert.ok(db <= 1e-3, `pred_boxes max |Δ| ${db}`);
   assert.ok(r.forwardMs > 0);

@@ -152,6 +152,7 @@ test('fake sidecar: more than maxCrashes deaths in the window → failed, with b
   assert.equal(b.state, 'failed');
   assert.match(b.failure!.message, /crashed 3 times in the last 60 s; not restarting/);
   assert.match(b.failure!.message, /cannot open device 0/);
+  assert.match(b.failure!.message, /exited with code 1 before it was ready/);
   const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
   assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
   assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
