@@ -67,6 +67,12 @@ struct sidecar_proc {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
         }
+        if (err_fd >= 0) {
+            drain_stderr();
+        }
+        // Under the sanitizer build (sidecar/build-asan) a report in the child must fail the test.
+        EXPECT_EQ(err_text.find("Sanitizer"), std::string::npos) << err_text;
+        EXPECT_EQ(err_text.find("runtime error:"), std::string::npos) << err_text;
         if (out_fd >= 0) close(out_fd);
         if (err_fd >= 0) close(err_fd);
     }
