@@ -1,9 +1,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fmaf } from '../../src/image/fmaf.ts';
-import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess } from '../../src/image/preprocess.ts';
-import { closePreprocessWorker, preprocessAsync } from '../../src/image/preprocess-async.ts';
-import type { RgbImage } from '../../src/image/decode.ts';
+import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess, resizeHeightNormalise, type AxisWeights } from '../../src/image/preprocess.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+import { testFixturesDir } from '../../src/config/paths.ts';
+import { isRfdetrError } from '../../src/errors.ts';
+import { closePreprocessWorker, decodeAndPreprocessAsync, preprocessAsync } from '../../src/image/preprocess-async.ts';
+import { decodeImage, MAX_IMAGE_BYTES, type RgbImage } from '../../src/image/decode.ts';
 
 after(() => closePreprocessWorker());
 
@@ -55,6 +60,32 @@ test('preprocess: the fast kernels equal the plain reference bit for bit on odd 
   }
 });
 
+test('resizeHeightNormalise: its inlined fma is exact where the f64 sum lands on an f32 midpoint', () => {
+  // Row 0 holds c (weight 1), row 1 holds a (weight b): acc = fmaf(a, b, c) with a*b just under half an ulp of c,
+  // the construction of the fmaf test, where fround(a*b + c) rounds the wrong way for odd c.
+  const rowLen = INPUT_SIZE * 3;
+  const tmp = new Float32Array(2 * rowLen);
+  const wts = new Float32Array(INPUT_SIZE * 2);
+  const q = 16;
+  const a = f(1 + 2 ** -q);
+  const b = f(2 ** -17 * (1 - 2 ** -q));
+  for (let y = 0; y < INPUT_SIZE; y++) wts.set([1, b], y * 2);
+  for (let k = 0; k < rowLen; k++) {
+    tmp[k] = f((2 ** 23 + 7919 * k) * 2 ** -16); // c in [128, 256), odd and even significands
+    tmp[rowLen + k] = a;
+  }
+  const wy: AxisWeights = { inSize: 2, outSize: INPUT_SIZE, maxTaps: 2, start: new Int32Array(INPUT_SIZE), count: new Int32Array(INPUT_SIZE).fill(2), weights: wts, u8Exact: new Uint8Array(INPUT_SIZE) };
+  const acc = new Float32Array(rowLen);
+  resizeHeightNormalise(tmp, 0, wy, new Float32Array(3 * INPUT_SIZE * INPUT_SIZE), acc, 0, INPUT_SIZE);
+  let naiveWrong = 0;
+  for (let k = 0; k < rowLen; k++) {
+    const c = tmp[k]!;
+    assert.equal(acc[k], fmaf(a, b, c), `column ${k}: c = ${c}`);
+    if (f(a * b + c) !== acc[k]) naiveWrong++;
+  }
+  assert.ok(naiveWrong > rowLen / 4, `the construction must hit double rounding (naive wrong on ${naiveWrong} of ${rowLen})`);
+});
+
 test('preprocess: 560x560 input is the identity resize; constant images stay constant', () => {
   const img = image(560, 560, 9);
   const out = preprocess(img);
@@ -104,6 +135,10 @@ test('preprocessAsync: the worker returns exactly what preprocess returns, in or
   big.set(image(64, 48, 14).data, 10);
   const view = { data: big.subarray(10), width: 64, height: 48 };
   assert.equal(firstDifference(await preprocessAsync(view), preprocess(view)), null);
+  // a Buffer as image data (whose slice() is a view) is copied, not detached
+  const asBuffer = { data: Buffer.from(imgs[1]!.data), width: 333, height: 517 };
+  assert.equal(firstDifference(await preprocessAsync(asBuffer), results[1]!), null);
+  assert.equal(asBuffer.data.length, 333 * 517 * 3);
   // inline below a size gives the same numbers
   assert.equal(firstDifference(await preprocessAsync(imgs[0]!, { inlineBelowPixels: 1e9 }), results[0]!), null);
 });
@@ -115,4 +150,40 @@ test('preprocessAsync: errors reject, a closed worker rejects what was pending a
   await pending;
   const img = image(50, 40, 16);
   assert.equal(firstDifference(await preprocessAsync(img), preprocess(img)), null);
+});
+
+test('decodeAndPreprocessAsync: decodes and preprocesses on the worker, equal to decodeImage + preprocess', async () => {
+  const fixture = path.join(testFixturesDir, 'rfdetr-synth', 'case-2', 'input.png');
+  const bytes = fs.readFileSync(fixture);
+  const before = Buffer.from(bytes);
+  const [a, b] = await Promise.all([decodeAndPreprocessAsync(bytes), decodeAndPreprocessAsync(new Uint8Array(bytes))]);
+  const want = preprocess(await decodeImage(bytes));
+  for (const r of [a, b]) {
+    assert.deepEqual([r.width, r.height], [333, 517]);
+    assert.equal(firstDifference(r.pixelValues, want), null);
+    assert.ok(r.decodeMs > 0 && r.preprocessMs > 0);
+  }
+  assert.deepEqual(bytes, before, 'the caller keeps its bytes');
+});
+
+test('decodeAndPreprocessAsync: decode errors keep their RfdetrError code and message across the thread', async () => {
+  const expectCode = (code: string, re: RegExp) => (e: unknown) => {
+    assert.ok(isRfdetrError(e), `not an RfdetrError: ${String(e)}`);
+    assert.equal(e.code, code);
+    assert.equal(e.status, 400);
+    assert.match(e.message, re);
+    return true;
+  };
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.alloc(0)), expectCode('E_IMAGE_UNDECODABLE', /empty \(0 bytes\)/));
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.from('not an image at all')), expectCode('E_IMAGE_UNDECODABLE', /not a readable image/));
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.alloc(MAX_IMAGE_BYTES + 1)), expectCode('E_IMAGE_TOO_LARGE', /limit is 33554432 bytes/));
+  const wide = await sharp({ create: { width: 8193, height: 1, channels: 3, background: 'red' } }).png().toBuffer();
+  await assert.rejects(decodeAndPreprocessAsync(wide), (e: unknown) => {
+    assert.ok(isRfdetrError(e, 'E_IMAGE_TOO_LARGE'));
+    assert.deepEqual(e.details, { width: 8193, height: 1, limit: 8192 });
+    return true;
+  });
+  // the worker is still serving
+  const ok = await decodeAndPreprocessAsync(await sharp({ create: { width: 20, height: 10, channels: 3, background: 'blue' } }).png().toBuffer());
+  assert.deepEqual([ok.width, ok.height], [20, 10]);
 });

@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include "engines/cpu/cpu-engine.h"
+#include "engines/tt/tt-engine.h"
 
 namespace rfdetr {
 
@@ -14,6 +15,8 @@ struct engine_entry {
 // Engines register here as they are built (cpu, tt, tt-host).
 const engine_entry k_engines[] = {
     {"cpu", cpu_engine_create},
+    {"tt", tt_engine_create},  // without RFDETR_WITH_TTNN it refuses to start and says how to build it
+    {"tt-host", tt_host_engine_create},
 };
 }  // namespace
 
