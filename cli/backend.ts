@@ -1,14 +1,30 @@
 // The default BackendFactory: the supervised sidecar from src/sidecar (spawned, CPU engine by default), or a
-// connection to an external one (`--sidecar-socket`).
-import fs from 'node:fs';
-import { sidecarBinary } from '../src/config/paths.ts';
-import { RfdetrError } from '../src/errors.ts';
+// connection to an external one (`--sidecar-socket`). Resolves once the sidecar is ready unless asked not to.
+import { createBackend, type Logger } from '../src/sidecar/index.ts';
 import type { BackendFactory } from './context.ts';
 
 export const openSidecarBackend: BackendFactory = async (req) => {
-  const bin = sidecarBinary();
-  if (!req.socketPath && !fs.existsSync(bin)) {
-    throw new RfdetrError('E_SIDECAR_FAILED', `the sidecar executable ${bin} does not exist: build it with \`npm run build:sidecar\` (or set RFDETR_SIDECAR)`);
+  const logger: Logger = req.logger ?? {
+    debug() {},
+    info() {},
+    warn: (m) => req.log(`sidecar: warning: ${m}`),
+    error: (m) => req.log(`sidecar: error: ${m}`),
+  };
+  const backend = createBackend({
+    engine: req.engine,
+    weightsDir: req.weightsDir || undefined,
+    threads: req.threads,
+    precision: req.precision,
+    socketPath: req.socketPath,
+    external: req.socketPath !== undefined,
+    logger,
+  });
+  if (req.waitReady === false) return backend;
+  try {
+    await backend.ready();
+  } catch (e) {
+    backend.destroy(e as Error);
+    throw e;
   }
-  throw new RfdetrError('E_SIDECAR_FAILED', `cannot start engine '${req.engine}': this build has no sidecar client (src/sidecar supervisor, branch sidecar, not merged yet); use --url to talk to a running server`);
+  return backend;
 };

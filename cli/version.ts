@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../src/config/paths.ts';
+import { PROTOCOL_VERSION } from '../src/protocol/codec.ts';
 import { sidecarSelfReport } from './sidecar-info.ts';
 
 export function packageVersion(): string {
@@ -14,6 +15,6 @@ export async function versionText(env: NodeJS.ProcessEnv): Promise<string> {
   return [
     `rfdetr-serve ${packageVersion()}`,
     `sidecar: ${s.version}`,
-    `protocol: sidecar ${s.protocol ?? 'unknown'}`,
+    `protocol: ${PROTOCOL_VERSION} (this client), ${s.protocol ?? 'unknown'} (the sidecar)${s.protocol !== null && s.protocol !== PROTOCOL_VERSION ? ' — MISMATCH: rebuild the sidecar (npm run build:sidecar)' : ''}`,
   ].join('\n');
 }

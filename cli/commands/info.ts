@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights } from '../../src/weights/resolve.ts';
 import type { CliContext } from '../context.ts';
+import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
 import { packageVersion } from '../version.ts';
 import { sidecarSelfReport } from '../sidecar-info.ts';
 
@@ -58,6 +59,7 @@ async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
     package: { name: 'rfdetr-serve', version: packageVersion() },
     node: process.version,
     sidecar: { path: sidecar.path, present: sidecar.present, version: sidecar.version, protocol: sidecar.protocol },
+    protocol: { client: PROTOCOL_VERSION, sidecar: sidecar.protocol },
     engines: sidecar.engines,
     weights,
     device,
@@ -70,6 +72,7 @@ async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
   out(`rfdetr-serve ${report.package.version} (node ${report.node})`);
   out(`sidecar   ${sidecar.version}`);
   out(`          ${sidecar.path}`);
+  out(`protocol  ${PROTOCOL_VERSION} (this client), ${sidecar.protocol ?? 'unknown'} (the sidecar)`);
   out(`engines   ${sidecar.engines ? sidecar.engines.join(', ') : '(unknown: the sidecar did not list them)'}`);
   if (weights.found) {
     out(`weights   ${String(weights.dir)} (${String(weights.source)}${weights.commit ? `, commit ${String(weights.commit)}` : ''})`);

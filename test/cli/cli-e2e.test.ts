@@ -17,10 +17,10 @@ const engineSkip = await realEngineSkipReason();
 const httpSkip = fs.existsSync(path.join(packageRoot, 'src', 'http', 'server.ts')) ? null : 'needs the HTTP server (src/http, branch http) — not merged yet';
 const serveSkip = httpSkip ?? engineSkip;
 
-// The CPU engine is checked against the goldens to ~1e-3 on logits (sidecar parity tests); through sigmoid
-// that is < 3e-4 on a score, and boxes move by < 0.05 px on these image sizes.
-const SCORE_TOL = 3e-4;
-const BOX_TOL_PX = 0.05;
+// Measured on this machine (CPU engine, AVX-512 host): scores within 3.5e-6 of the fixtures, boxes within
+// 6.1e-4 px. The margins leave room for other AVX2 hosts and BLAS builds.
+const SCORE_TOL = 1e-4;
+const BOX_TOL_PX = 0.01;
 
 interface Line { image: string; detections: { label: string; label_id: number; score: number; box: number[] }[]; num_detections: number; timing_ms: Record<string, number> }
 
