@@ -428,7 +428,9 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     let deadlineTimer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       deadlineTimer = setTimeout(() => {
-        const err = deadlineError(deadlineMs, inEngineQueue ? 'waiting for or in the engine' : 'being received, decoded or preprocessed');
+        // Once handed to the engine queue, its own timer (same deadline) answers, saying where the request was.
+        if (inEngineQueue) return;
+        const err = deadlineError(deadlineMs, 'being received, decoded or preprocessed');
         abort.abort(err);
         reject(err);
       }, Math.max(0, deadlineAt - performance.now()));
