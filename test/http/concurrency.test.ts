@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import { defaultPipeline } from '../../src/http/pipeline.ts';
 import { goldenResponder, goldens, postJson, start, waitFor } from './helpers.ts';
 
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
@@ -147,6 +149,45 @@ describe('concurrency', () => {
       assert.deepEqual(all.map((r) => r.status), [200, 200, 200]);
     } finally {
       s.backend.release();
+      await s.stop();
+    }
+  });
+});
+
+describe('decode and preprocess stay off the event loop', () => {
+  test('probes answer promptly while a 4000×3000 image is being preprocessed', async () => {
+    const s = await start();
+    try {
+      const big = await sharp(goldens()[2]!.png).resize(4000, 3000, { kernel: 'nearest' }).jpeg({ quality: 80 }).toBuffer();
+      let finished = false;
+      const p = postJson(s.url, { image: big.toString('base64') }).finally(() => (finished = true));
+      const lat: number[] = [];
+      while (!finished) {
+        const t0 = performance.now();
+        const r = await fetch(`${s.url}/tt-liveness`);
+        await r.arrayBuffer();
+        lat.push(performance.now() - t0);
+      }
+      const r = await p;
+      assert.equal(r.status, 200, r.text);
+      const pre = r.json.timing_ms.preprocess as number;
+      const worst = Math.max(...lat);
+      assert.ok(lat.length >= 3, `${lat.length} probes during the request`);
+      // Inline, one probe would have waited for most of the preprocess; in a worker none does.
+      assert.ok(worst < pre / 2, `worst probe latency ${worst.toFixed(1)} ms vs preprocess ${pre.toFixed(1)} ms`);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('inline mode (a custom pipeline on the main thread) gives the same detections', async () => {
+    const s = await start({ pipeline: defaultPipeline() });
+    s.backend.respond = goldenResponder;
+    try {
+      const r = await postJson(s.url, { image: b64(1) });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json.detections.map((d: any) => [d.label_id, d.score, d.box]), goldens()[1]!.detections['0.5']!.map((d) => [d.label, d.score, d.box_xyxy]));
+    } finally {
       await s.stop();
     }
   });

@@ -6,7 +6,6 @@ import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
-import { defaultPipeline } from '../../src/http/pipeline.ts';
 import fs from 'node:fs';
 
 export const fixtureDir = path.join(testFixturesDir, 'rfdetr-synth');
@@ -151,7 +150,6 @@ export async function start(opts: Partial<CreateServerOptions> & { backend?: Fak
   const backend = opts.backend ?? new FakeBackend();
   const logs: Array<Record<string, unknown>> = [];
   const srv = createServer({
-    pipeline: defaultPipeline(),
     statePollMs: 10,
     defaultMetrics: false,
     logger: createJsonLogger(opts.logLevel ?? 'debug', (line) => logs.push(JSON.parse(line))),
