@@ -23,6 +23,14 @@ test('base64: the decoded size is computed exactly and checked before decoding',
   assert.throws(() => decodeBase64Image(b, 100), (e: any) => e.code === 'E_IMAGE_TOO_LARGE' && /101 bytes after base64 decoding; the limit is 100 bytes/.test(e.message));
 });
 
+test('base64: non-canonical trailing bits are accepted (as Python\'s b64decode does); URL-safe characters are not', () => {
+  assert.deepEqual(decodeBase64Image('QR==', 10), Buffer.from('A'));
+  assert.deepEqual(decodeBase64Image('QR', 10), Buffer.from('A'));
+  assert.throws(() => decodeBase64Image('ab-_', 10), /character "-" at offset 2/);
+  assert.throws(() => decodeBase64Image('QUJ!RA==', 10), /character "!" at offset 3/);
+  assert.throws(() => decodeBase64Image('====', 10), /not valid base64/);
+});
+
 test('base64: malformed input names the problem', () => {
   assert.throws(() => decodeBase64Image('abc$', 100), /character "\$" at offset 3/);
   assert.throws(() => decodeBase64Image('ab=c', 100), /misplaced '=' padding/);
