@@ -85,6 +85,20 @@ describe('concurrency', () => {
     }
   });
 
+  test('a deadline that passes during decode/preprocess → 504 naming the stage, and no forward', async () => {
+    const slow = { ...defaultPipeline(), decode: async (b: Uint8Array) => { await new Promise((r) => setTimeout(r, 400)); return defaultPipeline().decode(b); } };
+    const s = await start({ pipeline: slow, deadlineMs: 150 });
+    try {
+      const r = await postJson(s.url, { image: b64(0) });
+      assert.equal(r.status, 504);
+      assert.match(r.json.detail, /150 ms deadline \(it was being received, decoded or preprocessed\)/);
+      await new Promise((res) => setTimeout(res, 400));
+      assert.equal(s.backend.calls, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('a client that disconnects while queued costs no forward', async () => {
     const s = await start();
     const release = s.backend.block();
