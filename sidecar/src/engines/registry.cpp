@@ -1,6 +1,8 @@
 // The table of engines built into this binary: name -> factory. The one place that knows them all.
 #include "engine.h"
 
+#include "engines/cpu/cpu-engine.h"
+
 namespace rfdetr {
 
 namespace {
@@ -11,7 +13,7 @@ struct engine_entry {
 
 // Engines register here as they are built (cpu, tt, tt-host).
 const engine_entry k_engines[] = {
-    {nullptr, nullptr},
+    {"cpu", cpu_engine_create},
 };
 }  // namespace
 

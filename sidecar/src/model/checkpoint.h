@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "model/safetensors.h"
 
 namespace rfdetr {
 
@@ -31,6 +34,30 @@ class checkpoint {
     virtual int num_classes() const = 0;                        // class_embed.weight rows (91 for COCO)
     virtual const std::vector<std::string> & labels() const = 0;  // per class index; "N/A" where id2label lacks it
     virtual const std::string & dir() const = 0;
+
+    // The safetensors __metadata__ (e.g. format, and for rfdetr-synth output: synthetic, seed).
+    virtual const std::map<std::string, std::string> & metadata() const = 0;
+    // True when the checkpoint says it was made by rfdetr-synth (__metadata__ synthetic = "true" or
+    // config.json "synthetic": true): its detections are meaningless; callers should say so loudly.
+    virtual bool synthetic() const = 0;
 };
+
+// The validation steps of checkpoint::open, callable on their own (tests, tools).
+
+// Checks a parsed header against the schema: the strict key set (missing and unexpected keys, first 20 of
+// each and the counts), then every shape, the class axes agreeing with class_embed.weight rows. Returns the
+// class count. `file` names the checkpoint in errors.
+int checkpoint_check_tensors(const std::string & file, const st_header & header);
+
+struct model_config {
+    std::vector<std::string> labels;     // per class index, "N/A" where id2label lacks it
+    bool                     synthetic = false;
+};
+
+// Parses config.json text for a checkpoint with `num_classes` classes (schema shapes): id2label required,
+// keys class indices "0".."num_classes-1", as many entries as classes; a present informational field that
+// contradicts the shapes (d_model, num_labels, decoder_ffn_dim, backbone_config.hidden_size, ...) is
+// refused by name with its value and the shape it contradicts. `file` names config.json in errors.
+model_config config_parse(const std::string & file, const std::string & text, int num_classes);
 
 }  // namespace rfdetr

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# CPU engine benchmark (not a test): builds bench/engine, makes sure a seed-1 checkpoint exists, runs
+# bench-engine (forward median, stages, RSS, cold start, and the peers when prepared) and gemm-bench.
+#   bench/engine/run.sh [bench-engine args...]      results: bench/engine/results.json, gemm-bench.txt
+# Env: WEIGHTS (seed-1 checkpoint dir), PEERS_DIR (prepared peers; see ../shared/peers/README.md).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$here/build" -j "$(nproc)" >&2
+weights=${WEIGHTS:-$root/sidecar/build/test-weights/seed-0x1}
+if [ ! -s "$weights/model.safetensors" ]; then
+  synth=$root/sidecar/build/rfdetr-synth
+  if [ ! -x "$synth" ]; then
+    echo "run.sh: no checkpoint at $weights and no $synth; run 'npm install' or set WEIGHTS=DIR" >&2
+    exit 1
+  fi
+  "$synth" --seed 1 --out "$weights" >&2
+fi
+peers=${PEERS_DIR:-$root/../shared/peers-cache}
+"$here/build/bench-engine" --weights "$weights" --peers "$peers" --peers-src "$root/../shared/peers" \
+  --out "$here/results.json" "$@"
+OMP_NUM_THREADS=1 "$here/build/gemm-bench" 10 | tee "$here/gemm-bench.txt"

@@ -1,0 +1,369 @@
+#include "engines/cpu/kernels.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace rfdetr::cpu {
+
+void gemm(int m, int n, int k, float alpha, const float * a, int lda, const float * b, int ldb, bool b_is_nk,
+          float beta, float * c, int ldc) {
+    if (m <= 0 || n <= 0) {
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_is_nk ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
+}
+
+namespace {
+
+inline float hsum(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo        = _mm_add_ps(lo, hi);
+    lo        = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo        = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+inline float hmax(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo        = _mm_max_ps(lo, hi);
+    lo        = _mm_max_ps(lo, _mm_movehl_ps(lo, lo));
+    lo        = _mm_max_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+// Cephes-style expf: x = n*ln2 + r with a two-constant ln2, degree-6 polynomial for e^r, 2^n via the
+// exponent bits. Inputs are clamped to [-87.3, 88.37] (results below 1.2e-38 do not matter here).
+inline __m256 exp256(__m256 x) {
+    x         = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
+    x         = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x         = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x         = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y  = _mm256_set1_ps(1.9875691500E-4f);
+    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    y         = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// erf: for |x| < 0.5 its Taylor series to x^13 (truncation < 5e-10); beyond, erf = 1 - erfc with
+// erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1/(1 + z/2) (Numerical Recipes' erfcc, relative error
+// < 1.2e-7 on erfc <= 0.48 there). |error| < 1.5e-7 everywhere, measured against libm in the tests.
+inline __m256 erf256(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 z    = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    const __m256 t    = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f)));
+    __m256       p    = _mm256_set1_ps(0.17087277f);
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.82215223f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.48851587f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.13520398f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.27886807f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.18628806f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.09678418f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.37409196f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.00002368f));
+    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.26551223f));
+    const __m256 arg  = _mm256_fnmadd_ps(z, z, p);
+    const __m256 erfc = _mm256_mul_ps(t, exp256(arg));
+    const __m256 far  = _mm256_sub_ps(_mm256_set1_ps(1.0f), erfc);
+    // 2/sqrt(pi) * (z - z^3/3 + z^5/10 - z^7/42 + z^9/216 - z^11/1320 + z^13/9360)
+    const __m256 z2   = _mm256_mul_ps(z, z);
+    __m256       s    = _mm256_set1_ps(1.0f / 9360.0f);
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 1320.0f));
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f / 216.0f));
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 42.0f));
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f / 10.0f));
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 3.0f));
+    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f));
+    const __m256 near = _mm256_mul_ps(_mm256_mul_ps(s, z), _mm256_set1_ps(1.12837916709551257f));
+    const __m256 r    = _mm256_blendv_ps(far, near, _mm256_cmp_ps(z, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+    return _mm256_or_ps(r, sign);
+}
+
+inline __m256 gelu256(__m256 x) {
+    const __m256 e = erf256(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+    return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+inline __m256 silu256(__m256 x) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+inline __m256 load_tail(const float * p, int n) {
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) buf[i] = p[i];
+    return _mm256_load_ps(buf);
+}
+
+inline void store_tail(float * p, __m256 v, int n) {
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, v);
+    for (int i = 0; i < n; ++i) p[i] = buf[i];
+}
+
+// Applies f to x + bias over a [rows, n] block.
+template <class F> void rows_map(float * x, int ld, int rows, int n, const float * bias, F f) {
+    for (int r = 0; r < rows; ++r) {
+        float * row = x + static_cast<size_t>(r) * ld;
+        int     j   = 0;
+        for (; j + 8 <= n; j += 8) {
+            __m256 v = _mm256_loadu_ps(row + j);
+            if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+            _mm256_storeu_ps(row + j, f(v));
+        }
+        if (j < n) {
+            __m256 v = load_tail(row + j, n - j);
+            if (bias) v = _mm256_add_ps(v, load_tail(bias + j, n - j));
+            store_tail(row + j, f(v), n - j);
+        }
+    }
+}
+
+}  // namespace
+
+void exp_inplace(float * x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp256(_mm256_loadu_ps(x + i)));
+    if (i < n) store_tail(x + i, exp256(load_tail(x + i, static_cast<int>(n - i))), static_cast<int>(n - i));
+}
+
+void erf_inplace(float * x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, erf256(_mm256_loadu_ps(x + i)));
+    if (i < n) store_tail(x + i, erf256(load_tail(x + i, static_cast<int>(n - i))), static_cast<int>(n - i));
+}
+
+void bias_gelu(float * x, int ld, int rows, int n, const float * bias) {
+    rows_map(x, ld, rows, n, bias, [](__m256 v) { return gelu256(v); });
+}
+
+void bias_relu(float * x, int ld, int rows, int n, const float * bias) {
+    rows_map(x, ld, rows, n, bias, [](__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); });
+}
+
+void bias_add(float * x, int ld, int rows, int n, const float * bias) {
+    rows_map(x, ld, rows, n, bias, [](__m256 v) { return v; });
+}
+
+void silu(float * x, int ld, int rows, int n) {
+    rows_map(x, ld, rows, n, nullptr, [](__m256 v) { return silu256(v); });
+}
+
+void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, const float * gamma,
+               const float * beta, float eps) {
+    for (int r = 0; r < rows; ++r) {
+        const float * xr = x + static_cast<size_t>(r) * ldx;
+        float *       yr = y + static_cast<size_t>(r) * ldy;
+        __m256        s  = _mm256_setzero_ps();
+        int           j  = 0;
+        for (; j + 8 <= dim; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xr + j));
+        float sum = hsum(s);
+        for (; j < dim; ++j) sum += xr[j];
+        const float  mean = sum / static_cast<float>(dim);
+        const __m256 vm   = _mm256_set1_ps(mean);
+        __m256       q    = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= dim; j += 8) {
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xr + j), vm);
+            q              = _mm256_fmadd_ps(d, d, q);
+        }
+        float sq = hsum(q);
+        for (; j < dim; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
+        const float  rstd = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+        const __m256 vr   = _mm256_set1_ps(rstd);
+        for (j = 0; j + 8 <= dim; j += 8) {
+            const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
+            _mm256_storeu_ps(yr + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(gamma + j), _mm256_loadu_ps(beta + j)));
+        }
+        for (; j < dim; ++j) yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+    }
+}
+
+void softmax_rows(float * x, int ld, int rows, int cols) {
+    for (int r = 0; r < rows; ++r) {
+        float * row = x + static_cast<size_t>(r) * ld;
+        __m256  vm  = _mm256_set1_ps(-INFINITY);
+        int     j   = 0;
+        for (; j + 8 <= cols; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + j));
+        float mx = hmax(vm);
+        for (; j < cols; ++j) mx = std::max(mx, row[j]);
+        const __m256 vmx = _mm256_set1_ps(mx);
+        __m256       vs  = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= cols; j += 8) {
+            const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row + j), vmx));
+            _mm256_storeu_ps(row + j, e);
+            vs = _mm256_add_ps(vs, e);
+        }
+        float sum = hsum(vs);
+        if (j < cols) {
+            const int    t = cols - j;
+            const __m256 e = exp256(_mm256_sub_ps(load_tail(row + j, t), vmx));
+            alignas(32) float buf[8];
+            _mm256_store_ps(buf, e);
+            for (int i = 0; i < t; ++i) {
+                row[j + i] = buf[i];
+                sum += buf[i];
+            }
+        }
+        const float  inv = 1.0f / sum;
+        const __m256 vi  = _mm256_set1_ps(inv);
+        for (j = 0; j + 8 <= cols; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vi));
+        for (; j < cols; ++j) row[j] *= inv;
+    }
+}
+
+void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
+                    int ldo, int nq, int nk, int d, float scale, float * scratch) {
+    for (int i0 = 0; i0 < nq; i0 += k_attention_block) {
+        const int nb = std::min(k_attention_block, nq - i0);
+        gemm(nb, nk, d, scale, q + static_cast<size_t>(i0) * ldq, ldq, k, ldk, true, 0.0f, scratch, nk);
+        softmax_rows(scratch, nk, nb, nk);
+        gemm(nb, d, nk, 1.0f, scratch, nk, v, ldv, false, 0.0f, o + static_cast<size_t>(i0) * ldo, ldo);
+    }
+}
+
+void bilinear_sample_accumulate(const float * value, int ld, int h, int w, float lx, float ly, float weight,
+                                int nc, float * out) {
+    // The two float32 roundings of the reference: grid = 2*loc - 1, then pixel = (grid + 1) * (size/2) - 0.5.
+    const float gx = 2.0f * lx - 1.0f;
+    const float gy = 2.0f * ly - 1.0f;
+    const float ix = (gx + 1.0f) * (static_cast<float>(w) * 0.5f) - 0.5f;
+    const float iy = (gy + 1.0f) * (static_cast<float>(h) * 0.5f) - 0.5f;
+    const float fx = std::floor(ix), fy = std::floor(iy);
+    const float tw = ix - fx, te = 1.0f - tw;  // weights toward west/east
+    const float tn = iy - fy, ts = 1.0f - tn;
+    const int   x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
+    const float cw[4] = {ts * te, ts * tw, tn * te, tn * tw};  // nw, ne, sw, se
+    const int   cx[4] = {x0, x0 + 1, x0, x0 + 1};
+    const int   cy[4] = {y0, y0, y0 + 1, y0 + 1};
+    const float * src[4];
+    for (int c = 0; c < 4; ++c) {
+        const bool inside = cx[c] >= 0 && cx[c] < w && cy[c] >= 0 && cy[c] < h;
+        src[c] = inside ? value + (static_cast<size_t>(cy[c]) * w + cx[c]) * ld : nullptr;
+    }
+    // The reference's order: the 4-corner sum first, then times the attention weight, then accumulated.
+    for (int j = 0; j < nc; ++j) {
+        float s = 0.0f;
+        for (int c = 0; c < 4; ++c) {
+            if (src[c]) s += src[c][j] * cw[c];
+        }
+        out[j] += weight * s;
+    }
+}
+
+namespace {
+
+float cubic_aa(float x) {
+    // torch's aa_filter for bicubic: Keys a = -0.5, evaluated in double and returned as float.
+    const double a = -0.5;
+    const double t = std::fabs(static_cast<double>(x));
+    if (t < 1.0) return static_cast<float>(((a + 2.0) * t - (a + 3.0)) * t * t + 1.0);
+    if (t < 2.0) return static_cast<float>((((t - 5.0) * t + 8.0) * t - 4.0) * a);
+    return 0.0f;
+}
+
+struct aa_taps {
+    int   start = 0, count = 0;
+    float w[16] = {};
+};
+
+// torch's _compute_indices_min_size_weights_aa in float32: scale and center are floats, the tap offset
+// is (float(j) - center) then + 0.5 and * invscale in double, rounded to float for the filter.
+aa_taps aa_weights(int in, int out, int i) {
+    const float scale   = static_cast<float>(in) / static_cast<float>(out);
+    const float support = scale >= 1.0f ? 2.0f * scale : 2.0f;
+    const float invs    = scale >= 1.0f ? 1.0f / scale : 1.0f;
+    const float center  = static_cast<float>(static_cast<double>(scale) * (i + 0.5));
+    aa_taps     t;
+    t.start        = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int xmax = std::min(static_cast<int>(center + support + 0.5), in);
+    t.count        = std::min(xmax - t.start, 16);
+    float total    = 0.0f;
+    for (int j = 0; j < t.count; ++j) {
+        const float d = static_cast<float>(t.start + j) - center;
+        t.w[j]        = cubic_aa(static_cast<float>((static_cast<double>(d) + 0.5) * invs));
+        total += t.w[j];
+    }
+    if (total != 0.0f) {
+        for (int j = 0; j < t.count; ++j) t.w[j] /= total;
+    }
+    return t;
+}
+
+}  // namespace
+
+void resize_bicubic_aa(const float * src, int in_h, int in_w, int c, float * dst, int out_h, int out_w,
+                       float * scratch) {
+    // Width pass: scratch [in_h, out_w, c].
+    for (int ox = 0; ox < out_w; ++ox) {
+        const aa_taps t = aa_weights(in_w, out_w, ox);
+        for (int y = 0; y < in_h; ++y) {
+            float * o = scratch + (static_cast<size_t>(y) * out_w + ox) * c;
+            for (int ch = 0; ch < c; ++ch) {
+                float acc = 0.0f;
+                for (int j = 0; j < t.count; ++j) {
+                    acc = std::fmaf(src[(static_cast<size_t>(y) * in_w + t.start + j) * c + ch], t.w[j], acc);
+                }
+                o[ch] = acc;
+            }
+        }
+    }
+    // Height pass.
+    for (int oy = 0; oy < out_h; ++oy) {
+        const aa_taps t = aa_weights(in_h, out_h, oy);
+        for (int x = 0; x < out_w; ++x) {
+            float * o = dst + (static_cast<size_t>(oy) * out_w + x) * c;
+            for (int ch = 0; ch < c; ++ch) {
+                float acc = 0.0f;
+                for (int j = 0; j < t.count; ++j) {
+                    acc = std::fmaf(scratch[(static_cast<size_t>(t.start + j) * out_w + x) * c + ch], t.w[j], acc);
+                }
+                o[ch] = acc;
+            }
+        }
+    }
+}
+
+void im2col_3x3(const float * x, int ld, int h, int w, int c, float * cols, int y0, int y1) {
+    const int kc = c * 9;
+    for (int y = y0; y < y1; ++y) {
+        for (int xx = 0; xx < w; ++xx) {
+            float * row = cols + (static_cast<size_t>(y) * w + xx) * kc;
+            for (int ky = 0; ky < 3; ++ky) {
+                const int sy = y + ky - 1;
+                for (int kx = 0; kx < 3; ++kx) {
+                    const int sx = xx + kx - 1;
+                    float *   dst = row + ky * 3 + kx;
+                    if (sy < 0 || sy >= h || sx < 0 || sx >= w) {
+                        for (int ci = 0; ci < c; ++ci) dst[ci * 9] = 0.0f;
+                    } else {
+                        const float * s = x + (static_cast<size_t>(sy) * w + sx) * ld;
+                        for (int ci = 0; ci < c; ++ci) dst[ci * 9] = s[ci];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void topk(const float * scores, int n, int k, int32_t * idx, int32_t * scratch) {
+    for (int i = 0; i < n; ++i) scratch[i] = i;
+    k = std::min(k, n);
+    std::partial_sort(scratch, scratch + k, scratch + n, [scores](int32_t a, int32_t b) {
+        return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+    });
+    std::copy(scratch, scratch + k, idx);
+}
+
+}  // namespace rfdetr::cpu

@@ -1,0 +1,59 @@
+// The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
+#include "engines/engine.h"
+#include "golden-file.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+TEST(cpu_engine, is_registered_and_describes_itself) {
+    const auto names = rfdetr::engine_names();
+    ASSERT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
+    rfdetr::engine_options opts;
+    opts.threads = 1;
+    auto e       = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+    EXPECT_EQ(e->name(), "cpu");
+    EXPECT_NE(e->device().find("(1 thread, OpenBLAS "), std::string::npos) << e->device();
+    EXPECT_EQ(e->num_queries(), 300);
+    EXPECT_EQ(e->num_classes(), 91);
+    ASSERT_EQ(e->labels().size(), 91u);
+
+    // One forward through the interface: the case-1 golden within the end-to-end ceiling.
+    auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
+    std::vector<float> logits(300 * 91), boxes(300 * 4);
+    e->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    double worst = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(logits[i]));
+        worst = std::max(worst, std::fabs(static_cast<double>(logits[i]) - g.at("logits").f32[i]));
+    }
+    EXPECT_LE(worst, 3e-4);
+    for (size_t i = 0; i < boxes.size(); ++i) EXPECT_NEAR(boxes[i], g.at("pred_boxes").f32[i], 2e-5);
+}
+
+TEST(cpu_engine, refuses_bad_options_and_missing_weights_by_name) {
+    rfdetr::engine_options opts;
+    opts.threads = -2;
+    try {
+        rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+        FAIL() << "negative threads accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("-2"), std::string::npos) << e.what();
+    }
+    opts.threads   = 1;
+    opts.precision = "bf16";
+    EXPECT_THROW(rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts), rfdetr::error);
+    opts.precision = "fp32";
+    try {
+        rfdetr::engine_create("cpu", "/nonexistent/rfdetr-weights", opts);
+        FAIL() << "missing weights accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent/rfdetr-weights"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace

@@ -1,0 +1,32 @@
+// Reads the fixtures' golden.safetensors (F32 and I64 tensors) for the CPU engine tests. A test helper,
+// not a checkpoint loader: the engine reads weights through model/checkpoint.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rfdetr::test {
+
+struct golden_tensor {
+    std::string          dtype;  // "F32" | "I64"
+    std::vector<int64_t> shape;
+    std::vector<float>   f32;
+    std::vector<int64_t> i64;
+    int64_t              numel() const;
+};
+
+// Throws std::runtime_error naming the file on any malformed input.
+std::map<std::string, golden_tensor> read_golden(const std::string & path);
+
+// The shared per-stage fixtures: $RFDETR_SHARED_FIXTURES, else ../shared/fixtures/rfdetr-synth from the
+// repo root. Empty when absent.
+std::string shared_fixtures_dir();
+// test/fixtures/rfdetr-synth in this repository.
+std::string repo_fixtures_dir();
+// The seed-1 checkpoint the tests run on: $RFDETR_TEST_WEIGHTS, else the ctest fixture's directory.
+std::string test_weights_dir();
+bool require_all();  // RFDETR_REQUIRE_ALL=1: skips become failures
+
+}  // namespace rfdetr::test

@@ -1,0 +1,238 @@
+// Every fast kernel against its plain-loop reference (kernels-ref.cpp), on odd sizes.
+#include "engines/cpu/kernels.h"
+#include "engines/cpu/thread-pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937                          rng(seed);
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float>                    v(n);
+    for (auto & x : v) x = u(rng);
+    return v;
+}
+
+// NaN/Inf first, then max-abs against the bound.
+void expect_close(const std::vector<float> & got, const std::vector<float> & want, double tol, const char * what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double worst = 0.0;
+    size_t at    = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << what << ": non-finite value at " << i;
+        const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+        if (d > worst) worst = d, at = i;
+    }
+    EXPECT_LE(worst, tol) << what << ": max-abs " << worst << " at " << at << " (got " << got[at] << ", want "
+                          << want[at] << ")";
+}
+
+TEST(cpu_kernels, gemm_matches_reference_both_weight_layouts_with_alpha_beta) {
+    const int m = 37, n = 29, k = 53;
+    for (bool nk : {true, false}) {
+        const auto a = random_vec(static_cast<size_t>(m) * (k + 3), 1);
+        const auto b = random_vec(static_cast<size_t>(n) * k + 64, 2);
+        auto       c = random_vec(static_cast<size_t>(m) * (n + 5), 3);
+        auto       r = c;
+        const int  ldb = nk ? k : n;
+        rfdetr::cpu::gemm(m, n, k, 0.5f, a.data(), k + 3, b.data(), ldb, nk, 0.25f, c.data(), n + 5);
+        rfdetr::ref::gemm(m, n, k, 0.5f, a.data(), k + 3, b.data(), ldb, nk, 0.25f, r.data(), n + 5);
+        expect_close(c, r, 2e-5, nk ? "gemm B[n,k]" : "gemm B[k,n]");
+    }
+}
+
+TEST(cpu_kernels, layernorm_matches_reference_with_offset_rows) {
+    const int rows = 13, dim = 43, ld = 47;
+    auto      x = random_vec(static_cast<size_t>(rows) * ld, 4, -3.0f, 5.0f);
+    const auto g = random_vec(dim, 5), b = random_vec(dim, 6);
+    std::vector<float> y(static_cast<size_t>(rows) * ld, 0.0f), r = y;
+    rfdetr::cpu::layernorm(x.data(), ld, y.data(), ld, rows, dim, g.data(), b.data(), 1e-6f);
+    rfdetr::ref::layernorm(x.data(), ld, r.data(), ld, rows, dim, g.data(), b.data(), 1e-6f);
+    expect_close(y, r, 2e-6, "layernorm");
+    // In place gives the same result.
+    rfdetr::cpu::layernorm(x.data(), ld, x.data(), ld, rows, dim, g.data(), b.data(), 1e-6f);
+    for (int i = 0; i < rows; ++i) {
+        for (int j = 0; j < dim; ++j) EXPECT_EQ(x[i * ld + j], y[i * ld + j]);
+    }
+}
+
+TEST(cpu_kernels, gelu_is_the_exact_erf_form) {
+    // Dense grid over the range that matters plus the tails; the tanh approximation is 1e-3 away.
+    std::vector<float> x;
+    for (float v = -12.0f; v <= 12.0f; v += 0.00731f) x.push_back(v);
+    const int          n = static_cast<int>(x.size());
+    std::vector<float> bias(n % 8 + 3, 0.0f);
+    std::vector<float> got = x, want(x.size());
+    rfdetr::cpu::bias_gelu(got.data(), n, 1, n, std::vector<float>(n, 0.0f).data());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = rfdetr::ref::gelu(x[i]);
+    double worst = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i]));
+        worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) / std::max(1.0, std::fabs(static_cast<double>(x[i]))));
+    }
+    EXPECT_LE(worst, 3e-7);
+    // tanh GELU at x = 1 differs by ~1.5e-4 from erf GELU: this kernel must be on the erf side.
+    float one = 1.0f, zero = 0.0f;
+    rfdetr::cpu::bias_gelu(&one, 1, 1, 1, &zero);
+    EXPECT_NEAR(one, 0.8413447460685429, 1e-6);
+}
+
+TEST(cpu_kernels, bias_gelu_relu_add_silu_apply_the_bias_per_column_on_odd_blocks) {
+    const int rows = 5, n = 21, ld = 24;
+    const auto x0 = random_vec(static_cast<size_t>(rows) * ld, 7, -4.0f, 4.0f);
+    const auto b  = random_vec(n, 8);
+    auto       g = x0, r = x0, a = x0, s = x0;
+    rfdetr::cpu::bias_gelu(g.data(), ld, rows, n, b.data());
+    rfdetr::cpu::bias_relu(r.data(), ld, rows, n, b.data());
+    rfdetr::cpu::bias_add(a.data(), ld, rows, n, b.data());
+    rfdetr::cpu::silu(s.data(), ld, rows, n);
+    for (int i = 0; i < rows; ++i) {
+        for (int j = 0; j < ld; ++j) {
+            const float v = x0[i * ld + j];
+            if (j >= n) {  // outside the block: untouched
+                EXPECT_EQ(g[i * ld + j], v);
+                EXPECT_EQ(s[i * ld + j], v);
+                continue;
+            }
+            EXPECT_NEAR(g[i * ld + j], rfdetr::ref::gelu(v + b[j]), 2e-6);
+            EXPECT_EQ(r[i * ld + j], std::max(0.0f, v + b[j]));
+            EXPECT_EQ(a[i * ld + j], v + b[j]);
+            EXPECT_NEAR(s[i * ld + j], v / (1.0 + std::exp(-static_cast<double>(v))), 2e-6);
+        }
+    }
+}
+
+TEST(cpu_kernels, exp_and_erf_track_libm) {
+    std::vector<float> x;
+    for (float v = -80.0f; v < 80.0f; v += 0.0917f) x.push_back(v);
+    x.push_back(0.0f);
+    auto e = x;
+    rfdetr::cpu::exp_inplace(e.data(), e.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double want = std::exp(static_cast<double>(x[i]));
+        EXPECT_LE(std::fabs(e[i] - want), 4e-7 * want) << "exp(" << x[i] << ")";
+    }
+    std::vector<float> y;
+    for (float v = -7.0f; v < 7.0f; v += 0.0013f) y.push_back(v);
+    auto f = y;
+    rfdetr::cpu::erf_inplace(f.data(), f.size());
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(f[i], std::erf(static_cast<double>(y[i])), 2e-7) << y[i];
+}
+
+TEST(cpu_kernels, softmax_matches_reference_and_survives_large_logits) {
+    const int rows = 7, cols = 37, ld = 41;
+    auto      x = random_vec(static_cast<size_t>(rows) * ld, 9, -30.0f, 30.0f);
+    x[3]        = 1e4f;  // max subtraction keeps this finite
+    auto r = x;
+    rfdetr::cpu::softmax_rows(x.data(), ld, rows, cols);
+    rfdetr::ref::softmax_rows(r.data(), ld, rows, cols);
+    expect_close(x, r, 1e-6, "softmax");
+    for (int i = 0; i < rows; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < cols; ++j) s += x[i * ld + j];
+        EXPECT_NEAR(s, 1.0, 1e-5);
+    }
+}
+
+TEST(cpu_kernels, blocked_attention_matches_reference_across_block_edges) {
+    // nq spans three query blocks with a ragged last one; strided q/k/v as in the fused QKV buffer.
+    const int nq = 2 * rfdetr::cpu::k_attention_block + 11, nk = 149, d = 19, ld = 3 * d + 2;
+    const auto q = random_vec(static_cast<size_t>(nq) * ld, 10, -2.0f, 2.0f);
+    const auto kv = random_vec(static_cast<size_t>(nk) * ld, 11, -2.0f, 2.0f);
+    std::vector<float> o(static_cast<size_t>(nq) * (d + 1), 0.0f), r = o;
+    std::vector<float> scratch(static_cast<size_t>(rfdetr::cpu::k_attention_block) * nk);
+    rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk, d,
+                                0.125f, scratch.data());
+    rfdetr::ref::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, r.data(), d + 1, nq, nk, d,
+                                0.125f);
+    expect_close(o, r, 2e-6, "attention");
+}
+
+TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {
+    // 7x9 map, 5 channels; locations inside, on the border and outside [0,1] (corners read 0 there).
+    const int h = 7, w = 9, nc = 5, ld = 8;
+    const auto hwc = random_vec(static_cast<size_t>(h) * w * ld, 12);
+    std::vector<float> chw(static_cast<size_t>(nc) * h * w);
+    for (int c = 0; c < nc; ++c)
+        for (int p = 0; p < h * w; ++p) chw[static_cast<size_t>(c) * h * w + p] = hwc[static_cast<size_t>(p) * ld + c];
+    std::mt19937                          rng(13);
+    std::uniform_real_distribution<float> u(-0.3f, 1.3f);
+    int                                   outside = 0;
+    for (int t = 0; t < 400; ++t) {
+        const float lx = t < 4 ? (t % 2 ? 1.0f : 0.0f) : u(rng), ly = t < 4 ? (t / 2 ? 1.0f : 0.0f) : u(rng);
+        outside += lx < 0 || lx > 1 || ly < 0 || ly > 1;
+        std::vector<float> got(nc, 0.25f), want(nc);
+        rfdetr::cpu::bilinear_sample_accumulate(hwc.data(), ld, h, w, lx, ly, 0.5f, nc, got.data());
+        rfdetr::ref::grid_sample_bilinear(chw.data(), nc, h, w, 2.0f * lx - 1.0f, 2.0f * ly - 1.0f, want.data());
+        for (int c = 0; c < nc; ++c) ASSERT_NEAR(got[c], 0.25 + 0.5 * want[c], 1e-6) << lx << "," << ly << " c" << c;
+    }
+    EXPECT_GT(outside, 50);
+    // Far outside: nothing added.
+    std::vector<float> z(nc, 0.0f);
+    rfdetr::cpu::bilinear_sample_accumulate(hwc.data(), ld, h, w, 1.5f, 0.5f, 1.0f, nc, z.data());
+    for (float v : z) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(cpu_kernels, bicubic_antialias_resize_matches_reference_up_and_down) {
+    const int c = 3;
+    for (auto dims : {std::vector<int>{37, 37, 40, 40}, std::vector<int>{11, 7, 5, 13}, std::vector<int>{9, 15, 9, 4}}) {
+        const int  ih = dims[0], iw = dims[1], oh = dims[2], ow = dims[3];
+        const auto src = random_vec(static_cast<size_t>(ih) * iw * c, 14);
+        std::vector<float> got(static_cast<size_t>(oh) * ow * c), want = got, scratch(static_cast<size_t>(ih) * ow * c);
+        rfdetr::cpu::resize_bicubic_aa(src.data(), ih, iw, c, got.data(), oh, ow, scratch.data());
+        rfdetr::ref::resize_bicubic_aa(src.data(), ih, iw, c, want.data(), oh, ow);
+        expect_close(got, want, 1e-6, "resize_bicubic_aa");
+    }
+    // Antialiased bicubic renormalises the truncated border taps: a constant image stays constant.
+    std::vector<float> ones(37 * 37, 1.0f), out(40 * 40), scratch(37 * 40);
+    rfdetr::cpu::resize_bicubic_aa(ones.data(), 37, 37, 1, out.data(), 40, 40, scratch.data());
+    for (float v : out) EXPECT_NEAR(v, 1.0f, 1e-6);
+}
+
+TEST(cpu_kernels, conv3x3_as_im2col_gemm_matches_direct_convolution) {
+    const int h = 7, w = 11, cin = 5, cout = 6;
+    const auto x = random_vec(static_cast<size_t>(h) * w * cin, 15);
+    const auto wt = random_vec(static_cast<size_t>(cout) * cin * 9, 16);
+    std::vector<float> cols(static_cast<size_t>(h) * w * cin * 9), got(static_cast<size_t>(h) * w * cout), want = got;
+    rfdetr::cpu::im2col_3x3(x.data(), cin, h, w, cin, cols.data(), 0, 3);
+    rfdetr::cpu::im2col_3x3(x.data(), cin, h, w, cin, cols.data(), 3, h);  // two row bands, as the engine splits
+    rfdetr::cpu::gemm(h * w, cout, cin * 9, 1.0f, cols.data(), cin * 9, wt.data(), cin * 9, true, 0.0f, got.data(), cout);
+    rfdetr::ref::conv3x3(x.data(), h, w, cin, wt.data(), cout, want.data());
+    expect_close(got, want, 1e-5, "conv3x3");
+}
+
+TEST(cpu_kernels, topk_is_sorted_descending_with_ties_by_index) {
+    for (int n : {1, 7, 1601}) {
+        auto s = random_vec(n, 17);
+        for (int i = 0; i + 3 < n; i += 5) s[i + 3] = s[i];  // exact ties
+        const int             k = std::min(n, 301);
+        std::vector<int32_t>  got(k), want(k), scratch(n);
+        rfdetr::cpu::topk(s.data(), n, k, got.data(), scratch.data());
+        rfdetr::ref::topk(s.data(), n, k, want.data());
+        EXPECT_EQ(got, want) << "n=" << n;
+    }
+}
+
+TEST(cpu_kernels, thread_pool_runs_every_task_once) {
+    rfdetr::thread_pool pool(3);
+    for (int n : {0, 1, 2, 97}) {
+        std::vector<std::atomic<int>> hits(n);
+        std::atomic<int>              bad{0};
+        pool.parallel_for(n, [&](int t, int thread) {
+            hits[t]++;
+            if (thread < 0 || thread >= 3) bad++;
+        });
+        for (auto & h : hits) EXPECT_EQ(h.load(), 1);
+        EXPECT_EQ(bad.load(), 0);
+    }
+    EXPECT_GE(rfdetr::physical_core_count(), 1);
+}
+
+}  // namespace

@@ -1,0 +1,224 @@
+// The CPU engine against the reference's tensors: end to end on the repository's small goldens (a fresh
+// clone runs these), and stage by stage on the large shared goldens (skipped with a reason when absent,
+// failed under RFDETR_REQUIRE_ALL=1). One tolerance table; NaN/Inf checked before any difference.
+#include "engines/cpu/cpu-model.h"
+#include "golden-file.h"
+#include "model/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <utility>
+
+namespace {
+
+using rfdetr::test::golden_tensor;
+namespace cpu = rfdetr::cpu;
+
+// The one tolerance table (max-abs). The end-to-end ceiling of issue 2 is 1e-3; these are the aims of the
+// fixture README, tightened where the engine measures far below them.
+struct tolerance {
+    const char * tensor;
+    double       max_abs;
+};
+constexpr tolerance k_tolerances[] = {
+    {"backbone.pos_embed_interp", 1e-6},
+    {"backbone.embeddings", 1e-5},
+    {"backbone.feature_map", 5e-5},
+    {"projector.out", 1e-4},
+    {"two_stage.enc_class_logits", 1e-4},
+    {"two_stage.enc_coords", 2e-5},
+    {"decoder.reference_points", 2e-5},
+    {"decoder.query_pos", 5e-6},
+    {"decoder.layer_outputs", 1e-4},
+    {"decoder.hs_last", 1e-4},
+    {"logits", 3e-4},
+    {"pred_boxes", 2e-5},
+};
+constexpr double k_end_to_end_ceiling = 1e-3;
+
+double tolerance_of(const std::string & tensor) {
+    for (const auto & t : k_tolerances) {
+        if (tensor.rfind(t.tensor, 0) == 0) return t.max_abs;
+    }
+    ADD_FAILURE() << "no tolerance for " << tensor;
+    return 0.0;
+}
+
+// NaN/Inf first, then max-abs. Returns the max-abs (or NaN when a value is not finite).
+double compare(const std::string & what, const float * got, const std::vector<float> & want, double tol) {
+    for (size_t i = 0; i < want.size(); ++i) {
+        if (!std::isfinite(got[i])) {
+            ADD_FAILURE() << what << ": non-finite value " << got[i] << " at " << i;
+            return NAN;
+        }
+    }
+    double worst = 0.0;
+    size_t at    = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+        if (d > worst) worst = d, at = i;
+    }
+    EXPECT_LE(worst, tol) << what << ": max-abs " << worst << " at flat index " << at << " (engine " << got[at]
+                          << ", reference " << want[at] << ")";
+    std::printf("parity  %-34s max-abs %.3g  (tolerance %.0e)\n", what.c_str(), worst, tol);
+    return worst;
+}
+
+// [C, H*W] reference layout -> pixel-major [H*W, C] with leading dimension ld, as the engine stores maps.
+std::vector<float> chw_to_pixel_major(const std::vector<float> & chw, int c, int hw) {
+    std::vector<float> out(chw.size());
+    for (int ch = 0; ch < c; ++ch)
+        for (int p = 0; p < hw; ++p) out[static_cast<size_t>(p) * c + ch] = chw[static_cast<size_t>(ch) * hw + p];
+    return out;
+}
+
+class cpu_parity : public ::testing::TestWithParam<int> {
+  protected:
+    static void SetUpTestSuite() {
+        try {
+            ckpt_  = rfdetr::checkpoint::open(rfdetr::test::test_weights_dir());
+            model_ = std::make_unique<cpu::model>(*ckpt_, rfdetr::physical_core_count());
+        } catch (const std::exception & e) {
+            load_error_ = e.what();
+        }
+    }
+    static void TearDownTestSuite() {
+        model_.reset();
+        ckpt_.reset();
+    }
+    void SetUp() override {
+        ASSERT_TRUE(model_) << "the seed-1 checkpoint did not load (" << load_error_
+                            << "); ctest generates it with the synth_seed1 fixture, or set RFDETR_TEST_WEIGHTS";
+    }
+    static std::string case_dir(const std::string & root, int n) { return root + "/case-" + std::to_string(n); }
+
+    static std::unique_ptr<rfdetr::checkpoint> ckpt_;
+    static std::unique_ptr<cpu::model>         model_;
+    static std::string                         load_error_;
+};
+std::unique_ptr<rfdetr::checkpoint> cpu_parity::ckpt_;
+std::unique_ptr<cpu::model>         cpu_parity::model_;
+std::string                         cpu_parity::load_error_;
+
+TEST_P(cpu_parity, end_to_end_logits_and_boxes_match_the_golden) {
+    const std::string dir = case_dir(rfdetr::test::repo_fixtures_dir(), GetParam());
+    auto              g   = rfdetr::test::read_golden(dir + "/golden.safetensors");
+    const int         nc  = model_->num_classes();
+    ASSERT_EQ(g.at("logits").numel(), cpu::k_queries * nc);
+    std::vector<float> logits(static_cast<size_t>(cpu::k_queries) * nc), boxes(cpu::k_queries * 4);
+    model_->set_topk_override(nullptr);
+    model_->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+
+    // The top-300 selection: identical, or differing only by swaps of listed near-tie neighbours.
+    const auto & want_idx = g.at("two_stage.topk_indices").i64;
+    std::ifstream dj(dir + "/detections.json");
+    const auto    det = nlohmann::json::parse(dj);
+    std::set<std::pair<int64_t, int64_t>> near_ties;
+    for (const auto & p : det.at("two_stage_topk").at("near_tie_pairs_top300")) {
+        const auto q = p.at("query_pair").get<std::vector<int64_t>>();
+        near_ties.insert({q.at(0), q.at(1)});
+        near_ties.insert({q.at(1), q.at(0)});
+    }
+    bool swapped = false;
+    for (int i = 0; i < cpu::k_queries; ++i) {
+        const int64_t got = model_->topk_indices()[i];
+        if (got == want_idx[i]) continue;
+        const bool listed = near_ties.count({got, want_idx[i]}) > 0;
+        ASSERT_TRUE(listed) << "rank " << i << ": engine picked token " << got << ", the reference " << want_idx[i]
+                            << ", and they are not a listed near-tie pair";
+        swapped = true;
+    }
+    if (swapped) {
+        // A near-tie swap re-pairs two query slots; compare the outputs of the reference's order instead.
+        std::printf("parity  case-%d: top-k differs by listed near-tie swaps; comparing with the reference order\n",
+                    GetParam());
+        std::vector<int32_t> forced(want_idx.begin(), want_idx.end());
+        model_->set_topk_override(forced.data());
+        model_->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+        model_->set_topk_override(nullptr);
+    }
+    const std::string c = "case-" + std::to_string(GetParam()) + " ";
+    compare(c + "logits (e2e ceiling)", logits.data(), g.at("logits").f32, k_end_to_end_ceiling);
+    compare(c + "pred_boxes (e2e ceiling)", boxes.data(), g.at("pred_boxes").f32, k_end_to_end_ceiling);
+    compare(c + "logits", logits.data(), g.at("logits").f32, tolerance_of("logits"));
+    compare(c + "pred_boxes", boxes.data(), g.at("pred_boxes").f32, tolerance_of("pred_boxes"));
+}
+
+TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_topk) {
+    const std::string root = rfdetr::test::shared_fixtures_dir();
+    if (root.empty()) {
+        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 but the shared fixtures are absent";
+        GTEST_SKIP() << "shared per-stage goldens absent: put them at ../shared/fixtures/rfdetr-synth (from the repo "
+                        "root) or set RFDETR_SHARED_FIXTURES";
+    }
+    auto g = rfdetr::test::read_golden(case_dir(root, GetParam()) + "/golden.safetensors");
+    const int nc = model_->num_classes();
+    std::vector<float> logits(static_cast<size_t>(cpu::k_queries) * nc), boxes(cpu::k_queries * 4);
+    const auto &       idx = g.at("two_stage.topk_indices").i64;
+    std::vector<int32_t> forced(idx.begin(), idx.end());
+    model_->set_topk_override(forced.data());
+    model_->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    model_->set_topk_override(nullptr);
+
+    const std::string c = "case-" + std::to_string(GetParam()) + " ";
+    auto check = [&](const std::string & key, const float * got, const std::vector<float> & want) {
+        compare(c + key, got, want, tolerance_of(key));
+    };
+    if (g.count("backbone.pos_embed_interp")) {
+        // The golden holds the raw interpolated grid; the engine's row 0 also carries the cls token.
+        std::vector<float> pe(model_->pos_embed(), model_->pos_embed() + g.at("backbone.pos_embed_interp").numel());
+        const float *      cls = ckpt_->get("backbone.0.encoder.encoder.embeddings.cls_token").data;
+        for (int i = 0; i < cpu::k_vit_dim; ++i) pe[i] -= cls[i];
+        check("backbone.pos_embed_interp", pe.data(), g.at("backbone.pos_embed_interp").f32);
+    }
+    if (g.count("backbone.embeddings")) check("backbone.embeddings", model_->embeddings(), g.at("backbone.embeddings").f32);
+    for (int t = 0; t < 4; ++t) {
+        const std::string key  = "backbone.feature_map." + std::to_string(t);
+        const auto        want = chw_to_pixel_major(g.at(key).f32, cpu::k_vit_dim, cpu::k_pixels);
+        std::vector<float> got(want.size());
+        for (int p = 0; p < cpu::k_pixels; ++p)
+            for (int ch = 0; ch < cpu::k_vit_dim; ++ch)
+                got[static_cast<size_t>(p) * cpu::k_vit_dim + ch] = model_->taps()[static_cast<size_t>(p) * 4 * cpu::k_vit_dim + t * cpu::k_vit_dim + ch];
+        check(key, got.data(), want);
+    }
+    check("projector.out", model_->memory(), chw_to_pixel_major(g.at("projector.out").f32, cpu::k_dim, cpu::k_pixels));
+    check("two_stage.enc_class_logits", model_->enc_class_logits(), g.at("two_stage.enc_class_logits").f32);
+    check("two_stage.enc_coords", model_->enc_coords(), g.at("two_stage.enc_coords").f32);
+    check("decoder.reference_points", model_->reference_points(), g.at("decoder.reference_points").f32);
+    check("decoder.query_pos", model_->query_pos(), g.at("decoder.query_pos").f32);
+    check("decoder.layer_outputs", model_->layer_outputs(), g.at("decoder.layer_outputs").f32);
+    check("decoder.hs_last", model_->hs(), g.at("decoder.hs_last").f32);
+    check("logits", logits.data(), g.at("logits").f32);
+    check("pred_boxes", boxes.data(), g.at("pred_boxes").f32);
+}
+
+TEST_F(cpu_parity, forward_is_deterministic_and_the_topk_override_is_honoured) {
+    auto g = rfdetr::test::read_golden(case_dir(rfdetr::test::repo_fixtures_dir(), 1) + "/golden.safetensors");
+    const size_t n = static_cast<size_t>(cpu::k_queries) * model_->num_classes();
+    std::vector<float> l1(n), b1(cpu::k_queries * 4), l2(n), b2(cpu::k_queries * 4);
+    model_->set_topk_override(nullptr);
+    model_->forward(g.at("pixel_values").f32.data(), l1.data(), b1.data());
+    model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
+    EXPECT_EQ(l1, l2);
+    EXPECT_EQ(b1, b2);
+    // Reversed order: slot i now pairs query_feat[i] with another proposal, so the outputs must change.
+    std::vector<int32_t> rev(model_->topk_indices(), model_->topk_indices() + cpu::k_queries);
+    std::reverse(rev.begin(), rev.end());
+    model_->set_topk_override(rev.data());
+    model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
+    model_->set_topk_override(nullptr);
+    EXPECT_TRUE(std::equal(rev.begin(), rev.end(), model_->topk_indices()));
+    EXPECT_NE(b1, b2);
+}
+
+INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_parity, ::testing::Values(1, 2, 3),
+                         [](const ::testing::TestParamInfo<int> & i) { return "case_" + std::to_string(i.param); });
+
+}  // namespace

@@ -1,0 +1,499 @@
+// Downloads files from the Hugging Face Hub into the shared cache the way huggingface_hub's hf_hub_download does:
+//   1. HEAD {endpoint}/{repo}/resolve/{revision}/{file}, redirects NOT followed. The answer (200, or a 302 to the
+//      CDN for LFS files) carries X-Repo-Commit (the commit the revision resolved to), X-Linked-Etag / ETag (sha256
+//      of an LFS file, git blob sha1 otherwise) and X-Linked-Size / Content-Length. A relative redirect (a renamed
+//      repo) is followed; an absolute one is where the bytes live.
+//   2. GET that location into blobs/<etag>.incomplete (Range: bytes=N- resumes a partial file), check size and
+//      hash, then rename to blobs/<etag> and link snapshots/<commit>/<file> → ../../blobs/<etag>.
+// HF_TOKEN goes only to URLs on the endpoint's origin, never to a CDN on another host (the Hub's signed CDN
+// URLs need no token, and a bearer token must not leak to third parties).
+import fs from 'node:fs';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import { once } from 'node:events';
+import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
+import { RfdetrError } from '../errors.ts';
+import { isCommitSha, isFile, linkSnapshot } from './hub-cache.ts';
+
+const USER_AGENT = 'rfdetr-serve/0.1.0 (weights; +huggingface_hub cache layout)';
+const MAX_REDIRECTS = 5;
+/** Attempts per file when the body is cut mid-way (each resumes with Range from what arrived). */
+const MAX_BODY_ATTEMPTS = 4;
+
+export interface ProgressStream {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+}
+
+export interface HubClientOptions {
+  /** e.g. https://huggingface.co (HF_ENDPOINT); no trailing slash needed. */
+  endpoint: string;
+  /** HF_TOKEN; sent as a bearer token to the endpoint's origin only. */
+  token?: string | undefined;
+  log: (line: string) => void;
+  /** Where the progress bar goes; drawn only when `isTTY` is true. */
+  progress?: ProgressStream | null | undefined;
+  /**
+   * Connect, response-headers and body-idle timeout in ms for every request. Unset: HF_HUB_ETAG_TIMEOUT (HEAD) and
+   * HF_HUB_DOWNLOAD_TIMEOUT (GET), in seconds, as huggingface_hub reads them; 10 s each by default.
+   */
+  timeoutMs?: number | undefined;
+  /** Proxy variables (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) come from here. */
+  env?: NodeJS.ProcessEnv | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+export interface HubFileMetadata {
+  repo: string;
+  revision: string;
+  file: string;
+  /** The resolve URL asked. */
+  url: string;
+  /** Where the bytes are (the CDN URL of a redirect, else the resolve URL). */
+  location: string;
+  commit: string;
+  etag: string;
+  size: number | null;
+}
+
+/** What a HEAD or GET failure means for the caller: only `unreachable` lets resolution fall back to the cache. */
+export type HubFailure = 'unreachable' | 'not_found' | 'auth' | 'bad_response' | 'corrupt';
+
+function hubError(kind: HubFailure, message: string, details: Record<string, unknown>, cause?: unknown): RfdetrError {
+  return new RfdetrError('E_HUB', message, { ...details, hubFailure: kind }, cause === undefined ? undefined : { cause });
+}
+
+export function hubFailureOf(e: unknown): HubFailure | null {
+  if (e instanceof RfdetrError && e.code === 'E_HUB') return (e.details?.hubFailure as HubFailure | undefined) ?? null;
+  return null;
+}
+
+export function resolveUrl(endpoint: string, repo: string, revision: string, file: string): string {
+  const base = endpoint.replace(/\/+$/, '');
+  return `${base}/${repo}/resolve/${encodeURIComponent(revision)}/${file.split('/').map(encodeURIComponent).join('/')}`;
+}
+
+function header(h: Record<string, string | string[] | undefined>, name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** `"abc"` / `W/"abc"` → `abc` (the form used as the blob file name). */
+export function normalizeEtag(etag: string | undefined): string | undefined {
+  if (etag === undefined) return undefined;
+  return etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '');
+}
+
+function intOrNull(v: string | undefined): number | null {
+  if (v === undefined || !/^\d+$/.test(v.trim())) return null;
+  return Number(v.trim());
+}
+
+function describeNetworkError(e: unknown): string {
+  const err = e as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = err.code ?? err.cause?.code;
+  const msg = err.message ?? String(e);
+  return code && !msg.includes(code) ? `${code}: ${msg}` : msg;
+}
+
+/** A client for one resolution: owns its connection pool, closed by `close()`. */
+export class HubClient {
+  readonly endpoint: string;
+  private readonly origin: string;
+  private readonly dispatcher: Dispatcher;
+  private readonly headTimeoutMs: number;
+  private readonly getTimeoutMs: number;
+  /** Every request made (method and URL), for logs and tests. */
+  readonly requests: string[] = [];
+
+  constructor(private readonly opts: HubClientOptions) {
+    this.endpoint = opts.endpoint.replace(/\/+$/, '');
+    let u: URL;
+    try {
+      u = new URL(this.endpoint);
+    } catch {
+      throw new RfdetrError('E_USAGE', `Expected an http(s) URL for HF_ENDPOINT but received ${JSON.stringify(opts.endpoint)}`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+      throw new RfdetrError('E_USAGE', `Expected an http(s) URL for HF_ENDPOINT but received ${JSON.stringify(opts.endpoint)}`);
+    }
+    this.origin = u.origin;
+    const env = opts.env ?? process.env;
+    this.headTimeoutMs = opts.timeoutMs ?? secondsFromEnv(env, 'HF_HUB_ETAG_TIMEOUT');
+    this.getTimeoutMs = opts.timeoutMs ?? secondsFromEnv(env, 'HF_HUB_DOWNLOAD_TIMEOUT');
+    const t = Math.max(this.headTimeoutMs, this.getTimeoutMs);
+    this.dispatcher = new EnvHttpProxyAgent({
+      httpProxy: env.HTTP_PROXY ?? env.http_proxy ?? '',
+      httpsProxy: env.HTTPS_PROXY ?? env.https_proxy ?? '',
+      noProxy: env.NO_PROXY ?? env.no_proxy ?? '',
+      connect: { timeout: t },
+      headersTimeout: t,
+      bodyTimeout: t,
+      keepAliveTimeout: 1_000,
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.destroy();
+  }
+
+  private headersFor(url: string, extra: Record<string, string> = {}): Record<string, string> {
+    const h: Record<string, string> = { 'user-agent': USER_AGENT, ...extra };
+    if (this.opts.token && new URL(url).origin === this.origin) h.authorization = `Bearer ${this.opts.token}`;
+    return h;
+  }
+
+  private async send(method: 'HEAD' | 'GET', url: string, extra?: Record<string, string>): Promise<Dispatcher.ResponseData> {
+    this.requests.push(`${method} ${url}`);
+    try {
+      return await request(url, {
+        method,
+        headers: this.headersFor(url, extra),
+        dispatcher: this.dispatcher,
+        headersTimeout: method === 'HEAD' ? this.headTimeoutMs : this.getTimeoutMs,
+        bodyTimeout: method === 'HEAD' ? this.headTimeoutMs : this.getTimeoutMs,
+        signal: this.opts.signal ?? null,
+      });
+    } catch (e) {
+      if (this.opts.signal?.aborted) throw e;
+      throw hubError('unreachable', `the Hub is unreachable: ${method} ${url} failed (${describeNetworkError(e)})`, { url }, e);
+    }
+  }
+
+  private statusError(method: string, url: string, status: number, h: Record<string, string | string[] | undefined>, repo: string, revision: string, file: string): RfdetrError {
+    const code = header(h, 'x-error-code');
+    const hubMsg = header(h, 'x-error-message');
+    const said = `${method} ${url} → HTTP ${status}${code ? ` ${code}` : ''}${hubMsg ? ` (${hubMsg})` : ''}`;
+    const details = { url, status, errorCode: code };
+    if (code === 'RevisionNotFound') {
+      return hubError('not_found', `revision '${revision}' not found in repo '${repo}': ${said}. Expected a commit sha or branch of ${repo}; check --revision / TT_WEIGHTS_REVISION`, details);
+    }
+    if (code === 'EntryNotFound') {
+      return hubError('not_found', `file '${file}' not found in '${repo}' at revision '${revision}': ${said}. Expected ${repo} to contain ${file}; check --model`, details);
+    }
+    if (code === 'RepoNotFound' || code === 'GatedRepo' || status === 401 || status === 403) {
+      return hubError('auth', `repo '${repo}' not found or not accessible: ${said}. Check --model / HF_MODEL; for a private or gated repo set HF_TOKEN`, details);
+    }
+    if (status === 404) {
+      return hubError('not_found', `not found on the Hub: ${said}. Expected repo '${repo}' with '${file}' at revision '${revision}'; check --model and --revision`, details);
+    }
+    if (status >= 500 || status === 429) {
+      return hubError('unreachable', `the Hub is unavailable: ${said}`, details);
+    }
+    return hubError('bad_response', `unexpected answer from the Hub: ${said}`, details);
+  }
+
+  /** HEAD the resolve URL (redirects to other hosts are not followed) and read the file's commit, etag and size. */
+  async metadata(repo: string, revision: string, file: string): Promise<HubFileMetadata> {
+    const url = resolveUrl(this.endpoint, repo, revision, file);
+    let current = url;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      // identity: a compressed HEAD would report the compressed Content-Length, not the file's size.
+      const res = await this.send('HEAD', current, { 'accept-encoding': 'identity' });
+      await res.body.dump();
+      const h = res.headers;
+      let location = current;
+      if (res.statusCode >= 300 && res.statusCode < 400) {
+        const loc = header(h, 'location');
+        if (!loc) throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a Location header`, { url: current });
+        if (/^[a-z][a-z0-9+.-]*:/i.test(loc) || loc.startsWith('//')) {
+          location = new URL(loc, current).href;
+        } else {
+          // A relative redirect: the repo was renamed; ask again at the new path on the same host.
+          current = new URL(loc, current).href;
+          continue;
+        }
+      } else if (res.statusCode < 200 || res.statusCode >= 300) {
+        throw this.statusError('HEAD', current, res.statusCode, h, repo, revision, file);
+      }
+      const commit = header(h, 'x-repo-commit')?.trim();
+      const etag = normalizeEtag(header(h, 'x-linked-etag') ?? header(h, 'etag'));
+      const size = intOrNull(header(h, 'x-linked-size') ?? header(h, 'content-length'));
+      if (!commit || !isCommitSha(commit)) {
+        throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a valid X-Repo-Commit header (got ${JSON.stringify(commit)}); is HF_ENDPOINT a Hugging Face Hub?`, { url: current });
+      }
+      if (!etag || !/^[\w.-]+$/.test(etag)) {
+        throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a usable ETag/X-Linked-Etag (got ${JSON.stringify(etag)}); cannot pin the file's content`, { url: current });
+      }
+      return { repo, revision, file, url, location, commit, etag, size };
+    }
+    throw hubError('bad_response', `HEAD ${url}: more than ${MAX_REDIRECTS} redirects`, { url });
+  }
+
+  /**
+   * Makes `blobs/<etag>` exist with verified content (downloading into `<blob>.incomplete`, resuming what is
+   * there) and links `snapshots/<commit>/<file>` to it. Returns the snapshot path.
+   */
+  async fetchFile(repoDir: string, meta: HubFileMetadata, file: string): Promise<string> {
+    const blob = path.join(repoDir, 'blobs', meta.etag);
+    if (!isFile(blob)) {
+      fs.mkdirSync(path.dirname(blob), { recursive: true });
+      const lock = await acquireLock(path.join(path.dirname(repoDir), '.locks', path.basename(repoDir), `${meta.etag}.rfdetr.lock`), this.opts.log);
+      try {
+        if (!isFile(blob)) await this.download(blob, meta, file);
+      } finally {
+        lock.release();
+      }
+    } else {
+      this.opts.log(`weights: ${file}: blob ${meta.etag} already in the cache`);
+    }
+    return linkSnapshot(repoDir, meta.commit, file, meta.etag);
+  }
+
+  private async download(blob: string, meta: HubFileMetadata, file: string): Promise<void> {
+    const incomplete = `${blob}.incomplete`;
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= MAX_BODY_ATTEMPTS; attempt++) {
+      let have = fileSize(incomplete);
+      if (meta.size !== null && have > meta.size) {
+        this.opts.log(`weights: ${file}: ${incomplete} is ${have} bytes, more than the expected ${meta.size}; starting over`);
+        fs.rmSync(incomplete, { force: true });
+        have = 0;
+      }
+      if (meta.size !== null && have === meta.size) break;
+      try {
+        await this.getInto(incomplete, have, meta, file);
+        lastError = undefined;
+        break;
+      } catch (e) {
+        lastError = e;
+        const now = fileSize(incomplete);
+        // Retry only when the connection broke after bytes arrived (a cut body); other failures are final here.
+        if (hubFailureOf(e) !== 'unreachable' || now <= have || attempt === MAX_BODY_ATTEMPTS) throw e;
+        this.opts.log(`weights: ${file}: transfer interrupted at ${now} bytes (${(e as Error).message}); resuming`);
+      }
+    }
+    if (lastError) throw lastError;
+    const got = fileSize(incomplete);
+    if (meta.size !== null && got !== meta.size) {
+      fs.rmSync(incomplete, { force: true });
+      throw hubError('corrupt', `${file}: downloaded ${got} bytes from ${meta.location} but the Hub said ${meta.size}; the partial file was removed, run the command again`, { url: meta.location });
+    }
+    const check = await checkEtag(incomplete, meta.etag);
+    if (check.kind === 'none') {
+      // The Hub's etags are sha256 (LFS) or git sha1 (plain git); anything else cannot be checked here.
+      this.opts.log(`weights: ${file}: etag ${meta.etag} is neither a sha256 nor a git sha1; content not hash-checked (size ${got} matches)`);
+    } else if (!check.ok) {
+      fs.rmSync(incomplete, { force: true });
+      throw hubError('corrupt', `${file}: content from ${meta.location} has ${check.kind} ${check.actual} but the Hub's etag is ${meta.etag}; the download was discarded (nothing kept in blobs/), run the command again`, { url: meta.location, expected: meta.etag, actual: check.actual });
+    } else {
+      this.opts.log(`weights: ${file}: ${check.kind} verified (${meta.etag})`);
+    }
+    fs.renameSync(incomplete, blob);
+  }
+
+  private async getInto(incomplete: string, have: number, meta: HubFileMetadata, file: string): Promise<void> {
+    let url = meta.location;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      const extra: Record<string, string> = { 'accept-encoding': 'identity' };
+      if (have > 0) extra.range = `bytes=${have}-`;
+      const res = await this.send('GET', url, extra);
+      const h = res.headers;
+      if (res.statusCode >= 300 && res.statusCode < 400) {
+        await res.body.dump();
+        const loc = header(h, 'location');
+        if (!loc) throw hubError('bad_response', `GET ${url} → HTTP ${res.statusCode} without a Location header`, { url });
+        url = new URL(loc, url).href;
+        continue;
+      }
+      if (res.statusCode === 416 && have > 0) {
+        await res.body.dump();
+        this.opts.log(`weights: ${file}: server refused to resume at byte ${have} (HTTP 416); starting over`);
+        fs.rmSync(incomplete, { force: true });
+        have = 0;
+        continue;
+      }
+      if (res.statusCode !== 200 && res.statusCode !== 206) {
+        await res.body.dump();
+        throw this.statusError('GET', url, res.statusCode, h, meta.repo, meta.revision, file);
+      }
+      let append = false;
+      if (res.statusCode === 206) {
+        const m = /^bytes (\d+)-/.exec(header(h, 'content-range') ?? '');
+        if (!m || Number(m[1]) !== have) {
+          await res.body.dump();
+          throw hubError('bad_response', `GET ${url} with Range bytes=${have}- → HTTP 206 with Content-Range ${JSON.stringify(header(h, 'content-range'))}`, { url });
+        }
+        append = true;
+        this.opts.log(`weights: ${file}: resuming at byte ${have}`);
+      } else if (have > 0) {
+        this.opts.log(`weights: ${file}: server ignored the Range request; downloading from the start`);
+      }
+      const start = append ? have : 0;
+      this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
+      const bar = new ProgressBar(this.opts.progress, file, meta.size, start);
+      // Not stream.pipeline: when the body breaks it destroys the file stream and drops writes still queued in it,
+      // and those bytes were received; ending the file stream instead keeps everything that arrived for the resume.
+      const sink = fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' });
+      let diskError: Error | null = null;
+      sink.on('error', (e) => (diskError = e));
+      let broke: unknown = null;
+      try {
+        for await (const chunk of res.body as AsyncIterable<Buffer>) {
+          bar.update(chunk.length);
+          if (!sink.write(chunk)) await once(sink, 'drain');
+        }
+      } catch (e) {
+        broke = e;
+      } finally {
+        bar.done();
+      }
+      if (!sink.destroyed) await new Promise<void>((resolve) => sink.end(() => resolve()));
+      if (diskError !== null) {
+        res.body.destroy();
+        throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${(diskError as Error).message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: diskError });
+      }
+      if (broke !== null) {
+        if (this.opts.signal?.aborted) throw broke;
+        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(broke)})`, { url }, broke);
+      }
+      return;
+    }
+    throw hubError('bad_response', `GET ${meta.location}: more than ${MAX_REDIRECTS} redirects`, { url: meta.location });
+  }
+}
+
+function secondsFromEnv(env: NodeJS.ProcessEnv, name: string): number {
+  const v = env[name];
+  if (v === undefined || v === '') return 10_000;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new RfdetrError('E_USAGE', `Expected a positive number of seconds for ${name} but received ${JSON.stringify(v)}`);
+  return Math.round(n * 1000);
+}
+
+function fileSize(p: string): number {
+  try {
+    return fs.statSync(p).size;
+  } catch {
+    return 0;
+  }
+}
+
+export interface EtagCheck {
+  /** sha256 for a 64-hex etag (LFS), git-sha1 for a 40-hex etag (a plain git blob), none otherwise. */
+  kind: 'sha256' | 'git-sha1' | 'none';
+  ok: boolean;
+  actual: string;
+}
+
+/** Hashes `file` the way its Hub etag was computed: sha256 of the bytes (LFS) or sha1("blob <len>\0" + bytes) (git). */
+export async function checkEtag(file: string, etag: string): Promise<EtagCheck> {
+  const e = etag.toLowerCase();
+  let kind: EtagCheck['kind'];
+  let hash: crypto.Hash;
+  if (/^[0-9a-f]{64}$/.test(e)) {
+    kind = 'sha256';
+    hash = crypto.createHash('sha256');
+  } else if (/^[0-9a-f]{40}$/.test(e)) {
+    kind = 'git-sha1';
+    hash = crypto.createHash('sha1');
+    hash.update(`blob ${fs.statSync(file).size}\0`);
+  } else {
+    return { kind: 'none', ok: false, actual: '' };
+  }
+  await pipeline(fs.createReadStream(file), hash);
+  const actual = hash.digest('hex');
+  return { kind, ok: actual === e, actual };
+}
+
+/** A progress line on a TTY (redrawn in place with \r, at most every 100 ms); nothing otherwise. */
+class ProgressBar {
+  private readonly on: boolean;
+  private last = 0;
+  private readonly t0 = Date.now();
+  private readonly start: number;
+  constructor(private readonly out: ProgressStream | null | undefined, private readonly label: string, private readonly total: number | null, private done_: number) {
+    this.on = Boolean(out?.isTTY);
+    this.start = done_;
+  }
+  update(n: number): void {
+    this.done_ += n;
+    if (!this.on) return;
+    const now = Date.now();
+    if (now - this.last < 100) return;
+    this.last = now;
+    this.draw();
+  }
+  private draw(): void {
+    const mb = (b: number) => (b / 1e6).toFixed(1);
+    const secs = Math.max((Date.now() - this.t0) / 1000, 1e-3);
+    const rate = (this.done_ - this.start) / secs / 1e6;
+    const pct = this.total ? ` ${Math.floor((100 * this.done_) / this.total)}%` : '';
+    const width = 24;
+    const filled = this.total ? Math.round((width * this.done_) / this.total) : 0;
+    const bar = this.total ? ` [${'#'.repeat(filled)}${'.'.repeat(width - filled)}]` : '';
+    this.out!.write(`\r${this.label}${bar}${pct} ${mb(this.done_)}/${this.total ? mb(this.total) : '?'} MB ${rate.toFixed(1)} MB/s `);
+  }
+  done(): void {
+    if (!this.on) return;
+    this.draw();
+    this.out!.write('\n');
+  }
+}
+
+/**
+ * A cross-process lock on one blob download (O_EXCL file holding the owner's pid). A lock whose owner is gone is
+ * taken over. Separate from huggingface_hub's own flock files, which stay behind after use and cannot be read
+ * as held or free without flock.
+ */
+const heldLocks = new Set<string>();
+
+async function acquireLock(lockPath: string, log: (line: string) => void): Promise<{ release(): void }> {
+  fs.mkdirSync(path.dirname(lockPath), { recursive: true });
+  const deadline = Date.now() + 30 * 60_000;
+  let said = false;
+  for (;;) {
+    try {
+      const fd = fs.openSync(lockPath, 'wx');
+      fs.writeSync(fd, String(process.pid));
+      fs.closeSync(fd);
+      heldLocks.add(lockPath);
+      return {
+        release: () => {
+          heldLocks.delete(lockPath);
+          fs.rmSync(lockPath, { force: true });
+        },
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    let owner = NaN;
+    let ageMs = 0;
+    try {
+      const text = fs.readFileSync(lockPath, 'utf8').trim();
+      ageMs = Date.now() - fs.statSync(lockPath).mtimeMs;
+      // Created but its pid not yet written: give the owner a moment before calling it stale.
+      owner = text === '' && ageMs < 5_000 ? process.pid : Number(text);
+    } catch {
+      continue; // released between our open and read
+    }
+    if (owner === process.pid && !heldLocks.has(lockPath) && ageMs < 5_000) {
+      await new Promise((r) => setTimeout(r, 50));
+      continue;
+    }
+    const heldHere = owner === process.pid && heldLocks.has(lockPath);
+    if (!heldHere && (!Number.isInteger(owner) || owner <= 0 || !alive(owner))) {
+      log(`weights: taking over the stale download lock ${lockPath} (owner ${owner} is gone)`);
+      fs.rmSync(lockPath, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) {
+      throw new RfdetrError('E_HUB', `another process (pid ${owner}) has held ${lockPath} for 30 minutes; stop it or remove the lock file`, { lockPath });
+    }
+    if (!said) log(`weights: waiting for pid ${owner}, which is downloading the same file (${lockPath})`);
+    said = true;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return false; // held in this process only while in heldLocks (checked by the caller)
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+

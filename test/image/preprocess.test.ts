@@ -1,0 +1,118 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { fmaf } from '../../src/image/fmaf.ts';
+import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess } from '../../src/image/preprocess.ts';
+import { closePreprocessWorker, preprocessAsync } from '../../src/image/preprocess-async.ts';
+import type { RgbImage } from '../../src/image/decode.ts';
+
+after(() => closePreprocessWorker());
+
+const f = Math.fround;
+
+function image(width: number, height: number, seed: number): RgbImage {
+  const data = new Uint8Array(width * height * 3);
+  let s = seed >>> 0;
+  for (let i = 0; i < data.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    data[i] = s >>> 24;
+  }
+  return { data, width, height };
+}
+
+/** The recipe written out plainly (one pixel, one channel, one tap at a time, `fmaf` from fmaf.ts). */
+function referencePreprocess(img: RgbImage): Float32Array {
+  const { width: W, height: H, data } = img;
+  const wx = computeAxisWeights(W, INPUT_SIZE);
+  const wy = computeAxisWeights(H, INPUT_SIZE);
+  const tmp = new Float32Array(3 * H * INPUT_SIZE); // CHW
+  for (let c = 0; c < 3; c++) for (let y = 0; y < H; y++) for (let x = 0; x < INPUT_SIZE; x++) {
+    let acc = 0;
+    for (let j = 0; j < wx.count[x]!; j++) acc = fmaf(data[(y * W + wx.start[x]! + j) * 3 + c]!, wx.weights[x * wx.maxTaps + j]!, acc);
+    tmp[(c * H + y) * INPUT_SIZE + x] = acc;
+  }
+  const out = new Float32Array(3 * INPUT_SIZE * INPUT_SIZE);
+  for (let c = 0; c < 3; c++) for (let y = 0; y < INPUT_SIZE; y++) for (let x = 0; x < INPUT_SIZE; x++) {
+    let acc = 0;
+    for (let j = 0; j < wy.count[y]!; j++) acc = fmaf(tmp[(c * H + wy.start[y]! + j) * INPUT_SIZE + x]!, wy.weights[y * wy.maxTaps + j]!, acc);
+    out[(c * INPUT_SIZE + y) * INPUT_SIZE + x] = f(f(f(acc * f(1 / 255)) - IMAGENET_MEAN[c]!) / IMAGENET_STD[c]!);
+  }
+  return out;
+}
+
+function firstDifference(a: Float32Array, b: Float32Array): string | null {
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return `index ${i}: ${a[i]} vs ${b[i]}`;
+  return a.length === b.length ? null : `lengths ${a.length} vs ${b.length}`;
+}
+
+test('preprocess: the fast kernels equal the plain reference bit for bit on odd sizes (up, down, mixed, 1 px, 560)', () => {
+  // 6000 wide has outputs with weights below 2^-21, so both width-pass paths (u8Exact and checked) run.
+  const mixed = axisWeights(6000, INPUT_SIZE).u8Exact;
+  assert.ok(mixed.includes(0) && mixed.includes(1));
+  for (const [w, h, seed] of [[1, 1, 1], [3, 1201, 2], [1201, 7, 3], [559, 561, 4], [560, 560, 5], [97, 1033, 6], [2000, 45, 7], [6000, 3, 8]] as const) {
+    const img = image(w, h, seed);
+    const diff = firstDifference(preprocess(img), referencePreprocess(img));
+    assert.equal(diff, null, `${w}x${h}: ${diff}`);
+  }
+});
+
+test('preprocess: 560x560 input is the identity resize; constant images stay constant', () => {
+  const img = image(560, 560, 9);
+  const out = preprocess(img);
+  for (const i of [0, 1, 12345, 560 * 560 - 1]) {
+    for (let c = 0; c < 3; c++) {
+      const v = img.data[i * 3 + c]!;
+      assert.equal(out[c * 560 * 560 + i], f(f(f(v * f(1 / 255)) - IMAGENET_MEAN[c]!) / IMAGENET_STD[c]!));
+    }
+  }
+  const grey = { data: new Uint8Array(1234 * 77 * 3).fill(200), width: 1234, height: 77 };
+  const g = preprocess(grey);
+  const want0 = f(f(f(200 * f(1 / 255)) - IMAGENET_MEAN[0]) / IMAGENET_STD[0]);
+  assert.ok(g.subarray(0, 560 * 560).every((v) => Math.abs(v - want0) < 1e-5), 'a constant plane resizes to (nearly) the constant');
+});
+
+test('computeAxisWeights: taps sum to 1 (f32), stay inside the input, and are cached per size', () => {
+  for (const [n, m] of [[4000, 560], [640, 560], [480, 560], [333, 560], [1, 560], [8192, 560]] as const) {
+    const w = computeAxisWeights(n, m);
+    for (let i = 0; i < m; i++) {
+      const s = w.start[i]!, c = w.count[i]!;
+      assert.ok(s >= 0 && c > 0 && s + c <= n, `${n}->${m} out ${i}: [${s}, ${s + c})`);
+      let sum = 0;
+      for (let j = 0; j < c; j++) sum += w.weights[i * w.maxTaps + j]!;
+      assert.ok(Math.abs(sum - 1) < 1e-6, `${n}->${m} out ${i}: weights sum to ${sum}`);
+    }
+  }
+  assert.equal(axisWeights(640, 560), axisWeights(640, 560));
+  assert.throws(() => computeAxisWeights(0, 560), /positive integer sizes but received 0 -> 560/);
+});
+
+test('preprocess: bad images and output buffers are RangeErrors that say what was expected', () => {
+  assert.throws(() => preprocess({ data: new Uint8Array(10), width: 2, height: 2 }), /expected 2\*2\*3 = 12 RGB bytes but received 10/);
+  assert.throws(() => preprocess({ data: new Uint8Array(0), width: 0, height: 0 }), /positive integer width and height but received 0x0/);
+  assert.throws(() => preprocess(image(4, 4, 1), new Float32Array(10)), /out must hold 940800 floats but holds 10/);
+});
+
+test('preprocessAsync: the worker returns exactly what preprocess returns, in order, and leaves the image intact', async () => {
+  const imgs = [image(640, 480, 11), image(333, 517, 12), image(1500, 900, 13)];
+  const copies = imgs.map((i) => i.data.slice());
+  const results = await Promise.all(imgs.map((i) => preprocessAsync(i)));
+  for (let k = 0; k < imgs.length; k++) {
+    assert.equal(firstDifference(results[k]!, preprocess(imgs[k]!)), null);
+    assert.deepEqual(imgs[k]!.data, copies[k]);
+  }
+  // a view into a larger buffer sends only its own bytes
+  const big = new Uint8Array(10 + 64 * 48 * 3);
+  big.set(image(64, 48, 14).data, 10);
+  const view = { data: big.subarray(10), width: 64, height: 48 };
+  assert.equal(firstDifference(await preprocessAsync(view), preprocess(view)), null);
+  // inline below a size gives the same numbers
+  assert.equal(firstDifference(await preprocessAsync(imgs[0]!, { inlineBelowPixels: 1e9 }), results[0]!), null);
+});
+
+test('preprocessAsync: errors reject, a closed worker rejects what was pending and a new one starts', async () => {
+  await assert.rejects(preprocessAsync({ data: new Uint8Array(5), width: 2, height: 2 }), /expected 2\*2\*3 = 12 RGB bytes but received 5/);
+  const pending = assert.rejects(preprocessAsync(image(2000, 1500, 15)), /preprocess worker closed/);
+  await closePreprocessWorker();
+  await pending;
+  const img = image(50, 40, 16);
+  assert.equal(firstDifference(await preprocessAsync(img), preprocess(img)), null);
+});
