@@ -1,6 +1,6 @@
 // `preprocessAsync`: the bit-exact preprocess (preprocess.ts) on a worker thread, so the event loop stays free
-// for probes and request handling while an image is resized (about 12 ms of CPU for 640x480 and 300 ms for
-// 4000x3000 on this machine; see bench/image). One persistent worker: on a 2-core host shared with the sidecar
+// for probes and request handling while an image is resized (about 8-14 ms of CPU for 640x480 and 105-140 ms
+// for 4000x3000 on this machine; see bench/image). One persistent worker: on a 2-core host shared with the sidecar
 // a second one would only compete with the forward. Jobs queue in the worker in arrival order.
 //
 // The worker is unref'd (it never keeps the process alive) and respawned after a crash; a crash rejects every

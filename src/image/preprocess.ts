@@ -6,10 +6,11 @@
 // The resize is separable, width pass first (u8 -> f32 intermediate H x 560), then the height pass on the f32
 // intermediate. Per axis the weights are torch's antialiased triangle filter computed in f32 and normalised by
 // an f32 division; each output is an fmaf chain from 0 over the taps in ascending order. JavaScript has no
-// fmaf: `fmaf` below is an exact emulation (see its comment and test/image/fmaf.test.ts).
+// fmaf: fmaf.ts has an exact emulation (proof in its comment, test/image/fmaf.test.ts), inlined in the kernels.
 //
-// Cost: the width pass is H x 560 x 3 x taps fmas (4000x3000: 3000*560*3*15 = 76 M); weights are computed
-// once per (in, out) size and cached. `preprocessAsync` runs big images on a worker so the event loop stays free.
+// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 8-14 ms, 4000x3000 about 105-140 ms, mostly
+// the width pass (H x 560 x 3 x taps fmas; 4000x3000: 3000*560*3*15 = 76 M). Weights are computed once per
+// (in, out) size and cached. `preprocessAsync` (preprocess-async.ts) runs it on a worker so the event loop stays free.
 import type { RgbImage } from './decode.ts';
 
 export const INPUT_SIZE = 560;
@@ -106,8 +107,9 @@ function checkImage(img: RgbImage): void {
 }
 
 // The two passes inline `fmaf` (see fmaf.ts for why it is exact): p = a*b is exact, s = p + acc, r = fround(s) is
-// the answer unless s is exactly an f32 midpoint, which `fmaMidpoint` settles. Inlined by hand because the call
-// costs about 3x in V8 here; the first tap is a plain rounded product (fmaf(a, w, 0) = round32(a*w)).
+// the answer unless s is exactly an f32 midpoint and the f64 sum was inexact, which `fmaMidpoint` (width pass)
+// or the TwoSum error test (height pass, where it measured faster: fewer sums are inexact than not f32) settle.
+// Inlined by hand; the first tap is a plain rounded product (fmaf(a, w, 0) = round32(a*w)).
 
 function fmaMidpoint(p: number, c: number, s: number, r: number, o: number): number {
   const bv = s - p;
@@ -197,10 +199,12 @@ export function resizeHeightNormalise(tmp: Float32Array, tmpRow0: number, wy: Ax
         const c = acc[k]!;
         const p = tmp[row + k]! * w;
         const s = p + c;
+        const bv = s - p;
+        const e = (p - (s - bv)) + (c - bv);
         let t = f(s);
-        if (t !== s) {
+        if (e !== 0) {
           const m = s + (s - t);
-          if (f(m) === m) t = fmaMidpoint(p, c, s, t, m);
+          if (f(m) === m && (e > 0) === (m > s)) t = m;
         }
         acc[k] = t;
       }
@@ -216,7 +220,7 @@ export function resizeHeightNormalise(tmp: Float32Array, tmpRow0: number, wy: Ax
 
 /**
  * pixel_values f32 [3,560,560] (CHW, batch dimension implied) for an RGB image of any size. Synchronous and
- * CPU-bound (about 1 ms per 100k fmas); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
+ * CPU-bound (tens of ms for big images); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
  * when given.
  */
 export function preprocess(img: RgbImage, out?: Float32Array): Float32Array {

@@ -1,7 +1,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fmaf } from '../../src/image/fmaf.ts';
-import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess } from '../../src/image/preprocess.ts';
+import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess, resizeHeightNormalise, type AxisWeights } from '../../src/image/preprocess.ts';
 import { closePreprocessWorker, preprocessAsync } from '../../src/image/preprocess-async.ts';
 import type { RgbImage } from '../../src/image/decode.ts';
 
@@ -53,6 +53,32 @@ test('preprocess: the fast kernels equal the plain reference bit for bit on odd 
     const diff = firstDifference(preprocess(img), referencePreprocess(img));
     assert.equal(diff, null, `${w}x${h}: ${diff}`);
   }
+});
+
+test('resizeHeightNormalise: its inlined fma is exact where the f64 sum lands on an f32 midpoint', () => {
+  // Row 0 holds c (weight 1), row 1 holds a (weight b): acc = fmaf(a, b, c) with a*b just under half an ulp of c,
+  // the construction of the fmaf test, where fround(a*b + c) rounds the wrong way for odd c.
+  const rowLen = INPUT_SIZE * 3;
+  const tmp = new Float32Array(2 * rowLen);
+  const wts = new Float32Array(INPUT_SIZE * 2);
+  const q = 16;
+  const a = f(1 + 2 ** -q);
+  const b = f(2 ** -17 * (1 - 2 ** -q));
+  for (let y = 0; y < INPUT_SIZE; y++) wts.set([1, b], y * 2);
+  for (let k = 0; k < rowLen; k++) {
+    tmp[k] = f((2 ** 23 + 7919 * k) * 2 ** -16); // c in [128, 256), odd and even significands
+    tmp[rowLen + k] = a;
+  }
+  const wy: AxisWeights = { inSize: 2, outSize: INPUT_SIZE, maxTaps: 2, start: new Int32Array(INPUT_SIZE), count: new Int32Array(INPUT_SIZE).fill(2), weights: wts, u8Exact: new Uint8Array(INPUT_SIZE) };
+  const acc = new Float32Array(rowLen);
+  resizeHeightNormalise(tmp, 0, wy, new Float32Array(3 * INPUT_SIZE * INPUT_SIZE), acc, 0, INPUT_SIZE);
+  let naiveWrong = 0;
+  for (let k = 0; k < rowLen; k++) {
+    const c = tmp[k]!;
+    assert.equal(acc[k], fmaf(a, b, c), `column ${k}: c = ${c}`);
+    if (f(a * b + c) !== acc[k]) naiveWrong++;
+  }
+  assert.ok(naiveWrong > rowLen / 4, `the construction must hit double rounding (naive wrong on ${naiveWrong} of ${rowLen})`);
 });
 
 test('preprocess: 560x560 input is the identity resize; constant images stay constant', () => {
