@@ -151,12 +151,25 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     },
   });
 
-  // The backend's state, sampled: probes read this cached copy and never touch the backend.
+  // The backend's state, sampled: probes read this cached copy and never touch the backend. Optional extras
+  // a backend may offer (the sidecar supervisor does): `restarts` (a count), `failure` (why it failed), and
+  // `on('state', fn)` for immediate updates.
+  const extras = backend as unknown as {
+    restarts?: number;
+    failure?: Error;
+    on?: (ev: string, fn: (s: BackendState) => void) => unknown;
+    off?: (ev: string, fn: (s: BackendState) => void) => unknown;
+  };
   let state: BackendState = backend.state;
+  let restartsSeen = typeof extras.restarts === 'number' ? extras.restarts : 0;
   metrics.setEngineState(state);
   const onState = (next: BackendState) => {
+    if (typeof extras.restarts === 'number') {
+      if (extras.restarts > restartsSeen) metrics.sidecarRestarts.inc(extras.restarts - restartsSeen);
+      restartsSeen = extras.restarts;
+    }
     if (next === state) return;
-    if (state === 'ready' && next === 'restarting') metrics.sidecarRestarts.inc();
+    if (typeof extras.restarts !== 'number' && state === 'ready' && next === 'restarting') metrics.sidecarRestarts.inc();
     logger.log(next === 'failed' ? 'error' : 'info', `engine state: ${state} -> ${next}`, { event: 'engine_state', from: state, to: next });
     state = next;
     metrics.setEngineState(state);
@@ -164,9 +177,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   };
   const poll = setInterval(() => onState(backend.state), opts.statePollMs ?? 100);
   poll.unref();
-  const emitter = backend as unknown as { on?: (ev: string, fn: (s: BackendState) => void) => unknown; off?: (ev: string, fn: (s: BackendState) => void) => unknown };
   const stateListener = (s: BackendState) => onState(s);
-  if (typeof emitter.on === 'function') emitter.on('state', stateListener);
+  if (typeof extras.on === 'function') extras.on('state', stateListener);
 
   function maybeLogReady() {
     if (readyLogged || !listening || state !== 'ready' || draining) return;
@@ -223,11 +235,19 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     return STARTING_RETRY_AFTER_S;
   }
 
-  /** An error from the backend or the stages after it, as the contract's 500 text or its own status. */
+  /**
+   * An error from the backend or the stages after it: its own status when that is not 500, else the contract's
+   * `inference failed: <Type>: <text>`. Type is the sidecar's wire code (e.g. E_FORWARD) when there is one,
+   * else the error code or the JS error name.
+   */
   function inferenceError(e: unknown): RfdetrError {
     if (isRfdetrError(e) && ERRORS[e.code].status !== 500) return e;
-    const type = isRfdetrError(e) ? String(e.details?.type ?? e.code) : e instanceof Error ? e.name : 'Error';
-    const text = e instanceof Error ? e.message : String(e);
+    const wire = isRfdetrError(e) ? (e.details?.wireCode ?? e.details?.type) : undefined;
+    const type = typeof wire === 'string' ? wire : isRfdetrError(e) ? e.code : e instanceof Error ? e.name : 'Error';
+    let text = e instanceof Error ? e.message : String(e);
+    // The sidecar client words it "sidecar infer failed: <wire code>: <message>"; keep the engine's message.
+    const prefix = `sidecar infer failed: ${type}: `;
+    if (text.startsWith(prefix)) text = text.slice(prefix.length);
     const code: ErrorCode = isRfdetrError(e) ? e.code : 'E_INFERENCE';
     return new RfdetrError(code, `inference failed: ${type}: ${text}`, isRfdetrError(e) ? e.details : undefined, { cause: e });
   }
@@ -238,7 +258,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       case 'ready':
         return undefined;
       case 'failed':
-        return new RfdetrError('E_SIDECAR_FAILED', 'the engine failed and is not restarting (see the server log): the process should be restarted');
+        return new RfdetrError('E_SIDECAR_FAILED', `the engine failed and is not restarting${extras.failure ? ` (${extras.failure.message})` : ' (see the server log)'}: the process should be restarted`);
       case 'stopped':
         return new RfdetrError('E_CLOSED', 'the engine is stopped: the server is shutting down');
       case 'restarting':
@@ -609,7 +629,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       }
       await pool?.close();
       clearInterval(poll);
-      if (typeof emitter.off === 'function') emitter.off('state', stateListener);
+      if (typeof extras.off === 'function') extras.off('state', stateListener);
       onState(backend.state);
       httpServer?.closeAllConnections();
       await closed;

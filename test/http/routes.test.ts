@@ -68,14 +68,16 @@ describe('while starting', () => {
     }
   });
 
-  test('a failed engine: readiness 503 E_SIDECAR_FAILED, predict 503, health 200 "starting"', async () => {
-    const backend = new FakeBackend();
+  test('a failed engine: readiness 503 E_SIDECAR_FAILED with the reason, predict 503, health 200 "starting"', async () => {
+    const backend = Object.assign(new FakeBackend(), { failure: new Error('the sidecar crashed 5 times in the last 3 minutes') });
     backend.state = 'failed';
     const s = await start({ backend });
     try {
       const r = await fetch(`${s.url}/ready`);
       assert.equal(r.status, 503);
-      assert.equal(((await r.json()) as any).code, 'E_SIDECAR_FAILED');
+      const body: any = await r.json();
+      assert.equal(body.code, 'E_SIDECAR_FAILED');
+      assert.match(body.detail, /not restarting \(the sidecar crashed 5 times in the last 3 minutes\)/);
       assert.equal((await postJson(s.url, { image: png() })).status, 503);
       assert.equal(((await (await fetch(`${s.url}/health`)).json()) as any).status, 'starting');
     } finally {
@@ -85,6 +87,19 @@ describe('while starting', () => {
 });
 
 describe('when ready', () => {
+  test('a backend that counts its restarts drives rfdetr_sidecar_restarts_total', async () => {
+    const backend = Object.assign(new FakeBackend(), { restarts: 1 });
+    const s = await start({ backend });
+    try {
+      backend.restarts = 4;
+      await new Promise((r) => setTimeout(r, 50));
+      const m = await (await fetch(`${s.url}/metrics`)).text();
+      assert.match(m, /^rfdetr_sidecar_restarts_total 3$/m, 'restarts since the server started');
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('/v1/models is the seed\'s OpenAI-shaped list', async () => {
     const s = await start();
     try {
@@ -223,6 +238,11 @@ describe('when ready', () => {
       assert.equal(a.status, 500);
       assert.equal(a.json.detail, 'inference failed: EngineError: forward produced NaN in decoder layer 2');
       assert.equal(a.json.code, 'E_INFERENCE');
+      // Shaped as the sidecar client reports an engine error.
+      s.backend.fail = new RfdetrError('E_INFERENCE', 'sidecar infer failed: E_FORWARD: out of memory allocating 3.8 MB', { wireCode: 'E_FORWARD' });
+      const w = await postJson(s.url, { image: png() });
+      assert.equal(w.status, 500);
+      assert.equal(w.json.detail, 'inference failed: E_FORWARD: out of memory allocating 3.8 MB');
       s.backend.fail = new TypeError('cannot read properties of undefined');
       const b = await postJson(s.url, { image: png() });
       assert.equal(b.status, 500);
