@@ -146,9 +146,17 @@ export function buildOpenApi(l: OpenApiLimits): object {
             threshold: { type: 'number' },
             timing_ms: {
               type: 'object',
-              description: 'milliseconds, not rounded; inference is the engine forward as the sidecar measured it',
+              description: 'milliseconds, not rounded',
               required: ['decode', 'preprocess', 'inference', 'postprocess', 'total', 'queue', 'transfer'],
-              properties: Object.fromEntries(['decode', 'preprocess', 'inference', 'postprocess', 'total', 'queue', 'transfer'].map((k) => [k, { type: 'number' }])),
+              properties: {
+                decode: { type: 'number', description: 'image bytes to RGB' },
+                preprocess: { type: 'number', description: 'resize to 560x560 and normalise' },
+                inference: { type: 'number', description: 'the engine forward, as the sidecar measured it' },
+                postprocess: { type: 'number', description: 'scores, threshold, sort, boxes' },
+                total: { type: 'number', description: 'arrival of the request to the response being built (includes the body upload)' },
+                queue: { type: 'number', description: 'waiting for a decode slot and for the engine' },
+                transfer: { type: 'number', description: 'the sidecar round trip minus the forward (framing, socket)' },
+              },
             },
             raw: {
               type: 'object',
