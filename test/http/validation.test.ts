@@ -95,6 +95,27 @@ describe('schema (422) and defaults', () => {
     assert.match(((await r3.json()) as any).detail, /file part named "image"/);
   });
 
+  test('multipart: a base64 text field "image" works; a file under another name and a repeated field are 422', async () => {
+    const fd = new FormData();
+    fd.append('image', png);
+    fd.append('return_raw', 'false');
+    const ok = await fetch(`${s.url}/predict`, { method: 'POST', body: fd });
+    assert.equal(ok.status, 200);
+    assert.equal(((await ok.json()) as any).num_detections, goldens()[0]!.detections['0.5']!.length);
+    const wrong = new FormData();
+    wrong.append('picture', new Blob([u8(goldens()[0]!.png)]), 'x.png');
+    const r1 = await fetch(`${s.url}/predict`, { method: 'POST', body: wrong });
+    assert.equal(r1.status, 422);
+    assert.match(((await r1.json()) as any).detail, /Expected the file part to be named "image" but received a file part named "picture"/);
+    const twice = new FormData();
+    twice.append('image', new Blob([u8(goldens()[0]!.png)]), 'x.png');
+    twice.append('threshold', '0.1');
+    twice.append('threshold', '0.2');
+    const r2 = await fetch(`${s.url}/predict`, { method: 'POST', body: twice });
+    assert.equal(r2.status, 422);
+    assert.match(((await r2.json()) as any).detail, /field "threshold" is given twice/);
+  });
+
   test('unsupported Content-Type → 415 naming the accepted types', async () => {
     const res = await fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
     const body: any = await res.json();
