@@ -113,7 +113,14 @@ export function buildOpenApi(l: OpenApiLimits): object {
               'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
             },
           },
-          responses: { '200': { description: 'detections', content: json('PredictResponse') }, ...predictErrors },
+          responses: {
+            '200': {
+              description: 'detections',
+              headers: { 'Server-Timing': { schema: { type: 'string' }, description: 'the timing_ms stages as name;dur=ms' } },
+              content: json('PredictResponse'),
+            },
+            ...predictErrors,
+          },
         },
       },
     },

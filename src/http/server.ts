@@ -18,7 +18,7 @@ import { EngineQueue, abortedError, deadlineError, type EngineRun } from './engi
 import { Limiter } from './limiter.ts';
 import { PrepPool } from './prep-pool.ts';
 import { createJsonLogger, READY_MESSAGE, type Logger, type LogLevel } from './log.ts';
-import { ServerMetrics, type Stage } from './metrics.ts';
+import { STAGES, ServerMetrics, type Stage } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
 import { defaultPipeline, type Detection, type Pipeline, type RawOutputs } from './pipeline.ts';
 
@@ -471,6 +471,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       const body = await Promise.race([run(), deadline, aborted]);
       if (!res.writableEnded && !res.destroyed) {
         if (draining) res.setHeader('Connection', 'close');
+        const t = res.locals.timing as Record<Stage, number> | undefined;
+        if (t) res.setHeader('Server-Timing', STAGES.map((k) => `${k};dur=${t[k]}`).join(', '));
         res.json(body);
       }
     } catch (e) {

@@ -110,6 +110,7 @@ describe('response shape', () => {
       assert.equal(t.transfer, 0.25);
       assert.ok(t.total >= t.decode + t.preprocess + t.postprocess, 'total covers the stages');
       assert.ok(t.total >= 30, `total ${t.total} includes the 30 ms forward`);
+      assert.match(r.headers.get('server-timing')!, new RegExp(`^decode;dur=${t.decode}, preprocess;dur=${t.preprocess}, queue;dur=.*, inference;dur=30, postprocess;dur=.*, total;dur=${t.total}$`));
     } finally {
       s.backend.forwardMs = 0;
     }
