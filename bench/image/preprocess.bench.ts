@@ -1,5 +1,5 @@
-// Image path timings: decode (sharp), preprocess (bit-exact resize + normalise) inline and on the worker, with
-// the event-loop delay each one causes. Baseline, measured in the same run: sharp's own 560x560 bilinear resize
+// Image path timings: decode (sharp), preprocess (bit-exact resize + normalise) inline and on the worker, and
+// decode + preprocess together on the worker, with the event-loop delay each one causes. Baseline, measured in the same run: sharp's own 560x560 bilinear resize
 // to u8 (not what the reference computes, but the floor a native resize reaches).
 // Run: node --import tsx bench/image/preprocess.bench.ts [--runs N]   (writes bench/image/results.json)
 import fs from 'node:fs';
@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
 import { preprocess } from '../../src/image/preprocess.ts';
-import { closePreprocessWorker, preprocessAsync } from '../../src/image/preprocess-async.ts';
+import { closePreprocessWorker, decodeAndPreprocessAsync, preprocessAsync } from '../../src/image/preprocess-async.ts';
 
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 9;
@@ -72,12 +72,14 @@ for (const [w, h] of [[640, 480], [4000, 3000]] as const) {
     decodeJpeg: await time(() => decodeImage(jpg), runs),
     preprocessInline: await time(() => preprocess(img), runs, true),
     preprocessWorker: await time(() => preprocessAsync(img), runs),
+    decodeAndPreprocessWorkerPng: await time(() => decodeAndPreprocessAsync(png), runs),
+    decodeAndPreprocessWorkerJpeg: await time(() => decodeAndPreprocessAsync(jpg), runs),
     baselineSharpResizeU8: await time(() => sharp(img.data, raw).resize(560, 560, { fit: 'fill', kernel: 'linear' }).raw().toBuffer(), runs),
   };
   results[`${w}x${h}`] = { pngBytes: png.length, jpegBytes: jpg.length, ...r };
   const b = r.baselineSharpResizeU8.wall.median;
   for (const [name, v] of Object.entries(r)) {
-    lines.push(`${`${w}x${h}`.padEnd(10)} ${name.padEnd(22)} wall median ${v.wall.median.toFixed(1).padStart(7)} ms  p90 ${v.wall.p90.toFixed(1).padStart(7)}  process cpu ${v.cpu.median.toFixed(1).padStart(7)} ms  loop max ${v.loopMaxMs.toFixed(1).padStart(6)} ms  x baseline ${(v.wall.median / b).toFixed(2)}`);
+    lines.push(`${`${w}x${h}`.padEnd(10)} ${name.padEnd(29)} wall median ${v.wall.median.toFixed(1).padStart(7)} ms  p90 ${v.wall.p90.toFixed(1).padStart(7)}  process cpu ${v.cpu.median.toFixed(1).padStart(7)} ms  loop max ${v.loopMaxMs.toFixed(1).padStart(6)} ms  x baseline ${(v.wall.median / b).toFixed(2)}`);
   }
 }
 await closePreprocessWorker();

@@ -8,7 +8,7 @@
 // an f32 division; each output is an fmaf chain from 0 over the taps in ascending order. JavaScript has no
 // fmaf: fmaf.ts has an exact emulation (proof in its comment, test/image/fmaf.test.ts), inlined in the kernels.
 //
-// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 8-14 ms, 4000x3000 about 105-140 ms, mostly
+// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 9 ms, 4000x3000 about 106 ms, mostly
 // the width pass (H x 560 x 3 x taps fmas; 4000x3000: 3000*560*3*15 = 76 M). Weights are computed once per
 // (in, out) size and cached. `preprocessAsync` (preprocess-async.ts) runs it on a worker so the event loop stays free.
 import type { RgbImage } from './decode.ts';
@@ -218,6 +218,16 @@ export function resizeHeightNormalise(tmp: Float32Array, tmpRow0: number, wy: Ax
   }
 }
 
+// The width-pass intermediate is reused between calls (preprocess is synchronous, so never shared by two at
+// once): allocating and zeroing it costs about as much as the height pass for small images. It only grows, up to
+// 8192 * 560 * 3 floats (55 MB) for the largest accepted image.
+let scratchBuf = new Float32Array(0);
+function scratch(n: number): Float32Array {
+  if (scratchBuf.length < n) scratchBuf = new Float32Array(n);
+  return scratchBuf.subarray(0, n);
+}
+const accRow = new Float32Array(INPUT_SIZE * 3);
+
 /**
  * pixel_values f32 [3,560,560] (CHW, batch dimension implied) for an RGB image of any size. Synchronous and
  * CPU-bound (tens of ms for big images); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
@@ -230,8 +240,8 @@ export function preprocess(img: RgbImage, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(n);
   const wx = axisWeights(img.width, INPUT_SIZE);
   const wy = axisWeights(img.height, INPUT_SIZE);
-  const tmp = new Float32Array(img.height * INPUT_SIZE * 3);
+  const tmp = scratch(img.height * INPUT_SIZE * 3);
   resizeWidth(img.data, img.width, wx, tmp, 0, img.height);
-  resizeHeightNormalise(tmp, 0, wy, dst, new Float32Array(INPUT_SIZE * 3), 0, INPUT_SIZE);
+  resizeHeightNormalise(tmp, 0, wy, dst, accRow, 0, INPUT_SIZE);
   return dst;
 }

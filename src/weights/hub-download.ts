@@ -213,7 +213,8 @@ export class HubClient {
       if (!commit || !isCommitSha(commit)) {
         throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a valid X-Repo-Commit header (got ${JSON.stringify(commit)}); is HF_ENDPOINT a Hugging Face Hub?`, { url: current });
       }
-      if (!etag || !/^[\w.-]+$/.test(etag)) {
+      // The etag becomes a file name under blobs/: no separators, no leading dot.
+      if (!etag || !/^[\w-][\w.-]*$/.test(etag)) {
         throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a usable ETag/X-Linked-Etag (got ${JSON.stringify(etag)}); cannot pin the file's content`, { url: current });
       }
       return { repo, revision, file, url, location, commit, etag, size };
@@ -243,7 +244,6 @@ export class HubClient {
 
   private async download(blob: string, meta: HubFileMetadata, file: string): Promise<void> {
     const incomplete = `${blob}.incomplete`;
-    let lastError: unknown;
     for (let attempt = 1; attempt <= MAX_BODY_ATTEMPTS; attempt++) {
       let have = fileSize(incomplete);
       if (meta.size !== null && have > meta.size) {
@@ -254,17 +254,14 @@ export class HubClient {
       if (meta.size !== null && have === meta.size) break;
       try {
         await this.getInto(incomplete, have, meta, file);
-        lastError = undefined;
         break;
       } catch (e) {
-        lastError = e;
         const now = fileSize(incomplete);
         // Retry only when the connection broke after bytes arrived (a cut body); other failures are final here.
         if (hubFailureOf(e) !== 'unreachable' || now <= have || attempt === MAX_BODY_ATTEMPTS) throw e;
         this.opts.log(`weights: ${file}: transfer interrupted at ${now} bytes (${(e as Error).message}); resuming`);
       }
     }
-    if (lastError) throw lastError;
     const got = fileSize(incomplete);
     if (meta.size !== null && got !== meta.size) {
       fs.rmSync(incomplete, { force: true });

@@ -2,8 +2,13 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { fmaf } from '../../src/image/fmaf.ts';
 import { axisWeights, computeAxisWeights, IMAGENET_MEAN, IMAGENET_STD, INPUT_SIZE, preprocess, resizeHeightNormalise, type AxisWeights } from '../../src/image/preprocess.ts';
-import { closePreprocessWorker, preprocessAsync } from '../../src/image/preprocess-async.ts';
-import type { RgbImage } from '../../src/image/decode.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+import { testFixturesDir } from '../../src/config/paths.ts';
+import { isRfdetrError } from '../../src/errors.ts';
+import { closePreprocessWorker, decodeAndPreprocessAsync, preprocessAsync } from '../../src/image/preprocess-async.ts';
+import { decodeImage, MAX_IMAGE_BYTES, type RgbImage } from '../../src/image/decode.ts';
 
 after(() => closePreprocessWorker());
 
@@ -130,6 +135,10 @@ test('preprocessAsync: the worker returns exactly what preprocess returns, in or
   big.set(image(64, 48, 14).data, 10);
   const view = { data: big.subarray(10), width: 64, height: 48 };
   assert.equal(firstDifference(await preprocessAsync(view), preprocess(view)), null);
+  // a Buffer as image data (whose slice() is a view) is copied, not detached
+  const asBuffer = { data: Buffer.from(imgs[1]!.data), width: 333, height: 517 };
+  assert.equal(firstDifference(await preprocessAsync(asBuffer), results[1]!), null);
+  assert.equal(asBuffer.data.length, 333 * 517 * 3);
   // inline below a size gives the same numbers
   assert.equal(firstDifference(await preprocessAsync(imgs[0]!, { inlineBelowPixels: 1e9 }), results[0]!), null);
 });
@@ -141,4 +150,40 @@ test('preprocessAsync: errors reject, a closed worker rejects what was pending a
   await pending;
   const img = image(50, 40, 16);
   assert.equal(firstDifference(await preprocessAsync(img), preprocess(img)), null);
+});
+
+test('decodeAndPreprocessAsync: decodes and preprocesses on the worker, equal to decodeImage + preprocess', async () => {
+  const fixture = path.join(testFixturesDir, 'rfdetr-synth', 'case-2', 'input.png');
+  const bytes = fs.readFileSync(fixture);
+  const before = Buffer.from(bytes);
+  const [a, b] = await Promise.all([decodeAndPreprocessAsync(bytes), decodeAndPreprocessAsync(new Uint8Array(bytes))]);
+  const want = preprocess(await decodeImage(bytes));
+  for (const r of [a, b]) {
+    assert.deepEqual([r.width, r.height], [333, 517]);
+    assert.equal(firstDifference(r.pixelValues, want), null);
+    assert.ok(r.decodeMs > 0 && r.preprocessMs > 0);
+  }
+  assert.deepEqual(bytes, before, 'the caller keeps its bytes');
+});
+
+test('decodeAndPreprocessAsync: decode errors keep their RfdetrError code and message across the thread', async () => {
+  const expectCode = (code: string, re: RegExp) => (e: unknown) => {
+    assert.ok(isRfdetrError(e), `not an RfdetrError: ${String(e)}`);
+    assert.equal(e.code, code);
+    assert.equal(e.status, 400);
+    assert.match(e.message, re);
+    return true;
+  };
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.alloc(0)), expectCode('E_IMAGE_UNDECODABLE', /empty \(0 bytes\)/));
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.from('not an image at all')), expectCode('E_IMAGE_UNDECODABLE', /not a readable image/));
+  await assert.rejects(decodeAndPreprocessAsync(Buffer.alloc(MAX_IMAGE_BYTES + 1)), expectCode('E_IMAGE_TOO_LARGE', /limit is 33554432 bytes/));
+  const wide = await sharp({ create: { width: 8193, height: 1, channels: 3, background: 'red' } }).png().toBuffer();
+  await assert.rejects(decodeAndPreprocessAsync(wide), (e: unknown) => {
+    assert.ok(isRfdetrError(e, 'E_IMAGE_TOO_LARGE'));
+    assert.deepEqual(e.details, { width: 8193, height: 1, limit: 8192 });
+    return true;
+  });
+  // the worker is still serving
+  const ok = await decodeAndPreprocessAsync(await sharp({ create: { width: 20, height: 10, channels: 3, background: 'blue' } }).png().toBuffer());
+  assert.deepEqual([ok.width, ok.height], [20, 10]);
 });

@@ -298,3 +298,16 @@ test('download: a hanging Hub times out (HF_HUB_ETAG_TIMEOUT) and the cache is u
   assert.ok(ms >= 250 && ms < 3_000, `took ${ms} ms`);
   await assert.rejects(resolveWeights({ env: env({ HF_HUB_ETAG_TIMEOUT: 'soon', HF_HUB_CACHE: path.join(root, 'empty') }), progress: null }), /positive number of seconds for HF_HUB_ETAG_TIMEOUT but received "soon"/);
 });
+
+test('download: an etag that is not a safe file name is refused before anything is written', async () => {
+  for (const bad of ['..', '../../evil', '.hidden']) {
+    hub.linkedEtagOverride = bad;
+    await assert.rejects(resolveWeights({ env: env(), progress: null }), (e: unknown) => {
+      assert.ok(isRfdetrError(e, 'E_HUB'), String(e));
+      assert.match(e.message, /without a usable ETag\/X-Linked-Etag/);
+      return true;
+    });
+  }
+  assert.equal(hub.count('cdn'), 0);
+  assert.equal(fs.existsSync(path.join(repoDir(), 'blobs')), false);
+});

@@ -48,6 +48,8 @@ export class FakeHub {
   hubStatus: number | null = null;
   /** Report this X-Repo-Commit instead of the real one (a misbehaving mirror). */
   commitOverride: string | null = null;
+  /** Send this X-Linked-Etag instead of the content's sha256 (a hostile or broken server). */
+  linkedEtagOverride: string | null = null;
   /** Delay before the CDN answers, ms. */
   cdnDelayMs = 0;
   private hub!: http.Server;
@@ -155,7 +157,7 @@ export class FakeHub {
         location: `${this.cdnUrl}/lfs/${sha}?signed=1`,
         'x-repo-commit': commit,
         etag: `"${gitBlobSha1(Buffer.from(`pointer ${sha}`))}"`,
-        'x-linked-etag': `"${sha}"`,
+        'x-linked-etag': `"${this.linkedEtagOverride ?? sha}"`,
         'x-linked-size': String(f.content.length),
       }).end();
       return;
