@@ -1,5 +1,5 @@
 // Server overhead and throughput with a fake engine of fixed forward time (bench, not a test).
-//   node --import tsx bench/server/bench.ts [--forward-ms 50] [--n 200] [--out bench/server/results.json]
+//   node --import tsx bench/server/bench.ts [--forward-ms 50] [--n 200] [--out FILE (default bench/server/results-forward<F>ms.json)]
 // The server runs in a child process (bench/server/fake-server.ts) so the load generator does not share its
 // event loop. Overhead = timing_ms.total − timing_ms.inference at concurrency 1 (server-side: body parse,
 // decode, preprocess, queue, postprocess); the client round trip minus inference is reported too. Throughput
@@ -16,9 +16,10 @@ import { Pool } from 'undici';
 import { testFixturesDir } from '../../src/config/paths.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { 'forward-ms': { type: 'string', default: '50' }, n: { type: 'string', default: '200' }, out: { type: 'string', default: path.join(here, 'results.json') }, prep: { type: 'string' } } });
+const { values } = parseArgs({ options: { 'forward-ms': { type: 'string', default: '50' }, n: { type: 'string', default: '200' }, out: { type: 'string' }, prep: { type: 'string' } } });
 const forwardMs = Number(values['forward-ms']);
 const N = Number(values.n);
+const outFile = values.out ?? path.join(here, `results-forward${forwardMs}ms.json`);
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -140,5 +141,5 @@ try {
   await server.stop();
 }
 results.load_avg_after = os.loadavg().map((x) => r2(x));
-fs.writeFileSync(values.out!, JSON.stringify(results, null, 2) + '\n');
-console.log(`wrote ${values.out}`);
+fs.writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
+console.log(`wrote ${outFile}`);
