@@ -225,7 +225,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     if (code === 'E_QUEUE_FULL' || code === 'E_STARTING' || code === 'E_DRAINING' || code === 'E_SIDECAR_FAILED' || code === 'E_CLOSED') {
       res.setHeader('Retry-After', String(retryAfterSeconds(code)));
     }
-    if (draining) res.setHeader('Connection', 'close');
+    // A body we did not read to the end (too large, refused early) is not drained on a kept-alive connection.
+    if (draining || !res.req.complete) res.setHeader('Connection', 'close');
     res.locals.errorCode = code;
     res.status(status).json(errorBody(res, code, message, details));
   }

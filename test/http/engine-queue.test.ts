@@ -98,3 +98,21 @@ test('limiter: at most `limit` holders, FIFO, abort leaves the line', async () =
   assert.equal(l.running, 0);
   assert.throws(() => new Limiter(0), /Expected an integer >= 1 for limit but received 0/);
 });
+
+test('engine queue: maxInFlight 2 overlaps two forwards and no more', async () => {
+  const b = new FakeBackend();
+  let concurrent = 0;
+  let maxConcurrent = 0;
+  b.infer = async () => {
+    concurrent++;
+    maxConcurrent = Math.max(maxConcurrent, concurrent);
+    await new Promise((r) => setTimeout(r, 10));
+    concurrent--;
+    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), forwardMs: 10, transferMs: 0 };
+  };
+  const q = new EngineQueue(b, 2);
+  const signal = new AbortController().signal;
+  await Promise.all([1, 2, 3, 4, 5].map((v) => q.run(px(v), { signal, deadlineAt: far(), deadlineMs: 60_000 })));
+  assert.equal(maxConcurrent, 2);
+  assert.equal(q.forwardCount, 5);
+});
