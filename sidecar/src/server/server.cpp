@@ -35,7 +35,7 @@
 namespace rfdetr {
 
 engine_factory engine_factory_default() {
-    return engine_factory{engine_create, engine_names};
+    return engine_factory{engine_create, engine_names, engine_unbuilt_reason};
 }
 
 namespace {
@@ -571,6 +571,11 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
     }
     const auto names = factory.names();
     if (std::find(names.begin(), names.end(), opts.engine) == names.end()) {
+        const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(opts.engine) : "";
+        if (!why.empty()) {
+            fail_line(why);  // a known engine this build lacks: a startup failure that says how to build it
+            return 1;
+        }
         std::string known;
         for (const auto & n : names) {
             known += (known.empty() ? "" : ", ") + n;

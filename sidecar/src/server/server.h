@@ -19,6 +19,8 @@ namespace rfdetr {
 struct engine_factory {
     std::function<std::unique_ptr<engine>(const std::string &, const std::string &, const engine_options &)> create;
     std::function<std::vector<std::string>()> names;
+    // Why a known engine is not in names() (how to build it); may be empty. Optional.
+    std::function<std::string(const std::string &)> unbuilt_reason;
 };
 
 // The factory built into the product binary: the engine registry (engines/registry.cpp).

@@ -8,10 +8,20 @@
 using namespace rfdetr;
 using namespace rfdetr::tt_test;
 
-TEST(TtEngineRegistry, BothTtEnginesAreRegistered) {
+TEST(TtEngineRegistry, TtHostAlwaysRunsAndTtOnlyWithTtnn) {
     auto names = engine_names();
     EXPECT_NE(std::find(names.begin(), names.end(), "tt-host"), names.end());
+#ifdef RFDETR_WITH_TTNN
     EXPECT_NE(std::find(names.begin(), names.end(), "tt"), names.end());
+    EXPECT_EQ(engine_unbuilt_reason("tt"), "");
+#else
+    // `tt` is known but not runnable: not listed (so --help's "built:" list is a true answer) and its reason
+    // says how to build it.
+    EXPECT_EQ(std::find(names.begin(), names.end(), "tt"), names.end());
+    EXPECT_NE(engine_unbuilt_reason("tt").find("RFDETR_WITH_TTNN=ON"), std::string::npos);
+#endif
+    EXPECT_EQ(engine_unbuilt_reason("cpu"), "");
+    EXPECT_EQ(engine_unbuilt_reason("no-such-engine"), "");
 }
 
 #ifndef RFDETR_WITH_TTNN

@@ -48,6 +48,17 @@ std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, c
     return std::make_unique<tt::tt_engine_impl>("tt-host", std::move(ops), *ck, opts.eager);
 }
 
+const char * tt_engine_unbuilt_reason() {
+#ifdef RFDETR_WITH_TTNN
+    return nullptr;
+#else
+    return "engine 'tt': this rfdetr-sidecar was built without Tenstorrent support (RFDETR_WITH_TTNN=OFF). "
+                "Rebuild against a tt-metal tree: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' with TT_METAL_HOME set "
+                "(or an installed TT-NN package on CMAKE_PREFIX_PATH), then 'npm run build:sidecar'. "
+                "To validate the TT graph without a card use --engine tt-host; use --engine cpu to serve on the CPU.";
+#endif
+}
+
 std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const engine_options & opts) {
 #ifdef RFDETR_WITH_TTNN
     tt::tt_check_mesh_shape(std::getenv("TT_MESH_SHAPE"));
@@ -60,10 +71,7 @@ std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const 
 #else
     (void)weights_dir;
     (void)opts;
-    throw error("engine 'tt': this rfdetr-sidecar was built without Tenstorrent support (RFDETR_WITH_TTNN=OFF). "
-                "Rebuild against a tt-metal tree: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' with TT_METAL_HOME set "
-                "(or an installed TT-NN package on CMAKE_PREFIX_PATH), then 'npm run build:sidecar'. "
-                "To validate the TT graph without a card use --engine tt-host; use --engine cpu to serve on the CPU.");
+    throw error(tt_engine_unbuilt_reason());
 #endif
 }
 

@@ -12,6 +12,8 @@ namespace rfdetr {
 
 std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, const engine_options & opts);
 std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const engine_options & opts);
+// Why `tt` cannot start in this build (how to build it), or nullptr when ttnn support is compiled in.
+const char * tt_engine_unbuilt_reason();
 
 namespace tt {
 // Validates TT_MESH_SHAPE: unset, empty or "1x1" is accepted; anything else throws rfdetr::error naming the
