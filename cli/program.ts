@@ -5,6 +5,7 @@ import { RfdetrError } from '../src/errors.ts';
 import { benchCommand } from './commands/bench.ts';
 import { detectCommand, ImagesFailedError } from './commands/detect.ts';
 import { infoCommand } from './commands/info.ts';
+import { serveCommand } from './commands/serve.ts';
 import { SmokeFailure, smokeCommand } from './commands/smoke.ts';
 import { VerifyFailure, verifyCommand } from './commands/verify.ts';
 import { exitCodeFor, weightsCommand } from './commands/weights.ts';
@@ -24,6 +25,7 @@ export function buildProgram(ctx: CliContext): Command {
     .option('-V, --version', 'print the package, sidecar and protocol versions')
     .addHelpText('after', `${EXIT_HELP}\n\nRun \`rfdetr <command> --help\` for a command's options.`);
   program.addCommand(detectCommand(ctx));
+  program.addCommand(serveCommand(ctx));
   program.addCommand(smokeCommand(ctx));
   program.addCommand(infoCommand(ctx));
   program.addCommand(benchCommand(ctx));
