@@ -18,6 +18,9 @@ export const openSidecarBackend: BackendFactory = async (req) => {
     socketPath: req.socketPath,
     external: req.socketPath !== undefined,
     logger,
+    // A one-shot command (detect, bench, verify) fails at the first sidecar death instead of retrying a broken
+    // engine with backoff for a minute; `serve` keeps the supervisor's restart policy.
+    ...(req.waitReady === false ? {} : { restart: { maxCrashes: 0 } }),
   });
   if (req.waitReady === false) return backend;
   try {

@@ -104,6 +104,9 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
     const img = await decodeImage(fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', name, 'input.png')));
     cases.push({ name, width: img.width, height: img.height, pixels: preprocess(img) });
   }
+  // The engine under test first: a build that cannot run it fails in seconds, before the slower reference.
+  log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
+  const got = await runAll(await ctx.openBackend(backendRequest(ctx, f, w.dir)), cases);
   log(`verify: reference engine cpu, ${w.dir}`);
   const cpuBackend = await ctx.openBackend(backendRequest(ctx, { ...f, engine: 'cpu', precision: undefined }, w.dir));
   const info = cpuBackend.info;
@@ -117,8 +120,6 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
     }));
     log(`verify: cpu reference vs the fixtures' recorded outputs: max-abs ${goldenMaxAbs.toExponential(2)}`);
   }
-  log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
-  const got = await runAll(await ctx.openBackend(backendRequest(ctx, f, w.dir)), cases);
   const labels = info?.labels ?? [];
   const numQueries = info?.numQueries ?? 300;
   const numClasses = info?.numClasses ?? 91;

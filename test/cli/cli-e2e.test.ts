@@ -105,3 +105,13 @@ test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 wit
     fs.rmSync(home, { recursive: true, force: true });
   }
 });
+
+test('e2e: an engine that cannot start fails the command at once (exit 1) with the sidecar\'s reason', skipUnless(engineSkip), async () => {
+  const t0 = Date.now();
+  const r = await runBin(['detect', '--json', '--engine', 'no-such-engine', '--weights', await synthWeights(), caseImage('case-1')], { timeoutMs: 60_000 });
+  assert.equal(r.code, 1);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /no-such-engine/);
+  assert.match(r.stderr, /exited with code \d+ before it was ready/);
+  assert.ok(Date.now() - t0 < 20_000, 'no restart loop for a one-shot command');
+});

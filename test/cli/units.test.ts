@@ -86,12 +86,13 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
     factory: (req) => (req.engine === 'cpu' ? new FixtureReplayBackend() : new ShiftedBackend(0, 1e-3)),
   });
   assert.equal(same.code, 0, same.stderr);
-  assert.deepEqual(same.requests.map((r) => [r.engine, r.precision]), [['cpu', undefined], ['tt-host', 'bf16']]);
+  assert.deepEqual(same.requests.map((r) => [r.engine, r.precision]), [['tt-host', 'bf16'], ['cpu', undefined]], 'the engine under test first, then the reference');
   const s = JSON.parse(same.stdout) as { weights: string; cpu_vs_fixtures_max_abs: number | null; pass: boolean; mean_detection_iou: number; cases: { case: string; detection_iou: number; logits_max_abs: number; boxes_max_abs: number; logits_pcc: number }[] };
   assert.equal(s.pass, true);
   assert.equal(s.weights, 'synthetic seed 1', 'no --weights: the fixtures\' synthetic checkpoint');
   assert.equal(s.cpu_vs_fixtures_max_abs, 0, 'the reference is checked against the recorded outputs');
-  assert.match(same.requests[0]!.weightsDir, /rfdetr-verify-/);
+  assert.match(same.requests[1]!.weightsDir, /rfdetr-verify-/);
+  assert.equal(same.requests[0]!.weightsDir, same.requests[1]!.weightsDir);
   assert.ok(!fs.existsSync(same.requests[0]!.weightsDir), 'the temporary checkpoint is removed');
   assert.deepEqual(s.cases.map((c) => c.case), ['case-1', 'case-2', 'case-3']);
   for (const c of s.cases) {
