@@ -147,12 +147,16 @@ TEST(cpu_kernels, blocked_attention_matches_reference_across_block_edges) {
     const auto q = random_vec(static_cast<size_t>(nq) * ld, 10, -2.0f, 2.0f);
     const auto kv = random_vec(static_cast<size_t>(nk) * ld, 11, -2.0f, 2.0f);
     std::vector<float> o(static_cast<size_t>(nq) * (d + 1), 0.0f), r = o;
-    std::vector<float> scratch(static_cast<size_t>(rfdetr::cpu::k_attention_block) * nk);
-    rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk, d,
-                                0.125f, scratch.data());
     rfdetr::ref::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, r.data(), d + 1, nq, nk, d,
                                 0.125f);
-    expect_close(o, r, 2e-6, "attention");
+    // Scratch for 64 rows (three blocks, the last ragged), for 1 row, and for more rows than nq.
+    for (size_t rows : {size_t(rfdetr::cpu::k_attention_block), size_t(1), size_t(nq + 5)}) {
+        std::vector<float> scratch(rows * nk);
+        std::fill(o.begin(), o.end(), 0.0f);
+        rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk,
+                                    d, 0.125f, scratch.data(), scratch.size());
+        expect_close(o, r, 2e-6, "attention");
+    }
 }
 
 TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {

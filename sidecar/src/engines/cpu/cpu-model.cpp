@@ -298,7 +298,7 @@ void model::run_vit() {
                 attention_head(qkv_.data() + sz(q0, ld) + hd * k_head_dim, ld, qkv_.data() + k_vit_dim + hd * k_head_dim,
                                ld, qkv_.data() + 2 * k_vit_dim + hd * k_head_dim, ld,
                                ctx_.data() + sz(q0, k_vit_dim) + hd * k_head_dim, k_vit_dim, nq, k_tokens, k_head_dim,
-                               0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                               0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
             });
         } else {
             pool_.parallel_for(k_windows * k_heads, [&](int task, int thread) {
@@ -306,7 +306,7 @@ void model::run_vit() {
                 const float * base = qkv_.data() + sz(win * k_win_tok, ld) + hd * k_head_dim;
                 attention_head(base, ld, base + k_vit_dim, ld, base + 2 * k_vit_dim, ld,
                                ctx_.data() + sz(win * k_win_tok, k_vit_dim) + hd * k_head_dim, k_vit_dim, k_win_tok,
-                               k_win_tok, k_head_dim, 0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                               k_win_tok, k_head_dim, 0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
             });
         }
         // Projection; epilogue x += ls1 * (y + b), the reference's order. Then the MLP the same way.
@@ -474,7 +474,8 @@ void model::run_decoder() {
         pool_.parallel_for(k_sa_heads, [&](int hd, int thread) {
             attention_head(qk_.data() + hd * k_sa_dim, 2 * k_dim, qk_.data() + k_dim + hd * k_sa_dim, 2 * k_dim,
                            v_.data() + hd * k_sa_dim, k_dim, attn_.data() + hd * k_sa_dim, k_dim, k_queries, k_queries,
-                           k_sa_dim, 1.0f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                           k_sa_dim, 1.0f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens),
+                           sz(k_attention_block, k_tokens));
         });
         linear(attn_.data(), k_dim, k_queries, d.out_w, d.out_b, k_dim, k_dim, tmp_.data(), k_dim);
         for (size_t i = 0; i < tgt_.size(); ++i) tgt_[i] += tmp_[i];
