@@ -1,5 +1,8 @@
 #include "engines/cpu/thread-pool.h"
 
+#include <immintrin.h>
+
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -16,13 +19,27 @@ thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threa
 thread_pool::~thread_pool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
+        stop_.store(true);
     }
     wake_.notify_all();
     for (auto & w : workers_) {
         w.join();
     }
 }
+
+namespace {
+// Spins until pred() holds or k_spin_us passed; true if pred() held.
+template <class P> bool spin_until(P pred, int spin_us) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (pred()) return true;
+            _mm_pause();
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return pred();
+    }
+}
+}  // namespace
 
 void thread_pool::drain(int thread) {
     for (;;) {
@@ -31,7 +48,6 @@ void thread_pool::drain(int thread) {
             return;
         }
         fn_(ctx_, task, thread);
-        finished_.fetch_add(1, std::memory_order_release);
     }
 }
 
@@ -45,41 +61,46 @@ void thread_pool::run(int n_tasks, task_fn fn, void * ctx) {
         }
         return;
     }
+    fn_      = fn;
+    ctx_     = ctx;
+    n_tasks_ = n_tasks;
+    next_.store(0, std::memory_order_relaxed);
+    active_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
+    bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        fn_      = fn;
-        ctx_     = ctx;
-        n_tasks_ = n_tasks;
-        next_.store(0, std::memory_order_relaxed);
-        finished_.store(0, std::memory_order_relaxed);
-        active_workers_ = n_threads_ - 1;
-        ++generation_;
+        generation_.fetch_add(1, std::memory_order_release);
+        wake = sleepers_ > 0;
     }
-    wake_.notify_all();
+    if (wake) {
+        wake_.notify_all();
+    }
     drain(0);
-    // Wait for the tasks and for every worker to have left drain(), so the next run cannot race them.
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [this] { return active_workers_ == 0; });
+    // Wait until every worker has left drain(), so the next run cannot race them.
+    auto done = [this] { return active_workers_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(done, k_spin_us)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_cv_.wait(lock, done);
+    }
 }
 
 void thread_pool::worker_main(int thread) {
     uint64_t seen = 0;
     for (;;) {
-        {
+        auto work = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+        if (!spin_until(work, k_spin_us)) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) {
-                return;
-            }
-            seen = generation_;
+            ++sleepers_;
+            wake_.wait(lock, work);
+            --sleepers_;
         }
+        if (stop_.load(std::memory_order_acquire)) {
+            return;
+        }
+        seen = generation_.load(std::memory_order_acquire);
         drain(thread);
-        bool last = false;
-        {
+        if (active_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::lock_guard<std::mutex> lock(mutex_);
-            last = --active_workers_ == 0;
-        }
-        if (last) {
             done_cv_.notify_one();
         }
     }
