@@ -2,7 +2,8 @@
 # CPU engine benchmark (not a test): builds bench/engine, makes sure a seed-1 checkpoint exists, runs
 # bench-engine (forward median, stages, RSS, cold start, and the peers when prepared) and gemm-bench.
 #   bench/engine/run.sh [bench-engine args...]      results: bench/engine/results.json, gemm-bench.txt
-# Env: WEIGHTS (seed-1 checkpoint dir), PEERS_DIR (prepared peers; see ../shared/peers/README.md).
+# Env: WEIGHTS (seed-1 checkpoint dir), PEERS_DIR (prepared peers), PEERS_SRC (the peers scripts,
+# default ../shared/peers from the repo root; see its README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,6 +19,7 @@ if [ ! -s "$weights/model.safetensors" ]; then
   "$synth" --seed 1 --out "$weights" >&2
 fi
 peers=${PEERS_DIR:-$root/../shared/peers-cache}
-"$here/build/bench-engine" --weights "$weights" --peers "$peers" --peers-src "$root/../shared/peers" \
+peers_src=${PEERS_SRC:-$root/../shared/peers}
+"$here/build/bench-engine" --weights "$weights" --peers "$peers" --peers-src "$peers_src" \
   --out "$here/results.json" "$@"
 OMP_NUM_THREADS=1 "$here/build/gemm-bench" 10 | tee "$here/gemm-bench.txt"

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -147,12 +148,16 @@ TEST(cpu_kernels, blocked_attention_matches_reference_across_block_edges) {
     const auto q = random_vec(static_cast<size_t>(nq) * ld, 10, -2.0f, 2.0f);
     const auto kv = random_vec(static_cast<size_t>(nk) * ld, 11, -2.0f, 2.0f);
     std::vector<float> o(static_cast<size_t>(nq) * (d + 1), 0.0f), r = o;
-    std::vector<float> scratch(static_cast<size_t>(rfdetr::cpu::k_attention_block) * nk);
-    rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk, d,
-                                0.125f, scratch.data());
     rfdetr::ref::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, r.data(), d + 1, nq, nk, d,
                                 0.125f);
-    expect_close(o, r, 2e-6, "attention");
+    // Scratch for 64 rows (three blocks, the last ragged), for 1 row, and for more rows than nq.
+    for (size_t rows : {size_t(rfdetr::cpu::k_attention_block), size_t(1), size_t(nq + 5)}) {
+        std::vector<float> scratch(rows * nk);
+        std::fill(o.begin(), o.end(), 0.0f);
+        rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk,
+                                    d, 0.125f, scratch.data(), scratch.size());
+        expect_close(o, r, 2e-6, "attention");
+    }
 }
 
 TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {
@@ -220,18 +225,24 @@ TEST(cpu_kernels, topk_is_sorted_descending_with_ties_by_index) {
     }
 }
 
-TEST(cpu_kernels, thread_pool_runs_every_task_once) {
+TEST(cpu_kernels, thread_pool_runs_every_task_once_across_many_regions) {
     rfdetr::thread_pool pool(3);
-    for (int n : {0, 1, 2, 97}) {
+    std::array<std::atomic<bool>, 3> busy{};
+    std::atomic<int>                 bad{0};
+    std::mt19937                     rng(18);
+    // Many short regions back to back: a late worker must never run a task of the wrong region, and no
+    // thread index is used by two tasks at once (the engine gives each index its own scratch).
+    for (int region = 0; region < 3000; ++region) {
+        const int                     n = region < 4 ? region : static_cast<int>(rng() % 40);
         std::vector<std::atomic<int>> hits(n);
-        std::atomic<int>              bad{0};
         pool.parallel_for(n, [&](int t, int thread) {
+            if (thread < 0 || thread >= 3 || busy[thread].exchange(true)) bad++;
             hits[t]++;
-            if (thread < 0 || thread >= 3) bad++;
+            busy[thread] = false;
         });
-        for (auto & h : hits) EXPECT_EQ(h.load(), 1);
-        EXPECT_EQ(bad.load(), 0);
+        for (auto & h : hits) ASSERT_EQ(h.load(), 1) << "region " << region;
     }
+    EXPECT_EQ(bad.load(), 0);
     EXPECT_GE(rfdetr::physical_core_count(), 1);
 }
 

@@ -4,6 +4,7 @@
 #include "engines/cpu/cpu-model.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
+#include "model/synth.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -216,6 +219,35 @@ TEST_F(cpu_parity, forward_is_deterministic_and_the_topk_override_is_honoured) {
     model_->set_topk_override(nullptr);
     EXPECT_TRUE(std::equal(rev.begin(), rev.end(), model_->topk_indices()));
     EXPECT_NE(b1, b2);
+}
+
+TEST(cpu_parity_classes, a_fine_tuned_class_count_runs_and_shares_the_class_independent_path) {
+    // rfdetr-synth fills element i of a tensor from (seed, key, i) alone, so a 7-class seed-1 checkpoint has
+    // the first 7 rows of the COCO one's class heads and every other tensor equal. With the reference's
+    // top-k injected, its boxes equal the golden boxes and its 7 logits the golden's first 7 columns.
+    char tmpl[] = "/tmp/rfdetr-cpu-7class-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string dir = tmpl;
+    rfdetr::synth_options so;
+    so.seed        = 1;
+    so.num_classes = 7;
+    rfdetr::synth_write(dir, so);
+    {
+        auto       ckpt = rfdetr::checkpoint::open(dir);
+        cpu::model m(*ckpt, rfdetr::physical_core_count());
+        ASSERT_EQ(m.num_classes(), 7);
+        auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
+        const auto & idx = g.at("two_stage.topk_indices").i64;
+        std::vector<int32_t> forced(idx.begin(), idx.end());
+        m.set_topk_override(forced.data());
+        std::vector<float> logits(cpu::k_queries * 7), boxes(cpu::k_queries * 4), want(cpu::k_queries * 7);
+        m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+        for (int q = 0; q < cpu::k_queries; ++q)
+            for (int c = 0; c < 7; ++c) want[q * 7 + c] = g.at("logits").f32[q * 91 + c];
+        compare("7-class logits", logits.data(), want, tolerance_of("logits"));
+        compare("7-class pred_boxes", boxes.data(), g.at("pred_boxes").f32, tolerance_of("pred_boxes"));
+    }
+    std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_parity, ::testing::Values(1, 2, 3),

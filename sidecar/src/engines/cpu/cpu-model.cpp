@@ -224,14 +224,22 @@ void model::set_topk_override(const int32_t * idx) {
     if (idx) std::copy(idx, idx + k_queries, topk_forced_.begin());
 }
 
+// Row parts of an m-row GEMM: two per thread, multiples of 8 rows. Two per thread costs nothing in GEMM
+// efficiency at these sizes (404 rows run as fast as 808) and halves what a thread the scheduler
+// preempts holds up on a busy machine.
+int model::row_parts(int m) const { return std::min(2 * pool_.size(), std::max(1, m / 8)); }
+
+void model::row_range(int m, int parts, int p, int & r0, int & r1) {
+    r0 = (m * p / parts) & ~7;
+    r1 = p + 1 == parts ? m : (m * (p + 1) / parts) & ~7;
+}
+
 template <class E>
 void model::linear(const float * a, int lda, int m, const float * wt, int n, int k, float * c, int ldc, E epi) {
-    // Split M into one contiguous part per thread, multiples of 8 rows (one GEMM call each; the library's
-    // blocking is most efficient on tall parts).
-    const int parts = std::min(pool_.size(), std::max(1, m / 8));
+    const int parts = row_parts(m);
     pool_.parallel_for(parts, [&](int p, int) {
-        const int r0 = (m * p / parts) & ~7;
-        const int r1 = p + 1 == parts ? m : (m * (p + 1) / parts) & ~7;
+        int r0, r1;
+        row_range(m, parts, p, r0, r1);
         gemm(r1 - r0, n, k, 1.0f, a + sz(r0, lda), lda, wt, k, true, 0.0f, c + sz(r0, ldc), ldc);
         epi(r0, r1 - r0);
     });
@@ -278,9 +286,10 @@ void model::run_vit() {
     for (int b = 0; b < k_vit_blocks_used; ++b) {
         const vit_block & blk = blocks_[b];
         // h = LN1(x); qkv = h Wqkv^T + b (fused), per row part.
-        const int parts = pool_.size();
+        const int parts = row_parts(k_tokens);
         pool_.parallel_for(parts, [&](int p, int) {
-            const int r0 = (k_tokens * p / parts) & ~7, r1 = p + 1 == parts ? k_tokens : (k_tokens * (p + 1) / parts) & ~7;
+            int r0, r1;
+            row_range(k_tokens, parts, p, r0, r1);
             layernorm(x_.data() + sz(r0, k_vit_dim), k_vit_dim, h_.data() + sz(r0, k_vit_dim), k_vit_dim, r1 - r0,
                       k_vit_dim, blk.ln1_g, blk.ln1_b, k_eps_vit);
             gemm(r1 - r0, 3 * k_vit_dim, k_vit_dim, 1.0f, h_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.qkv_w.data(),
@@ -298,7 +307,7 @@ void model::run_vit() {
                 attention_head(qkv_.data() + sz(q0, ld) + hd * k_head_dim, ld, qkv_.data() + k_vit_dim + hd * k_head_dim,
                                ld, qkv_.data() + 2 * k_vit_dim + hd * k_head_dim, ld,
                                ctx_.data() + sz(q0, k_vit_dim) + hd * k_head_dim, k_vit_dim, nq, k_tokens, k_head_dim,
-                               0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                               0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
             });
         } else {
             pool_.parallel_for(k_windows * k_heads, [&](int task, int thread) {
@@ -306,12 +315,13 @@ void model::run_vit() {
                 const float * base = qkv_.data() + sz(win * k_win_tok, ld) + hd * k_head_dim;
                 attention_head(base, ld, base + k_vit_dim, ld, base + 2 * k_vit_dim, ld,
                                ctx_.data() + sz(win * k_win_tok, k_vit_dim) + hd * k_head_dim, k_vit_dim, k_win_tok,
-                               k_win_tok, k_head_dim, 0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                               k_win_tok, k_head_dim, 0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
             });
         }
         // Projection; epilogue x += ls1 * (y + b), the reference's order. Then the MLP the same way.
         pool_.parallel_for(parts, [&](int p, int) {
-            const int r0 = (k_tokens * p / parts) & ~7, r1 = p + 1 == parts ? k_tokens : (k_tokens * (p + 1) / parts) & ~7;
+            int r0, r1;
+            row_range(k_tokens, parts, p, r0, r1);
             const int rows = r1 - r0;
             float *   y    = h_.data() + sz(r0, k_vit_dim);
             gemm(rows, k_vit_dim, k_vit_dim, 1.0f, ctx_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.proj_w, k_vit_dim,
@@ -370,7 +380,7 @@ void model::run_projector() {
             float *       dst   = j == 0 ? t128_.data() : out;
             const int     lddst = j == 0 ? k_c2f_hidden : ldc;
             const convx & cv    = m_[i][j];
-            const int     parts = pool_.size();
+            const int     parts = std::min(2 * pool_.size(), k_grid);
             pool_.parallel_for(parts, [&](int p, int) {
                 const int y0 = k_grid * p / parts, y1 = k_grid * (p + 1) / parts;
                 im2col_3x3(src, ldsrc, k_grid, k_grid, k_c2f_hidden, im2col_.data(), y0, y1);
@@ -474,7 +484,8 @@ void model::run_decoder() {
         pool_.parallel_for(k_sa_heads, [&](int hd, int thread) {
             attention_head(qk_.data() + hd * k_sa_dim, 2 * k_dim, qk_.data() + k_dim + hd * k_sa_dim, 2 * k_dim,
                            v_.data() + hd * k_sa_dim, k_dim, attn_.data() + hd * k_sa_dim, k_dim, k_queries, k_queries,
-                           k_sa_dim, 1.0f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens));
+                           k_sa_dim, 1.0f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens),
+                           sz(k_attention_block, k_tokens));
         });
         linear(attn_.data(), k_dim, k_queries, d.out_w, d.out_b, k_dim, k_dim, tmp_.data(), k_dim);
         for (size_t i = 0; i < tgt_.size(); ++i) tgt_[i] += tmp_[i];

@@ -80,6 +80,8 @@ class model {
     };
 
     const float * w(const std::string & name) const;
+    int           row_parts(int m) const;
+    static void   row_range(int m, int parts, int p, int & r0, int & r1);
     // c[m, n] (ldc) = a[m, k] (lda) * wt[n, k]^T, rows split over the pool; epi(row0, rows) runs per part.
     template <class E>
     void linear(const float * a, int lda, int m, const float * wt, int n, int k, float * c, int ldc, E epi);

@@ -224,9 +224,10 @@ void softmax_rows(float * x, int ld, int rows, int cols) {
 }
 
 void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
-                    int ldo, int nq, int nk, int d, float scale, float * scratch) {
-    for (int i0 = 0; i0 < nq; i0 += k_attention_block) {
-        const int nb = std::min(k_attention_block, nq - i0);
+                    int ldo, int nq, int nk, int d, float scale, float * scratch, size_t scratch_floats) {
+    const int block = static_cast<int>(std::max<size_t>(1, std::min<size_t>(nq, scratch_floats / nk)));
+    for (int i0 = 0; i0 < nq; i0 += block) {
+        const int nb = std::min(block, nq - i0);
         gemm(nb, nk, d, scale, q + static_cast<size_t>(i0) * ldq, ldq, k, ldk, true, 0.0f, scratch, nk);
         softmax_rows(scratch, nk, nb, nk);
         gemm(nb, d, nk, 1.0f, scratch, nk, v, ldv, false, 0.0f, o + static_cast<size_t>(i0) * ldo, ldo);

@@ -31,12 +31,14 @@ void erf_inplace(float * x, size_t n);
 // Row softmax over `cols`, rows of stride ld, in place (max subtracted first).
 void softmax_rows(float * x, int ld, int rows, int cols);
 
-// One attention head, o = softmax(scale * q k^T) v, computed in blocks of k_attention_block query rows
-// so the [nq, nk] score matrix is never materialised; scratch holds k_attention_block * nk floats.
-// scale multiplies q k^T after the product (exact when it is a power of two, as in the ViT's 1/8).
+// One attention head, o = softmax(scale * q k^T) v, computed in blocks of query rows that fit the scratch
+// (scratch_floats / nk rows, at most nq), so a long sequence never materialises its [nq, nk] score matrix:
+// the engine's scratch is k_attention_block * 1616 floats, 64 query rows of a global block, and a whole
+// 101-token window at once. scale multiplies q k^T after the product (exact when it is a power of two, as
+// in the ViT's 1/8).
 constexpr int k_attention_block = 64;
 void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
-                    int ldo, int nq, int nk, int d, float scale, float * scratch);
+                    int ldo, int nq, int nk, int d, float scale, float * scratch, size_t scratch_floats);
 
 // Bilinear sample of a pixel-major value map [h*w, ld] (channels c0..c0+nc) at normalised location
 // (lx, ly) in [0,1] units, as torch grid_sample(bilinear, zeros padding, align_corners=False) sees

@@ -1,5 +1,8 @@
 #include "engines/cpu/thread-pool.h"
 
+#include <immintrin.h>
+
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -16,7 +19,7 @@ thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threa
 thread_pool::~thread_pool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
+        stop_.store(true);
     }
     wake_.notify_all();
     for (auto & w : workers_) {
@@ -24,14 +27,41 @@ thread_pool::~thread_pool() {
     }
 }
 
-void thread_pool::drain(int thread) {
+namespace {
+// Spins until pred() holds or k_spin_us passed; true if pred() held.
+template <class P> bool spin_until(P pred, int spin_us) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
     for (;;) {
-        const int task = next_.fetch_add(1, std::memory_order_relaxed);
-        if (task >= n_tasks_) {
+        for (int i = 0; i < 64; ++i) {
+            if (pred()) return true;
+            _mm_pause();
+        }
+        if (std::chrono::steady_clock::now() >= deadline) return pred();
+    }
+}
+}  // namespace
+
+void thread_pool::drain(uint32_t gen, int thread) {
+    const region & r       = regions_[gen & 1];
+    const task_fn  fn      = r.fn.load(std::memory_order_relaxed);
+    void * const   ctx     = r.ctx.load(std::memory_order_relaxed);
+    const int      n_tasks = r.n_tasks.load(std::memory_order_relaxed);
+    uint64_t       cur     = claim_.load(std::memory_order_acquire);
+    for (;;) {
+        if (static_cast<uint32_t>(cur >> 32) != gen || static_cast<int>(cur & 0xffffffffu) >= n_tasks) {
             return;
         }
-        fn_(ctx_, task, thread);
-        finished_.fetch_add(1, std::memory_order_release);
+        if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            continue;
+        }
+        fn(ctx, static_cast<int>(cur & 0xffffffffu), thread);
+        if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_tasks) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (main_sleeping_) {
+                done_cv_.notify_one();
+            }
+        }
+        cur = claim_.load(std::memory_order_acquire);
     }
 }
 
@@ -45,43 +75,51 @@ void thread_pool::run(int n_tasks, task_fn fn, void * ctx) {
         }
         return;
     }
+    // The previous region has finished all its tasks, so no worker can claim in it any more; a worker
+    // still holding its descriptor fails its next claim on the generation check.
+    const uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_relaxed) >> 32) + 1;
+    region &       r   = regions_[gen & 1];
+    r.fn.store(fn, std::memory_order_relaxed);
+    r.ctx.store(ctx, std::memory_order_relaxed);
+    r.n_tasks.store(n_tasks, std::memory_order_relaxed);
+    finished_.store(0, std::memory_order_relaxed);
+    bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        fn_      = fn;
-        ctx_     = ctx;
-        n_tasks_ = n_tasks;
-        next_.store(0, std::memory_order_relaxed);
-        finished_.store(0, std::memory_order_relaxed);
-        active_workers_ = n_threads_ - 1;
-        ++generation_;
+        claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+        wake = sleepers_ > 0;
     }
-    wake_.notify_all();
-    drain(0);
-    // Wait for the tasks and for every worker to have left drain(), so the next run cannot race them.
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [this] { return active_workers_ == 0; });
+    if (wake) {
+        wake_.notify_all();
+    }
+    drain(gen, 0);
+    auto done = [&] { return finished_.load(std::memory_order_acquire) == n_tasks; };
+    if (!spin_until(done, k_spin_us)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        main_sleeping_ = true;
+        done_cv_.wait(lock, done);
+        main_sleeping_ = false;
+    }
 }
 
 void thread_pool::worker_main(int thread) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        {
+        auto work = [&] {
+            return stop_.load(std::memory_order_acquire) ||
+                   static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32) != seen;
+        };
+        if (!spin_until(work, k_spin_us)) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) {
-                return;
-            }
-            seen = generation_;
+            ++sleepers_;
+            wake_.wait(lock, work);
+            --sleepers_;
         }
-        drain(thread);
-        bool last = false;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            last = --active_workers_ == 0;
+        if (stop_.load(std::memory_order_acquire)) {
+            return;
         }
-        if (last) {
-            done_cv_.notify_one();
-        }
+        seen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+        drain(seen, thread);
     }
 }
 
