@@ -20,6 +20,7 @@ import { PrepPool } from './prep-pool.ts';
 import { createJsonLogger, READY_MESSAGE, type Logger, type LogLevel } from './log.ts';
 import { STAGES, ServerMetrics, type Stage } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { buildPredictResponse } from '../detect/pipeline.ts';
 import { defaultPipeline, type Detection, type Pipeline, type RawOutputs } from './pipeline.ts';
 
 export const MODEL_NAME = 'RF-DETR-base';
@@ -555,16 +556,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       metrics.observeStages(timing);
       res.locals.timing = timing;
       res.locals.numDetections = detections.length;
-      const body: Record<string, unknown> = {
-        detections: detections.map((d) => ({ label: d.label, label_id: d.label_id, score: d.score, box: d.box, box_cxcywh_norm: d.box_cxcywh_norm })),
-        num_detections: detections.length,
-        image_size: { width, height },
-        input_size: INPUT_SIZE,
-        threshold: input.params.threshold,
-        timing_ms: { decode: timing.decode, preprocess: timing.preprocess, inference: timing.inference, postprocess: timing.postprocess, total: timing.total, queue: timing.queue, transfer: timing.transfer },
-      };
-      if (raw) body.raw = raw;
-      return body;
+      return buildPredictResponse({ detections, width, height, threshold: input.params.threshold, timing, raw });
     }
   }
 
