@@ -111,7 +111,7 @@ class tt_ops_ttnn : public tt_ops {
     ~tt_ops_ttnn() override { close(); }
 
     std::string describe() const override {
-        return "Tenstorrent device " + std::to_string(device_id_) + " (ttnn, bf16, one command queue)";
+        return "Tenstorrent device " + std::to_string(device_id_) + " (ttnn, precision plan per stage, one command queue)";
     }
 
     tt_tensor upload(const float * data, const tt_shape & shape, tt_dtype dtype) override {
