@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 using namespace rfdetr;
 using namespace rfdetr::tt;
@@ -329,9 +330,9 @@ void print_bf16_stages(tt_runner & r, const std::string & case_name) {
     }
 }
 
-// Two numbers per case: the graph as the device runs it (top-k over bf16 scores), and with the reference's
-// top-k injected, which isolates the rest of the precision plan from the top-k tie order (bf16 scores
-// have ~3 significant digits, so ranks tie where fp32 ones do not).
+// Two numbers per case for the default ("device") precision plan: the graph with its own two-stage top-k, and
+// with the reference's top-k injected, which isolates the rest of the plan from the selection (the synthetic
+// checkpoint's top-300 scores are packed tighter than the plan's score error, so ranks reorder; README "Precision").
 TEST(TtHostGraph, Bf16DetectionIouPrediction) {
     auto why = missing_reason();
     if (!why.empty()) {
@@ -374,6 +375,99 @@ TEST(TtHostGraph, Bf16DetectionIouPrediction) {
                 mean[0], mean[1]);
 }
 
+// The evidence behind the default plan, cheaply: with the reference's selection injected (so the comparison is
+// per query), the default plan's logits and boxes are closer to the fp32 reference than the uniform bf16 plan's.
+TEST(TtHostGraph, Bf16DefaultPlanLosesLessThanUniformBf16) {
+    auto why = missing_reason();
+    if (!why.empty()) {
+        TT_SKIP_OR_FAIL(why);
+    }
+    const auto &     c = cases()[1];
+    std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
+    auto rms = [](const std::vector<float> & a, const std::vector<float> & b) {
+        double se = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+            se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        }
+        return std::sqrt(se / (double)a.size());
+    };
+    tt_runner dev(tt_ops_host_create("bf16", 1), seed1(), true, tt_plan_named("device"));
+    tt_runner uni(tt_ops_host_create("bf16", 1), seed1(), true, tt_plan_named("uniform"));
+    dev.set_topk_override(gi);
+    uni.set_topk_override(gi);
+    result rd = run(dev, c), ru = run(uni, c);
+    double ld = rms(rd.logits, c.golden.at("logits").f32), lu = rms(ru.logits, c.golden.at("logits").f32);
+    double bd = rms(rd.boxes, c.golden.at("pred_boxes").f32), bu = rms(ru.boxes, c.golden.at("pred_boxes").f32);
+    std::printf("%s reference top-k: logits RMS %.4g (device plan) vs %.4g (uniform bf16), boxes RMS %.4g vs %.4g\n",
+                c.name.c_str(), ld, lu, bd, bu);
+    EXPECT_GT(ld, 0.0) << "the device plan rounded nothing";
+    EXPECT_LT(ld, lu);
+    EXPECT_LT(bd, bu);
+}
+
+// The precision study behind the default plan (README "Precision"): every named plan, detection-IoU with the
+// device top-k and with the reference top-k injected, and per-stage error against the shared goldens. Too slow
+// for every `npm test` (~1 min); run it with
+//   sidecar/build/tests/tt/rfdetr_tt_tests --gtest_also_run_disabled_tests --gtest_filter='*PrecisionStudy*'
+TEST(TtHostGraph, DISABLED_PrecisionStudy) {
+    auto why = missing_reason();
+    if (!why.empty()) {
+        TT_SKIP_OR_FAIL(why);
+    }
+    const char * env   = std::getenv("RFDETR_TT_PLANS");
+    std::vector<std::string> plans;
+    if (env && *env) {
+        std::string e = env;
+        for (size_t at = 0; at <= e.size();) {
+            size_t comma = e.find(',', at);
+            plans.push_back(e.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+            at = comma == std::string::npos ? e.size() + 1 : comma + 1;
+        }
+    } else {
+        plans = tt_plan_names();
+    }
+    std::string shared = shared_fixtures_dir() + "/case-2/golden.safetensors";
+    auto        g2     = path_exists(shared) ? tt_read_safetensors(shared) : std::map<std::string, tt_golden_tensor>();
+    for (const auto & name : plans) {
+        tt_runner r(tt_ops_host_create("bf16", 1), seed1(), false, tt_plan_named(name));
+        double    mean[2] = {0, 0};
+        size_t    ranks[2] = {0, 0};
+        for (int injected = 0; injected < 2; ++injected) {
+            for (const auto & c : cases()) {
+                std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
+                r.set_topk_override(injected ? gi : std::vector<int>());
+                result res  = run(r, c);
+                auto   ours = detect(res.logits, res.boxes, r.num_classes(), 0.5f, c.detections["image"]["width"].get<float>(),
+                                     c.detections["image"]["height"].get<float>());
+                mean[injected] += detection_iou(ours, c.detections["detections"]["0.5"]) / 3.0;
+                ranks[injected] += topk_mismatches(res.topk, c.golden.at("two_stage.topk_indices")).size();
+                if (injected && c.name == "case-2" && !g2.empty()) {
+                    std::string line;
+                    for (const char * st : {"backbone.feature_map.0", "backbone.feature_map.3", "projector.out",
+                                            "two_stage.enc_class_logits", "decoder.hs_last"}) {
+                        auto         got = r.read_tap(st);
+                        const auto & ref = g2.at(st).f32;
+                        int          C   = std::string(st).rfind("backbone", 0) == 0 ? 384 : std::string(st) == "projector.out" ? 256 : 0;
+                        auto         want = C ? to_channels_last(ref, C, 1600) : ref;
+                        double       mx = 0, se = 0;
+                        for (size_t i = 0; i < want.size(); ++i) {
+                            mx = std::max(mx, (double)std::fabs(want[i]));
+                            se += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+                        }
+                        char buf[160];
+                        std::snprintf(buf, sizeof buf, " %s rms %.3g (max %.3g);", st, std::sqrt(se / want.size()), mx);
+                        line += buf;
+                    }
+                    std::printf("  plan %-22s case-2 stages:%s\n", name.c_str(), line.c_str());
+                }
+            }
+        }
+        std::printf("PLAN %-22s detection-IoU %.2f (device top-k, %zu ranks differ over 3 cases) | %.2f (reference top-k)\n",
+                    name.c_str(), mean[0], ranks[0], mean[1]);
+        EXPECT_GE(mean[1], 0.0);
+    }
+}
+
 // ---- lifecycle: a failed start closes the device ----
 
 namespace {
@@ -384,6 +478,7 @@ class failing_ops : public tt_ops {
     failing_ops(int fail_upload, bool fail_capture, bool * closed)
         : in_(tt_ops_host_create("fp32", 0)), fail_upload_(fail_upload), fail_capture_(fail_capture), closed_(closed) {}
     std::string describe() const override { return "failing"; }
+    void        set_math(const tt_math & m) override { in_->set_math(m); }
     tt_tensor   upload(const float * d, const tt_shape & s, tt_dtype t) override {
         if (++uploads_ == fail_upload_) {
             throw error("failing_ops: injected upload failure");

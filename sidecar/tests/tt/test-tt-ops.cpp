@@ -353,6 +353,90 @@ TEST(TtBf16, Bf16PrecisionRoundsDeviceTensorsButNotFp32Ones) {
     EXPECT_THROW(tt_ops_host_create("fp16", 1), error);
 }
 
+// The device matmul numerics the bf16 host precision models (tt_math): fidelity phases truncate in0 (SrcB) to
+// 6 and in1 (SrcA) to 4 mantissa bits, bf16 partial sums every 16 products without fp32 accumulation, fp32
+// outputs where the plan says so; and the top-k ranking bf16 vs fp32 scores.
+TEST(TtBf16, MatmulFidelityAccumulationAndOutputDtype) {
+    auto ops = tt_ops_host_create("bf16", 1);
+    auto one = [&](float a, float w, tt_fidelity f) {
+        tt_math m;
+        m.fidelity = f;
+        m.out_fp32 = true;
+        ops->set_math(m);
+        auto t = ops->linear(ops->upload(&a, {1, 1}, TT_DTYPE_BF16), ops->upload(&w, {1, 1}, TT_DTYPE_BF16), nullptr, TT_ACT_NONE);
+        float r;
+        ops->read(t, &r);
+        return r;
+    };
+    const float a7 = 1.0f + 1.0f / 128.0f;  // 7th mantissa bit: dropped by the 6-bit SrcB phase
+    const float w5 = 1.0f + 1.0f / 32.0f;   // 5th mantissa bit: dropped by the 4-bit SrcA phase
+    EXPECT_EQ(one(a7, 1.0f, TT_FIDELITY_LOFI), 1.0f);
+    EXPECT_EQ(one(a7, 1.0f, TT_FIDELITY_HIFI2), 1.0f);
+    EXPECT_EQ(one(a7, 1.0f, TT_FIDELITY_HIFI3), a7);  // hi(A)·lo(B) phase restores it
+    EXPECT_EQ(one(a7, 1.0f, TT_FIDELITY_HIFI4), a7);
+    EXPECT_EQ(one(1.0f, w5, TT_FIDELITY_LOFI), 1.0f);
+    EXPECT_EQ(one(1.0f, w5, TT_FIDELITY_HIFI2), w5);
+    EXPECT_EQ(one(a7, w5, TT_FIDELITY_HIFI3), a7 * w5 - (a7 - 1.0f) * (w5 - 1.0f));  // misses lo(A)·lo(B) only
+    EXPECT_EQ(one(a7, w5, TT_FIDELITY_HIFI4), a7 * w5);
+
+    // K = 32: 256 + 31 ones. fp32 accumulation: 287. bf16 partial sums: 256+15 = 271 -> 272, + 16 = 288.
+    std::vector<float> x(32, 1.0f), w(32, 1.0f);
+    w[0]        = 256.0f;
+    auto xt     = ops->upload(x.data(), {1, 32}, TT_DTYPE_BF16);
+    auto wt     = ops->upload(w.data(), {32, 1}, TT_DTYPE_BF16);
+    auto sum_of = [&](bool fp32_acc, bool out_fp32) {
+        tt_math m;
+        m.fp32_acc = fp32_acc;
+        m.out_fp32 = out_fp32;
+        ops->set_math(m);
+        auto  t = ops->linear(xt, wt, nullptr, TT_ACT_NONE);
+        float r;
+        ops->read(t, &r);
+        return r;
+    };
+    EXPECT_EQ(sum_of(true, true), 287.0f);
+    EXPECT_EQ(sum_of(false, true), 288.0f);
+    EXPECT_EQ(sum_of(true, false), tt_round_bf16(287.0f));  // bf16 output
+
+    // fp32 tensors are read by a matmul as tf32 (10 mantissa bits), in1 through SrcA's 8
+    tt_math hifi4;
+    hifi4.out_fp32 = true;
+    ops->set_math(hifi4);
+    float fine = 1.0f + 1.0f / 4096.0f, unit = 1.0f, r;
+    ops->read(ops->linear(ops->upload(&fine, {1, 1}, TT_DTYPE_FP32), ops->upload(&unit, {1, 1}, TT_DTYPE_BF16), nullptr, TT_ACT_NONE), &r);
+    EXPECT_EQ(r, 1.0f);
+    float nine = 1.0f + 1.0f / 512.0f;  // in tf32; in0 (SrcB, 12 bits) keeps it, in1 (SrcA, 8 bits) does not
+    ops->read(ops->linear(ops->upload(&nine, {1, 1}, TT_DTYPE_FP32), ops->upload(&unit, {1, 1}, TT_DTYPE_BF16), nullptr, TT_ACT_NONE), &r);
+    EXPECT_EQ(r, nine);
+    ops->read(ops->linear(ops->upload(&unit, {1, 1}, TT_DTYPE_BF16), ops->upload(&nine, {1, 1}, TT_DTYPE_FP32), nullptr, TT_ACT_NONE), &r);
+    EXPECT_EQ(r, 1.0f);
+
+    // top-k: bf16 scores tie (ties by lower index), fp32 scores rank exactly
+    std::vector<float> sc = {1.0f, 1.001f, 0.5f};
+    std::vector<float> ib(2), i32(2);
+    ops->read(ops->topk_indices(ops->upload(sc.data(), {1, 3}, TT_DTYPE_BF16), 2), ib.data());
+    ops->read(ops->topk_indices(ops->upload(sc.data(), {1, 3}, TT_DTYPE_FP32), 2), i32.data());
+    EXPECT_EQ(ib, (std::vector<float>{0.0f, 1.0f}));
+    EXPECT_EQ(i32, (std::vector<float>{1.0f, 0.0f}));
+
+    // at precision fp32 the plan has no effect
+    auto  f32 = tt_ops_host_create("fp32", 1);
+    tt_math lofi;
+    lofi.fidelity = TT_FIDELITY_LOFI;
+    lofi.fp32_acc = false;
+    f32->set_math(lofi);
+    float got;
+    f32->read(f32->linear(f32->upload(&a7, {1, 1}, TT_DTYPE_BF16), f32->upload(&w5, {1, 1}, TT_DTYPE_BF16), nullptr, TT_ACT_NONE), &got);
+    EXPECT_EQ(got, a7 * w5);
+}
+
+TEST(TtBf16, TruncateMantissaKeepsTheTopBits) {
+    EXPECT_EQ(tt_truncate_mantissa(1.0f + 1.0f / 128.0f + 1.0f / 256.0f, 7), 1.0f + 1.0f / 128.0f);
+    EXPECT_EQ(tt_truncate_mantissa(-(1.0f + 3.0f / 32.0f), 4), -(1.0f + 1.0f / 16.0f));
+    EXPECT_EQ(tt_truncate_mantissa(3.0f, 0), 2.0f);
+    EXPECT_TRUE(std::isnan(tt_truncate_mantissa(NAN, 4)));
+}
+
 TEST(TtTrace, ReplayRecomputesFromTheCurrentInput) {
     auto               ops = tt_ops_host_create("fp32", 1);
     std::vector<float> w   = rnd(4 * 3, 30), x1 = rnd(2 * 4, 31), x2 = rnd(2 * 4, 32);

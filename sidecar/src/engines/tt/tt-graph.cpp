@@ -4,6 +4,7 @@
 #include "engines/tt/tt-prep.h"
 #include "model/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rfdetr {
@@ -45,13 +46,62 @@ std::vector<float> vec_of(const float * p, int64_t n) {
     return std::vector<float>(p, p + n);
 }
 
+tt_math math(tt_fidelity f, bool fp32_acc, bool out_fp32 = false) {
+    tt_math m;
+    m.fidelity = f;
+    m.fp32_acc = fp32_acc;
+    m.out_fp32 = out_fp32;
+    return m;
+}
+
 }  // namespace
+
+std::vector<std::string> tt_plan_names() {
+    return {"uniform", "port", "port-score32", "uniform-score32", "uniform-score32-res32", "act32", "w32", "w32-act32", "device"};
+}
+
+tt_plan tt_plan_named(const std::string & name) {
+    const auto names = tt_plan_names();
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string known;
+        for (const auto & n : names) {
+            known += (known.empty() ? "" : ", ") + n;
+        }
+        throw error("tt_plan_named: unknown precision plan '" + name + "'; known: " + known);
+    }
+    // "uniform": HiFi4 + fp32 accumulation everywhere, bf16 weights and activations (the single compute config
+    // of the first ttnn layer; the top-k ranks bf16 scores with ttnn::topk)
+    tt_plan p;
+    p.name  = name;
+    p.patch = p.vit = p.vit_sdpa = p.shaping = p.projector = p.scoring = p.decoder = math(TT_FIDELITY_HIFI4, true);
+    if (name == "port" || name == "port-score32") {
+        // changh95/tt-RF-DETR's settings: backbone minimal_matmul HiFi2 without fp32 accumulation, SDPA with
+        // ttnn's default config (taken as HiFi2, no fp32 accumulation), shaping HiFi4 without fp32 accumulation;
+        // patch embedding, projector and decoder HiFi4 + fp32 accumulation
+        p.vit = p.vit_sdpa = math(TT_FIDELITY_HIFI2, false);
+        p.shaping          = math(TT_FIDELITY_HIFI4, false);
+    }
+    // fp32 two-stage scores, ranked exactly in fp32
+    p.scoring.out_fp32  = name != "uniform" && name != "port";
+    // fp32 residual stream in the backbone
+    p.vit_residual_fp32 = name == "uniform-score32-res32" || name == "w32" || name == "device";
+    // fp32 weights and constants (a matmul reads in1 through SrcA: 8 mantissa bits instead of bf16's 7, rounded
+    // from fp32 instead of stored rounded)
+    p.weights_fp32      = name == "w32" || name == "w32-act32" || name == "device";
+    if (name == "act32" || name == "w32-act32") {
+        // diagnostic bounds, not device plans: every activation fp32
+        tt_math a32 = math(TT_FIDELITY_HIFI4, true, true);
+        p.patch = p.vit = p.vit_sdpa = p.shaping = p.projector = p.scoring = p.decoder = a32;
+        p.vit_residual_fp32 = true;
+    }
+    return p;
+}
 
 tt_tensor tt_graph::up(const std::vector<float> & data, const tt_shape & shape, tt_dtype dtype) {
     if ((int64_t)data.size() != tt_numel(shape)) {
         throw error("tt_graph::up: " + std::to_string(data.size()) + " values for shape " + tt_shape_str(shape));
     }
-    return ops_.upload(data.data(), shape, dtype);
+    return ops_.upload(data.data(), shape, plan_.weights_fp32 ? TT_DTYPE_FP32 : dtype);
 }
 
 tt_graph::linear_w tt_graph::up_linear(const checkpoint & ck, const std::string & prefix) {
@@ -78,8 +128,9 @@ tt_tensor tt_graph::up_vec(const checkpoint & ck, const std::string & name) {
     return up(vec_of(t.data, n), {1, n});
 }
 
-tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck) : ops_(ops) {
+tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : ops_(ops), plan_(plan) {
     num_classes_ = ck.num_classes();
+    ops_.set_math(plan_.decoder);
 
     // ---- backbone ----
     {
@@ -250,7 +301,14 @@ tt_graph::outputs tt_graph::build() {
     outputs out;
     auto &  ops = ops_;
 
+    const tt_plan & pl = plan_;
+    tt_math         res = pl.vit;  // the fused matmul + layerscale + residual ops: the residual stream's dtype
+    res.out_fp32        = pl.vit_residual_fp32;
+
     // ---- backbone: patch embedding as one matmul over the im2col input, plus the cls/pos constant ----
+    tt_math patch = pl.patch;
+    patch.out_fp32 = pl.vit_residual_fp32;
+    ops.set_math(patch);
     tt_tensor x = ops.linear_addcmul(input_, patch_w_, nullptr, cls_pos_, ones384_);  // [16,101,384]
     out.taps["backbone.embeddings"] = x;
     std::vector<tt_tensor> taps;
@@ -259,19 +317,25 @@ tt_graph::outputs tt_graph::build() {
         if (l.global) {
             x = ops.reshape(x, {1, k_tokens, k_hidden});  // the 16 windows (with their cls copies) as one sequence
         }
+        ops.set_math(pl.vit);
         tt_tensor h   = ops.layer_norm(x, l.norm1.w, l.norm1.b, k_eps_vit);
         tt_tensor qkv = ops.linear(h, l.qkv.w, l.qkv.b, TT_ACT_NONE);
         auto      hv  = ops.split_heads(qkv, k_vit_heads);
+        ops.set_math(pl.vit_sdpa);
         tt_tensor a   = ops.concat_heads(ops.sdpa(hv[0], hv[1], hv[2], 0.125f));
+        ops.set_math(res);
         x             = ops.linear_addcmul(a, l.proj.w, l.proj.b, x, l.ls1);
+        ops.set_math(pl.vit);
         h             = ops.layer_norm(x, l.norm2.w, l.norm2.b, k_eps_vit);
         h             = ops.gelu(ops.linear(h, l.fc1.w, l.fc1.b, TT_ACT_NONE));
+        ops.set_math(res);
         x             = ops.linear_addcmul(h, l.fc2.w, l.fc2.b, x, l.ls2);
         if (l.global) {
             x = ops.reshape(x, {k_num_windows, k_window_seq, k_hidden});
         }
         if (is_tap(i)) {
             // drop the cls rows and un-window in one 0/1 matmul; LayerNorm is per row, so it commutes
+            ops.set_math(pl.shaping);
             tt_tensor f = ops.matmul(perm_, ops.reshape(x, {k_tokens, k_hidden}));
             f           = ops.layer_norm(ops.reshape(f, {1, k_patches, k_hidden}), vit_final_.w, vit_final_.b, k_eps_vit);
             out.taps["backbone.feature_map." + std::to_string(taps.size())] = f;
@@ -280,6 +344,7 @@ tt_graph::outputs tt_graph::build() {
     }
 
     // ---- projector (C2f, channels-last [1,1600,C]) ----
+    ops.set_math(pl.projector);
     tt_tensor y  = conv_ln_silu(ops.concat_last(taps), cv1_w_, cv1_ln_, 1);  // [1,1600,256]
     const int ch = k_d_model / 2;
     std::vector<tt_tensor> parts = {ops.slice_last(y, 0, ch), ops.slice_last(y, ch, 2 * ch)};
@@ -294,13 +359,16 @@ tt_graph::outputs tt_graph::build() {
     out.taps["projector.out"] = memory;
 
     // ---- two-stage proposals and top-k ----
+    ops.set_math(pl.scoring);
     tt_tensor oq = ops.layer_norm(ops.linear(memory, enc_output_.w, enc_output_.b, TT_ACT_NONE), enc_norm_.w, enc_norm_.b, k_eps_dec);
     tt_tensor enc_class = ops.linear(oq, enc_class_.w, enc_class_.b, TT_ACT_NONE);  // [1,1600,C]
+    tt_tensor scores    = ops.reshape(ops.max(enc_class), {1, k_patches});
+    ops.set_math(pl.decoder);
     tt_tensor delta     = mlp3(oq, enc_bbox_);                                       // [1,1600,4]
     tt_tensor enc_coord = ops.add(ops.multiply(ops.where(mask_xy_, delta, ops.exp(delta)), prop_whd_), prop_xy0_);
     out.taps["two_stage.enc_class_logits"] = enc_class;
     out.taps["two_stage.enc_coords"]       = enc_coord;
-    tt_tensor idx = topk_override_ ? topk_override_ : ops.topk_indices(ops.reshape(ops.max(enc_class), {1, k_patches}), k_num_queries);
+    tt_tensor idx = topk_override_ ? topk_override_ : ops.topk_indices(scores, k_num_queries);
     out.taps["two_stage.topk_indices"] = idx;
     tt_tensor ts  = ops.gather_rows(ops.reshape(enc_coord, {k_patches, 4}), idx);  // [1,300,4]
     tt_tensor ref = ops.add(ops.multiply(refpoint_t_, ops.linear(ts, t_wh4_, nullptr, TT_ACT_NONE)),

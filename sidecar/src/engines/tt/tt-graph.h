@@ -17,11 +17,37 @@ class checkpoint;
 
 namespace tt {
 
+// The precision plan: the numerics (tt_math) the graph sets per stage before issuing it. One plan drives both
+// implementations: the ttnn layer turns it into compute kernel configs and output dtypes, the host layer (at
+// precision bf16) into the rounding that predicts them. At host precision fp32 it has no effect.
+struct tt_plan {
+    std::string name;
+    tt_math     patch;      // patch embedding: fp32 im2col @ bf16 kernel + cls/pos
+    tt_math     vit;        // backbone block matmuls (qkv, proj, fc1, fc2), LayerNorms, gelu
+    tt_math     vit_sdpa;   // backbone attention
+    bool        vit_residual_fp32 = false;  // residual stream (proj/fc2 + layerscale + residual outputs) in fp32
+    tt_math     shaping;    // P @ X (0/1 row gather) + final LayerNorm
+    tt_math     projector;  // C2f projector
+    tt_math     scoring;    // two-stage enc_output -> LayerNorm -> class head -> max, ranked by topk_indices
+    tt_math     decoder;    // everything after the top-k (and the proposal boxes)
+    bool        weights_fp32 = false;  // weights and constants uploaded fp32 (a matmul reads them as tf32)
+};
+
+// Named plans (README "Precision" has the study): "device" (the default of --precision bf16 and of the ttnn
+// engine: HiFi4 + fp32 accumulation, fp32 weights, fp32 backbone residual stream, fp32 two-stage scores ranked
+// in fp32, other activations bf16 = "w32"); the study's "uniform", "port", "port-score32", "uniform-score32",
+// "uniform-score32-res32", "w32"; the diagnostic bounds "act32" and "w32-act32" (every activation fp32, which
+// the device kernels do not all take). Throws on an unknown name.
+tt_plan                  tt_plan_named(const std::string & name);
+std::vector<std::string> tt_plan_names();
+
 class tt_graph {
   public:
     // Uploads every weight (bf16, transposed/fused as the device wants them) and the input-independent
     // tables, and allocates the persistent fp32 input [16,101,608]. The checkpoint may be closed afterwards.
-    tt_graph(tt_ops & ops, const checkpoint & ck);
+    tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan = tt_plan_named("device"));
+
+    const tt_plan & plan() const { return plan_; }
 
     const tt_tensor & input() const { return input_; }
 
@@ -70,6 +96,7 @@ class tt_graph {
     tt_tensor mlp3(const tt_tensor & x, const std::vector<linear_w> & layers);
 
     tt_ops &  ops_;
+    tt_plan   plan_;
     int       num_classes_ = 0;
     tt_tensor input_;
 

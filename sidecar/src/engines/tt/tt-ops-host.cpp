@@ -1,6 +1,10 @@
 // The host implementation of the device-graph vocabulary (tt-ops.h): plain C++ with OpenBLAS sgemm for the
-// matmuls. At precision bf16 every tensor the device keeps in bf16 is rounded when it is created (weights at
-// upload, activations at each op's output); accumulation stays fp32, as on the device with fp32 accumulate.
+// matmuls. At precision bf16 it models the device's numerics op by op, as set_math() describes them: every
+// tensor the device keeps in bf16 is rounded when it is created (weights at upload, activations at each op's
+// output; an op with out_fp32 keeps fp32), a matmul reads fp32 operands as tf32 (the 19-bit source registers;
+// in1 in SrcA, whose fidelity phases consume 2 x 4 mantissa bits, keeps 8),
+// truncates its operands as the math fidelity's phases do, and without fp32 accumulation rounds its partial
+// sums to bf16 after every 16 products along K (the FPU's 16-deep step into a Float16_b destination).
 // The trace is emulated faithfully: ops issued during capture are recorded as closures over their input and
 // output buffers, and a replay recomputes them in place, reading whatever the inputs hold now.
 #include "engines/tt/tt-ops.h"
@@ -34,6 +38,17 @@ std::string tt_shape_str(const tt_shape & shape) {
     return s + "]";
 }
 
+float tt_truncate_mantissa(float x, int bits) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u && bits < 23) {
+        u &= ~((1u << (23 - bits)) - 1u);
+    }
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+
 float tt_round_bf16(float x) {
     uint32_t u;
     std::memcpy(&u, &x, 4);
@@ -52,6 +67,23 @@ float tt_round_bf16(float x) {
 }
 
 namespace {
+
+// tf32 round-to-nearest-even (10 mantissa bits): how the FPU's source registers hold an fp32 operand.
+float round_tf32(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+        u += 0xfffu + ((u >> 13) & 1u);
+        u &= 0xffffe000u;
+    }
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+
+constexpr int k_srca_bits = 4;   // SrcA (in1) mantissa bits per fidelity phase
+constexpr int k_srcb_bits = 6;   // SrcB (in0) mantissa bits per fidelity phase
+constexpr int k_acc_depth = 16;  // products the FPU adds per step into the destination register
 
 struct host_tensor : tt_tensor_base {
     std::shared_ptr<std::vector<float>> data;  // shared by reshapes (views)
@@ -141,6 +173,8 @@ class tt_ops_host : public tt_ops {
         }
     }
 
+    void set_math(const tt_math & m) override { math_ = m; }
+
     std::string describe() const override {
         return std::string("host (plain C++, OpenBLAS, ") + (bf16_ ? "bf16-rounded" : "fp32") + ")";
     }
@@ -176,9 +210,10 @@ class tt_ops_host : public tt_ops {
         check_linear(x, w, b, "linear");
         tt_shape shape = x->shape;
         shape.back()   = w->shape[1];
-        auto out       = make(shape, true);
+        auto out       = make(shape, out_bf16());
+        tt_math m = math_;
         run([=] {
-            gemm_bias(*x, *w, b.get(), *out);
+            gemm_bias(*x, *w, b.get(), *out, m);
             if (act == TT_ACT_RELU) {
                 for (float & v : *out->data) {
                     v = v > 0.0f ? v : 0.0f;
@@ -204,20 +239,21 @@ class tt_ops_host : public tt_ops {
             shape_error("linear_addcmul", "residual " + tt_shape_str(res->shape) + " / scale must broadcast to the output " +
                                               tt_shape_str(shape));
         }
-        auto out = make(shape, true);
+        auto out = make(shape, out_bf16());
         auto mm  = std::make_shared<host_tensor>();
         mm->shape = shape;
         mm->data  = std::make_shared<std::vector<float>>(tt_numel(shape));
+        tt_math m = math_;
         run([=] {
-            gemm_bias(*x, *w, b.get(), *mm);
+            gemm_bias(*x, *w, b.get(), *mm, m);
             std::array<std::vector<int64_t>, 3> st = {broadcast_strides(shape, shape), broadcast_strides(res->shape, shape),
                                                       sc ? broadcast_strides(sc->shape, shape) : std::vector<int64_t>(shape.size(), 0)};
-            const float * m  = mm->ptr();
+            const float * mp = mm->ptr();
             const float * r  = res->ptr();
             const float * s  = sc ? sc->ptr() : nullptr;
             float *       o  = out->ptr();
             for_each_broadcast<3>(shape, st, [&](int64_t i, const std::array<int64_t, 3> & off) {
-                float v = s ? m[off[0]] * s[off[2]] : m[off[0]];
+                float v = s ? mp[off[0]] * s[off[2]] : mp[off[0]];
                 o[i]    = r[off[1]] + v;
             });
             round(*out);
@@ -231,10 +267,11 @@ class tt_ops_host : public tt_ops {
         if (a->shape.size() != 2 || b->shape.size() != 2 || a->shape[1] != b->shape[0]) {
             shape_error("matmul", "expected a[M,K] @ b[K,N], got " + tt_shape_str(a->shape) + " @ " + tt_shape_str(b->shape));
         }
-        auto out = make({a->shape[0], b->shape[1]}, true);
+        auto out = make({a->shape[0], b->shape[1]}, out_bf16());
+        tt_math m = math_;
         run([=] {
             int M = (int)a->shape[0], K = (int)a->shape[1], N = (int)b->shape[1];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a->ptr(), K, b->ptr(), N, 0.0f, out->ptr(), N);
+            device_gemm(*a, a->ptr(), *b, b->ptr(), false, M, N, K, out->ptr(), m);
             round(*out);
         });
         return out;
@@ -249,7 +286,7 @@ class tt_ops_host : public tt_ops {
         std::array<tt_tensor, 3> outs;
         std::array<host_ptr, 3>  hs;
         for (int i = 0; i < 3; ++i) {
-            hs[i]   = make({B, heads, S, D}, true);
+            hs[i]   = make({B, heads, S, D}, qkv->bf16);
             outs[i] = hs[i];
         }
         run([=] {
@@ -278,8 +315,9 @@ class tt_ops_host : public tt_ops {
             shape_error("sdpa", "expected q[B,H,Sq,D], k=v[B,H,Sk,D], got " + tt_shape_str(q->shape) + ", " +
                                     tt_shape_str(k->shape) + ", " + tt_shape_str(v->shape));
         }
-        auto out     = make(q->shape, true);
+        auto out     = make(q->shape, out_bf16());
         auto scores  = std::make_shared<std::vector<float>>(q->shape[2] * k->shape[2]);
+        tt_math m = math_;
         run([=] {
             int64_t BH = q->shape[0] * q->shape[1];
             int     Sq = (int)q->shape[2], Sk = (int)k->shape[2], D = (int)q->shape[3];
@@ -289,7 +327,7 @@ class tt_ops_host : public tt_ops {
                 const float * kp = k->ptr() + bh * Sk * D;
                 const float * vp = v->ptr() + bh * Sk * D;
                 float *       op = out->ptr() + bh * Sq * D;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Sq, Sk, D, 1.0f, qp, D, kp, D, 0.0f, sc, Sk);
+                device_gemm(*q, qp, *k, kp, true, Sq, Sk, D, sc, m);
                 for (int i = 0; i < Sq; ++i) {
                     float * row = sc + (int64_t)i * Sk;
                     float   m   = -INFINITY;
@@ -304,10 +342,12 @@ class tt_ops_host : public tt_ops {
                     }
                     float inv = 1.0f / sum;
                     for (int j = 0; j < Sk; ++j) {
-                        row[j] *= inv;
+                        row[j] = bf16_ ? tt_round_bf16(row[j] * inv) : row[j] * inv;  // the kernel's P is bf16
                     }
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Sq, D, Sk, 1.0f, sc, Sk, vp, D, 0.0f, op, D);
+                host_tensor p_dtype;
+                p_dtype.bf16 = true;
+                device_gemm(p_dtype, sc, *v, vp, false, Sq, D, Sk, op, m);
             }
             round(*out);
         });
@@ -320,7 +360,7 @@ class tt_ops_host : public tt_ops {
             shape_error("concat_heads", "expected [B,H,S,D], got " + tt_shape_str(x->shape));
         }
         int64_t B = x->shape[0], H = x->shape[1], S = x->shape[2], D = x->shape[3];
-        auto    out = make({B, S, H * D}, true);
+        auto    out = make({B, S, H * D}, x->bf16);
         run([=] {
             for (int64_t b = 0; b < B; ++b) {
                 for (int64_t h = 0; h < H; ++h) {
@@ -343,7 +383,7 @@ class tt_ops_host : public tt_ops {
             shape_error("layer_norm", "weight/bias must have " + std::to_string(C) + " values, got " + tt_shape_str(w->shape) +
                                           " / " + tt_shape_str(b->shape));
         }
-        auto out = make(x->shape, true);
+        auto out = make(x->shape, out_bf16());
         run([=] {
             int64_t rows = tt_numel(x->shape) / C;
             for (int64_t r = 0; r < rows; ++r) {
@@ -391,7 +431,7 @@ class tt_ops_host : public tt_ops {
 
     tt_tensor softmax(const tt_tensor & x_) override {
         auto x   = as_host(x_, "softmax");
-        auto out = make(x->shape, true);
+        auto out = make(x->shape, out_bf16());
         run([=] {
             int64_t C = x->shape.back(), rows = tt_numel(x->shape) / C;
             for (int64_t r = 0; r < rows; ++r) {
@@ -419,7 +459,7 @@ class tt_ops_host : public tt_ops {
         auto     x     = as_host(x_, "max");
         tt_shape shape = x->shape;
         shape.pop_back();
-        auto out = make(shape, true);
+        auto out = make(shape, out_bf16());
         run([=] {
             int64_t C = x->shape.back(), rows = tt_numel(x->shape) / C;
             for (int64_t r = 0; r < rows; ++r) {
@@ -443,7 +483,7 @@ class tt_ops_host : public tt_ops {
         auto     a     = as_host(a_, "where");
         auto     b     = as_host(b_, "where");
         tt_shape shape = broadcast_shape(broadcast_shape(m->shape, a->shape, "where"), b->shape, "where");
-        auto     out   = make(shape, true);
+        auto     out   = make(shape, out_bf16());
         run([=] {
             std::array<std::vector<int64_t>, 3> st = {broadcast_strides(m->shape, shape), broadcast_strides(a->shape, shape),
                                                       broadcast_strides(b->shape, shape)};
@@ -466,8 +506,9 @@ class tt_ops_host : public tt_ops {
                                       tt_shape_str(x->shape) + " and " + tt_shape_str(w->shape));
         }
         int64_t H = x->shape[1], W = x->shape[2], C = x->shape[3], O = w->shape[0];
-        auto    out  = make({1, H, W, O}, true);
+        auto    out  = make({1, H, W, O}, out_bf16());
         auto    cols = std::make_shared<std::vector<float>>(H * W * C * kernel * kernel);
+        tt_math m = math_;
         run([=] {
             // im2col with column order (c, ky, kx), the torch weight flattening.
             int64_t KK = (int64_t)kernel * kernel;
@@ -487,8 +528,7 @@ class tt_ops_host : public tt_ops {
                     }
                 }
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(H * W), (int)O, (int)(C * KK), 1.0f, cp, (int)(C * KK),
-                        w->ptr(), (int)(C * KK), 0.0f, out->ptr(), (int)O);
+            device_gemm(*x, cp, *w, w->ptr(), true, (int)(H * W), (int)O, (int)(C * KK), out->ptr(), m);
             round(*out);
         });
         return out;
@@ -546,7 +586,7 @@ class tt_ops_host : public tt_ops {
         }
         int64_t M = value->shape[0], H = value->shape[1], W = value->shape[2], D = value->shape[3];
         int64_t Q = attn->shape[1], P = attn->shape[2];
-        auto    out = make({M, Q, D}, true);
+        auto    out = make({M, Q, D}, out_bf16());
         run([=] {
             for (int64_t m = 0; m < M; ++m) {
                 const float * vm = value->ptr() + m * H * W * D;
@@ -667,7 +707,7 @@ class tt_ops_host : public tt_ops {
         }
         tt_shape shape = xs.front()->shape;
         shape.back()   = total;
-        auto out       = make(shape, true);
+        auto out       = make(shape, out_bf16());
         run([=] {
             int64_t rows = tt_numel(shape) / total, at = 0;
             for (const auto & t : xs) {
@@ -754,10 +794,10 @@ class tt_ops_host : public tt_ops {
         }
     }
 
-    static void gemm_bias(const host_tensor & x, const host_tensor & w, const host_tensor * b, host_tensor & out) {
+    void gemm_bias(const host_tensor & x, const host_tensor & w, const host_tensor * b, host_tensor & out, const tt_math & m) const {
         int K = (int)w.shape[0], N = (int)w.shape[1];
         int M = (int)(tt_numel(x.shape) / K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, x.ptr(), K, w.ptr(), N, 0.0f, out.ptr(), N);
+        device_gemm(x, x.ptr(), w, w.ptr(), false, M, N, K, out.ptr(), m);
         if (b) {
             float * o = out.ptr();
             for (int m = 0; m < M; ++m) {
@@ -768,9 +808,74 @@ class tt_ops_host : public tt_ops {
         }
     }
 
+    // out[M,N] = a[M,K] @ b (b [K,N], or [N,K] when b_trans) with the device's matmul numerics (bf16 precision):
+    // fp32 operands read as tf32; a (in0) goes to SrcB, b (in1) to SrcA, truncated per the fidelity's phases;
+    // without fp32 accumulation the running sum is rounded to bf16 after every k_acc_depth products of K.
+    void device_gemm(const host_tensor & at, const float * a, const host_tensor & bt, const float * b, bool b_trans, int M, int N,
+                     int K, float * out, const tt_math & m) const {
+        CBLAS_TRANSPOSE tb  = b_trans ? CblasTrans : CblasNoTrans;
+        int             ldb = b_trans ? K : N;
+        if (!bf16_) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, a, K, b, ldb, 0.0f, out, N);
+            return;
+        }
+        size_t             na = (size_t)M * K, nb = (size_t)K * N;
+        std::vector<float> a_full(a, a + na), b_full(b, b + nb);
+        if (!at.bf16) {
+            for (float & v : a_full) v = round_tf32(v);
+        }
+        if (!bt.bf16) {  // SrcA's two phases hold 2 x 4 mantissa bits: an fp32 in1 keeps 8 at best
+            for (float & v : b_full) v = tt_truncate_mantissa(round_tf32(v), 2 * k_srca_bits);
+        }
+        // phases: (in0 operand, in1 operand) pairs whose products are summed
+        std::vector<std::pair<const float *, const float *>> phases;
+        std::vector<float>                                  a_hi, a_lo, b_hi;
+        auto hi = [](const std::vector<float> & src, int bits) {
+            std::vector<float> r(src.size());
+            for (size_t i = 0; i < src.size(); ++i) r[i] = tt_truncate_mantissa(src[i], bits);
+            return r;
+        };
+        switch (m.fidelity) {
+        case TT_FIDELITY_LOFI:
+            a_hi = hi(a_full, k_srcb_bits);
+            b_hi = hi(b_full, k_srca_bits);
+            phases.push_back({a_hi.data(), b_hi.data()});
+            break;
+        case TT_FIDELITY_HIFI2:
+            a_hi = hi(a_full, k_srcb_bits);
+            phases.push_back({a_hi.data(), b_full.data()});
+            break;
+        case TT_FIDELITY_HIFI3:
+            a_hi = hi(a_full, k_srcb_bits);
+            b_hi = hi(b_full, k_srca_bits);
+            a_lo.resize(na);
+            for (size_t i = 0; i < na; ++i) a_lo[i] = a_full[i] - a_hi[i];
+            phases.push_back({a_hi.data(), b_full.data()});
+            phases.push_back({a_lo.data(), b_hi.data()});
+            break;
+        case TT_FIDELITY_HIFI4:
+            phases.push_back({a_full.data(), b_full.data()});
+            break;
+        }
+        int step = m.fp32_acc ? K : k_acc_depth;
+        for (int k0 = 0; k0 < K; k0 += step) {
+            int kc = std::min(step, K - k0);
+            for (size_t p = 0; p < phases.size(); ++p) {
+                const float * bp = phases[p].second + (b_trans ? k0 : (size_t)k0 * N);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, kc, 1.0f, phases[p].first + k0, K, bp, ldb,
+                            (k0 == 0 && p == 0) ? 0.0f : 1.0f, out, N);
+            }
+            if (!m.fp32_acc) {
+                for (size_t i = 0; i < (size_t)M * N; ++i) out[i] = tt_round_bf16(out[i]);
+            }
+        }
+    }
+
+    bool out_bf16() const { return !math_.out_fp32; }
+
     template <typename F> tt_tensor unary(const tt_tensor & x_, const char * op, F f) {
         auto x   = as_host(x_, op);
-        auto out = make(x->shape, true);
+        auto out = make(x->shape, out_bf16());
         run([=] {
             int64_t       n = tt_numel(x->shape);
             const float * s = x->ptr();
@@ -787,7 +892,7 @@ class tt_ops_host : public tt_ops {
         auto     a     = as_host(a_, op);
         auto     b     = as_host(b_, op);
         tt_shape shape = broadcast_shape(a->shape, b->shape, op);
-        auto     out   = make(shape, true);
+        auto     out   = make(shape, out_bf16());
         run([=] {
             std::array<std::vector<int64_t>, 2> st = {broadcast_strides(a->shape, shape), broadcast_strides(b->shape, shape)};
             const float *ap = a->ptr(), *bp = b->ptr();
@@ -799,6 +904,7 @@ class tt_ops_host : public tt_ops {
     }
 
     bool                               bf16_;
+    tt_math                            math_;
     bool                               capturing_ = false;
     bool                               closed_    = false;
     std::vector<std::function<void()>> trace_;

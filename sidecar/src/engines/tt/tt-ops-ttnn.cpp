@@ -95,17 +95,23 @@ class tt_ops_ttnn : public tt_ops {
     explicit tt_ops_ttnn(int device_id) : device_id_(device_id) {
         device_ = ttnn::open_mesh_device(device_id, k_l1_small_size, k_trace_region_size);
         device_->enable_program_cache();
-        // HiFi4 with fp32 accumulation everywhere (the port's decoder setting; its backbone used HiFi2
-        // without fp32 accumulation for speed, a per-op tuning this vocabulary does not carry yet).
-        compute_ = ttnn::WormholeComputeKernelConfig{.math_fidelity = MathFidelity::HiFi4,
+        set_math(tt_math{});
+    }
+
+    // The graph's precision plan, per stage: compute kernel config (fidelity, fp32 accumulation) and output dtype
+    // of the ops issued next. The host implementation models exactly these settings (tt-ops-host.cpp).
+    void set_math(const tt_math & m) override {
+        static const MathFidelity fid[] = {MathFidelity::LoFi, MathFidelity::HiFi2, MathFidelity::HiFi3, MathFidelity::HiFi4};
+        compute_ = ttnn::WormholeComputeKernelConfig{.math_fidelity    = fid[m.fidelity],
                                                      .math_approx_mode = false,
-                                                     .fp32_dest_acc_en = true,
-                                                     .packer_l1_acc = true};
+                                                     .fp32_dest_acc_en = m.fp32_acc,
+                                                     .packer_l1_acc    = true};
+        dtype_   = m.out_fp32 ? ttnn::DataType::FLOAT32 : ttnn::DataType::BFLOAT16;
     }
     ~tt_ops_ttnn() override { close(); }
 
     std::string describe() const override {
-        return "Tenstorrent device " + std::to_string(device_id_) + " (ttnn, bf16, one command queue)";
+        return "Tenstorrent device " + std::to_string(device_id_) + " (ttnn, precision plan per stage, one command queue)";
     }
 
     tt_tensor upload(const float * data, const tt_shape & shape, tt_dtype dtype) override {
@@ -137,7 +143,7 @@ class tt_ops_ttnn : public tt_ops {
         if (act == TT_ACT_RELU) {
             a = "relu";
         }
-        return wrap(ttnn::linear(as_tt(x)->dev, as_tt(w)->dev, opt(b), false, false, std::nullopt, std::nullopt, std::nullopt, a,
+        return wrap(ttnn::linear(as_tt(x)->dev, as_tt(w)->dev, opt(b), false, false, std::nullopt, dtype_, std::nullopt, a,
                                  compute_));
     }
 
@@ -148,11 +154,11 @@ class tt_ops_ttnn : public tt_ops {
         }
         return wrap(ttnn::experimental::dit_minimal_matmul_addcmul_fused(as_tt(x)->dev, as_tt(w)->dev, 1.0f, as_tt(residual)->dev,
                                                                           as_tt(scale)->dev, opt(b), std::nullopt, std::nullopt,
-                                                                          std::nullopt, compute_));
+                                                                          dtype_, compute_));
     }
 
     tt_tensor matmul(const tt_tensor & a, const tt_tensor & b) override {
-        return wrap(ttnn::matmul(as_tt(a)->dev, as_tt(b)->dev, false, false, std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+        return wrap(ttnn::matmul(as_tt(a)->dev, as_tt(b)->dev, false, false, std::nullopt, dtype_, std::nullopt, std::nullopt,
                                  compute_));
     }
 
@@ -202,7 +208,7 @@ class tt_ops_ttnn : public tt_ops {
         // First call (the eager warm run, outside any capture) prepares the weights; later calls reuse them.
         const ttnn::Tensor & weight = w->prepared ? *w->prepared : *w->host;
         auto res = ttnn::conv2d(x->dev, weight, device_.get(), C, O, 1, H, W, {(uint32_t)kernel, (uint32_t)kernel}, {1, 1},
-                                std::array<uint32_t, 2>{(uint32_t)pad, (uint32_t)pad}, {1, 1}, 1, std::nullopt, std::nullopt,
+                                std::array<uint32_t, 2>{(uint32_t)pad, (uint32_t)pad}, {1, 1}, 1, dtype_, std::nullopt,
                                 std::nullopt, compute_, std::nullopt, std::nullopt, /*return_output_dim=*/false,
                                 /*return_weights_and_bias=*/true);
         auto & out = std::get<std::tuple<ttnn::Tensor, std::tuple<ttnn::Tensor, std::optional<ttnn::Tensor>>>>(res);
@@ -213,9 +219,49 @@ class tt_ops_ttnn : public tt_ops {
     }
 
     tt_tensor topk_indices(const tt_tensor & x, int k) override {
+        const ttnn::Tensor & s = as_tt(x)->dev;
+        if (s.dtype() == ttnn::DataType::FLOAT32) {
+            return wrap(ttnn::to_layout(ttnn::typecast(topk_fp32(s, k), ttnn::DataType::UINT32), ttnn::ROW_MAJOR_LAYOUT));
+        }
         // ttnn.topk ranks bf16 input and returns uint16 indices; the row gather wants uint32 ROW_MAJOR.
-        auto r = ttnn::topk(as_tt(x)->dev, (uint32_t)k, -1, /*largest=*/true, /*sorted=*/true);
+        auto r = ttnn::topk(s, (uint32_t)k, -1, /*largest=*/true, /*sorted=*/true);
         return wrap(ttnn::to_layout(ttnn::typecast(r.at(1), ttnn::DataType::UINT32), ttnn::ROW_MAJOR_LAYOUT));
+    }
+
+    // Exact fp32 top-k of s [1,N] (ttnn::topk takes bf16 only, and bf16 scores reorder the two-stage selection):
+    // rank_i = #{j : s_j > s_i} + #{j < i : s_j == s_i}; slot r takes the index whose rank is r, as a one-hot
+    // [k,N] matmul with iota [N,1] (fp32 inputs read as tf32: indices < 2048 exact). Returns [k,1] fp32 indices.
+    // The constants are made on the first call, the eager warm run outside any trace capture.
+    ttnn::Tensor topk_fp32(const ttnn::Tensor & s, int k) {
+        uint32_t N = s.logical_shape()[-1];
+        if (!topk_lower_) {
+            std::vector<float> lower((size_t)N * N, 0.0f), iota_n(N), iota_k(k);
+            for (uint32_t i = 0; i < N; ++i) {
+                iota_n[i] = (float)i;
+                for (uint32_t j = 0; j < i; ++j) {
+                    lower[(size_t)i * N + j] = 1.0f;
+                }
+            }
+            for (int i = 0; i < k; ++i) {
+                iota_k[i] = (float)i;
+            }
+            auto f32 = [&](std::vector<float> v, const tt_shape & shape) {
+                return ttnn::Tensor::from_vector(std::move(v), spec(shape, ttnn::DataType::FLOAT32, ttnn::TILE_LAYOUT), device_.get());
+            };
+            topk_lower_  = f32(std::move(lower), {N, N});
+            topk_iota_n_ = f32(std::move(iota_n), {N, 1});
+            topk_iota_k_ = f32(std::move(iota_k), {(int64_t)k, 1});
+        }
+        ttnn::Tensor col     = ttnn::reshape(s, to_shape({N, 1}));
+        ttnn::Tensor greater = ttnn::gt(s, col);  // [N,N]: (i,j) = s_j > s_i
+        ttnn::Tensor tie     = ttnn::multiply(ttnn::eq(s, col), *topk_lower_);
+        ttnn::Tensor rank    = ttnn::sum(ttnn::add(greater, tie), -1, /*keepdim=*/false);  // [N]
+        ttnn::Tensor onehot  = ttnn::eq(ttnn::reshape(rank, to_shape({1, N})), *topk_iota_k_);  // [k,N]
+        auto exact = ttnn::WormholeComputeKernelConfig{.math_fidelity = MathFidelity::HiFi4, .math_approx_mode = false,
+                                                       .fp32_dest_acc_en = true, .packer_l1_acc = true};
+        ttnn::Tensor idx = ttnn::matmul(onehot, *topk_iota_n_, false, false, std::nullopt, ttnn::DataType::FLOAT32, std::nullopt,
+                                        std::nullopt, exact);  // [k,1]
+        return ttnn::reshape(idx, to_shape({1, (int64_t)k}));
     }
 
     tt_tensor gather_rows(const tt_tensor & table, const tt_tensor & idx) override {
@@ -285,6 +331,8 @@ class tt_ops_ttnn : public tt_ops {
     int                                   device_id_;
     std::shared_ptr<ttnn::MeshDevice>     device_;
     ttnn::DeviceComputeKernelConfig       compute_;
+    ttnn::DataType                        dtype_ = ttnn::DataType::BFLOAT16;
+    std::optional<ttnn::Tensor>           topk_lower_, topk_iota_n_, topk_iota_k_;  // topk_fp32 constants
     std::optional<ttnn::MeshTraceId>      trace_;
 };
 

@@ -29,6 +29,24 @@ enum tt_dtype {
     TT_DTYPE_FP32,
 };
 
+// Matmul math fidelity (Tensix FPU multiplier 5b x 7b: SrcA = in1, the weights, is consumed 4 mantissa bits
+// per phase; SrcB = in0, the activations, 6 bits per phase). LoFi: hi(A)·hi(B); HiFi2: A·hi(B);
+// HiFi3: A·hi(B) + hi(A)·lo(B); HiFi4: A·B (full bf16 precision of both operands).
+enum tt_fidelity {
+    TT_FIDELITY_LOFI,
+    TT_FIDELITY_HIFI2,
+    TT_FIDELITY_HIFI3,
+    TT_FIDELITY_HIFI4,
+};
+
+// Per-op numerics: what the device's compute kernel config and output dtype say. set_math() applies to the ops
+// issued after it (the graph sets it per stage; the ttnn layer passes it as compute_kernel_config + dtype).
+struct tt_math {
+    tt_fidelity fidelity = TT_FIDELITY_HIFI4;
+    bool        fp32_acc = true;   // fp32_dest_acc_en; false: partial sums rounded to bf16 every 16 products of K
+    bool        out_fp32 = false;  // output dtype FLOAT32 instead of BFLOAT16
+};
+
 enum tt_act {
     TT_ACT_NONE,
     TT_ACT_RELU,
@@ -46,6 +64,10 @@ class tt_ops {
     virtual ~tt_ops() = default;
 
     virtual std::string describe() const = 0;
+
+    // The numerics of the ops issued from now on (matmul-type ops: fidelity and accumulation; every op that
+    // creates a tensor: its dtype). Recorded with each op, so a trace replays them unchanged.
+    virtual void set_math(const tt_math & m) = 0;
 
     // ---- host <-> device ------------------------------------------------------------------------
     // A tensor with the given contents (weights, constants, the persistent input buffer).
@@ -95,7 +117,8 @@ class tt_ops {
 
     // ---- selection ------------------------------------------------------------------------------
     // Indices of the k largest values along the last dim of x [1, N], descending (ties: lower index
-    // first). The result holds indices as values.
+    // first). The result holds indices as values. A bf16 x is ranked by ttnn::topk (bf16 only); an fp32 x is
+    // ranked exactly in fp32 (on the device: rank = count of larger scores, by pairwise comparison).
     virtual tt_tensor topk_indices(const tt_tensor & x, int k) = 0;
     // table [N, C] rows gathered by idx [1, K] -> [1, K, C].
     virtual tt_tensor gather_rows(const tt_tensor & table, const tt_tensor & idx) = 0;
@@ -124,12 +147,16 @@ class tt_ops {
     virtual void close() = 0;
 };
 
-// The host implementation. precision: "fp32" (no rounding) or "bf16" (every tensor the device keeps in
-// bf16 is rounded to bf16 when created; accumulation in fp32). threads: OpenBLAS threads (0 = leave).
+// The host implementation. precision: "fp32" (no rounding; set_math is ignored) or "bf16" (the device's
+// numerics as set_math describes them: bf16 tensors rounded when created, fp32 inputs of a matmul read as
+// tf32, the fidelity's operand truncation, bf16 partial sums without fp32 accumulation). threads: OpenBLAS
+// threads (0 = leave).
 std::unique_ptr<tt_ops> tt_ops_host_create(const std::string & precision, int threads);
 
 // bf16 round-to-nearest-even of an f32 (NaN stays NaN).
 float tt_round_bf16(float x);
+// Keeps the top `bits` mantissa bits of an f32 (truncation toward zero, as the FPU's fidelity phases read them).
+float tt_truncate_mantissa(float x, int bits);
 
 }  // namespace tt
 }  // namespace rfdetr

@@ -28,10 +28,10 @@ const char * tt_runner_state_str(tt_runner_state s) {
     return "unknown";
 }
 
-tt_runner::tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
+tt_runner::tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager, const tt_plan & plan)
     : ops_(std::move(ops)), im2col_((size_t)k_tokens * k_patch_k_pad, 0.0f), eager_(eager) {
     try {
-        graph_       = std::make_unique<tt_graph>(*ops_, ck);
+        graph_       = std::make_unique<tt_graph>(*ops_, ck, plan);
         num_classes_ = graph_->num_classes();
         // Warm run, eager: compiles every program (device) and proves the graph end to end before capture.
         ops_->write(graph_->input(), im2col_.data());

@@ -27,7 +27,8 @@ class tt_runner {
   public:
     // Takes ownership of an opened device. On any failure the trace is released, the device closed, and the
     // error rethrown (a failed start must not keep the chip claimed).
-    tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager);
+    tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager,
+              const tt_plan & plan = tt_plan_named("device"));
     ~tt_runner();
 
     tt_runner(const tt_runner &)             = delete;
