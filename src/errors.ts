@@ -8,6 +8,7 @@ export const ERRORS = {
   E_SCHEMA: { status: 422, message: 'request does not match the schema' },
   E_UNSUPPORTED_MEDIA: { status: 415, message: 'unsupported content type' },
   E_NOT_FOUND: { status: 404, message: 'no such route' },
+  E_METHOD_NOT_ALLOWED: { status: 405, message: 'method not allowed on this route' },
   E_STARTING: { status: 503, message: 'the model is starting' },
   E_QUEUE_FULL: { status: 503, message: 'the request queue is full' },
   E_DRAINING: { status: 503, message: 'the server is shutting down' },
@@ -23,6 +24,7 @@ export const ERRORS = {
   E_WEIGHTS_INVALID: { status: 500, message: 'model weights are invalid' },
   E_HUB: { status: 502, message: 'the model hub request failed' },
   E_USAGE: { status: 400, message: 'invalid usage' },
+  E_INTERNAL: { status: 500, message: 'internal server error' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -11,6 +11,8 @@
 // * embedded ICC profiles are ignored (`ignoreIcc`), as Pillow's convert does; CMYK JPEGs are the one exception
 //   that is not PIL-exact: sharp converts them to sRGB with its default CMYK profile.
 // * Animated GIF/WebP and multi-page TIFF: the first frame, as `Image.open` gives.
+// * Always the full-resolution decode: sharp never resizes here, so no shrink-on-load (`fastShrinkOnLoad`, JPEG
+//   DCT scaling) can change the pixels; the only resize is preprocess.ts.
 //
 // Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (sharp
 // `metadata()`, no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
@@ -41,15 +43,20 @@ function mib(n: number): string {
   return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
+/** The checks decodeImage makes before parsing: throws E_IMAGE_UNDECODABLE for 0 bytes, E_IMAGE_TOO_LARGE past 32 MiB. */
+export function checkImageBytes(bytes: Buffer | Uint8Array): void {
+  if (bytes.length === 0) throw undecodable('the image is empty (0 bytes)');
+  if (bytes.length > MAX_IMAGE_BYTES) {
+    throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
+  }
+}
+
 /**
  * Decodes PNG/JPEG/WebP/GIF/TIFF bytes to RGB u8. Throws RfdetrError E_IMAGE_UNDECODABLE (empty, truncated,
  * corrupt, not an image, unsupported format) or E_IMAGE_TOO_LARGE (bytes > MAX_IMAGE_BYTES, a side > MAX_IMAGE_SIDE).
  */
 export async function decodeImage(bytes: Buffer | Uint8Array): Promise<RgbImage> {
-  if (bytes.length === 0) throw undecodable('the image is empty (0 bytes)');
-  if (bytes.length > MAX_IMAGE_BYTES) {
-    throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
-  }
+  checkImageBytes(bytes);
   const options: SharpOptions = {
     limitInputPixels: MAX_IMAGE_SIDE * MAX_IMAGE_SIDE,
     // 'error' rejects truncated and corrupt data (Pillow raises on truncated files) but tolerates libjpeg/libpng

@@ -6,12 +6,12 @@
 // The resize is separable, width pass first (u8 -> f32 intermediate H x 560), then the height pass on the f32
 // intermediate. Per axis the weights are torch's antialiased triangle filter computed in f32 and normalised by
 // an f32 division; each output is an fmaf chain from 0 over the taps in ascending order. JavaScript has no
-// fmaf: `fmaf` below is an exact emulation (see its comment and test/image/fmaf.test.ts).
+// fmaf: fmaf.ts has an exact emulation (proof in its comment, test/image/fmaf.test.ts), inlined in the kernels.
 //
-// Cost: the width pass is H x 560 x 3 x taps fmas (4000x3000: 3000*560*3*15 = 76 M); weights are computed
-// once per (in, out) size and cached. `preprocessAsync` runs big images on a worker so the event loop stays free.
+// Cost (CPU time on this 2-core EPYC, bench/image): 640x480 about 9 ms, 4000x3000 about 106 ms, mostly
+// the width pass (H x 560 x 3 x taps fmas; 4000x3000: 3000*560*3*15 = 76 M). Weights are computed once per
+// (in, out) size and cached. `preprocessAsync` (preprocess-async.ts) runs it on a worker so the event loop stays free.
 import type { RgbImage } from './decode.ts';
-import { fmaf } from './fmaf.ts';
 
 export const INPUT_SIZE = 560;
 /** ImageNet mean/std as the reference holds them (float32). */
@@ -27,6 +27,13 @@ export interface AxisWeights {
   start: Int32Array;
   count: Int32Array;
   weights: Float32Array;
+  /**
+   * u8Exact[i] = 1 when every non-zero weight of output i is >= 2^-21. Then, for u8 inputs a, fround(a*w + acc)
+   * IS fmaf(a, w, acc): each w is a multiple of 2^-44 (24-bit significand, exponent >= -21), so every product
+   * a*w and every partial sum (rounding to f32 keeps multiples of 2^-44) is a multiple of 2^-44 and below
+   * 255 * sum(w) < 2^8: 52 bits, so the f64 sum is exact and fround is the only rounding.
+   */
+  u8Exact: Uint8Array;
 }
 
 const f = Math.fround;
@@ -43,6 +50,7 @@ export function computeAxisWeights(inSize: number, outSize: number): AxisWeights
   const start = new Int32Array(outSize);
   const count = new Int32Array(outSize);
   const weights = new Float32Array(outSize * maxTaps);
+  const u8Exact = new Uint8Array(outSize);
   for (let i = 0; i < outSize; i++) {
     const center = f(scale * (i + 0.5));
     const xmin = Math.max(Math.trunc(f(center - support) + 0.5), 0);
@@ -63,8 +71,14 @@ export function computeAxisWeights(inSize: number, outSize: number): AxisWeights
       total = f(total + w);
     }
     if (total !== 0) for (let j = 0; j < n; j++) weights[base + j] = f(weights[base + j]! / total);
+    let exact = 1;
+    for (let j = 0; j < n; j++) {
+      const w = weights[base + j]!;
+      if (w !== 0 && !(w >= 2 ** -21 && w <= 1)) exact = 0;
+    }
+    u8Exact[i] = exact;
   }
-  return { inSize, outSize, maxTaps, start, count, weights };
+  return { inSize, outSize, maxTaps, start, count, weights, u8Exact };
 }
 
 const weightCache = new Map<number, AxisWeights>();
@@ -92,24 +106,69 @@ function checkImage(img: RgbImage): void {
   }
 }
 
-/** Width pass, rows [y0, y1): u8 RGB interleaved -> f32 [H][560][3] interleaved (`tmp`). */
-function resizeWidth(src: Uint8Array, width: number, wx: AxisWeights, tmp: Float32Array, y0: number, y1: number): void {
-  const { start, count, weights, maxTaps, outSize } = wx;
+// The two passes inline `fmaf` (see fmaf.ts for why it is exact): p = a*b is exact, s = p + acc, r = fround(s) is
+// the answer unless s is exactly an f32 midpoint and the f64 sum was inexact, which `fmaMidpoint` (width pass)
+// or the TwoSum error test (height pass, where it measured faster: fewer sums are inexact than not f32) settle.
+// Inlined by hand; the first tap is a plain rounded product (fmaf(a, w, 0) = round32(a*w)).
+
+function fmaMidpoint(p: number, c: number, s: number, r: number, o: number): number {
+  const bv = s - p;
+  const e = (p - (s - bv)) + (c - bv);
+  return e !== 0 && (e > 0) === (o > s) ? o : r;
+}
+
+/** Width pass, rows [y0, y1): u8 RGB interleaved -> f32 [rows][560][3] interleaved (`tmp`, row y at (y - y0)). */
+export function resizeWidth(src: Uint8Array, width: number, wx: AxisWeights, tmp: Float32Array, y0: number, y1: number): void {
+  const { start, count, weights, maxTaps, outSize, u8Exact } = wx;
   for (let y = y0; y < y1; y++) {
     const rowIn = y * width * 3;
-    let o = y * outSize * 3;
+    let o = (y - y0) * outSize * 3;
     for (let x = 0; x < outSize; x++) {
       const n = count[x]!;
-      let p = rowIn + start[x]! * 3;
+      let q = rowIn + start[x]! * 3;
       let wb = x * maxTaps;
-      let r = 0;
-      let g = 0;
-      let b = 0;
-      for (let j = 0; j < n; j++, p += 3) {
-        const w = weights[wb++]!;
-        r = fmaf(src[p]!, w, r);
-        g = fmaf(src[p + 1]!, w, g);
-        b = fmaf(src[p + 2]!, w, b);
+      let w = weights[wb++]!;
+      let r = f(src[q]! * w);
+      let g = f(src[q + 1]! * w);
+      let b = f(src[q + 2]! * w);
+      if (u8Exact[x] === 1) {
+        // Proven exact without the midpoint check (see AxisWeights.u8Exact): 2.4x faster.
+        for (let j = 1; j < n; j++) {
+          q += 3;
+          w = weights[wb++]!;
+          r = f(src[q]! * w + r);
+          g = f(src[q + 1]! * w + g);
+          b = f(src[q + 2]! * w + b);
+        }
+      } else {
+        for (let j = 1; j < n; j++) {
+          q += 3;
+          w = weights[wb++]!;
+          let p = src[q]! * w;
+          let s = p + r;
+          let t = f(s);
+          if (t !== s) {
+            const m = s + (s - t);
+            if (f(m) === m) t = fmaMidpoint(p, r, s, t, m);
+          }
+          r = t;
+          p = src[q + 1]! * w;
+          s = p + g;
+          t = f(s);
+          if (t !== s) {
+            const m = s + (s - t);
+            if (f(m) === m) t = fmaMidpoint(p, g, s, t, m);
+          }
+          g = t;
+          p = src[q + 2]! * w;
+          s = p + b;
+          t = f(s);
+          if (t !== s) {
+            const m = s + (s - t);
+            if (f(m) === m) t = fmaMidpoint(p, b, s, t, m);
+          }
+          b = t;
+        }
       }
       tmp[o++] = r;
       tmp[o++] = g;
@@ -118,20 +177,37 @@ function resizeWidth(src: Uint8Array, width: number, wx: AxisWeights, tmp: Float
   }
 }
 
-/** Height pass and normalisation, output rows [y0, y1): f32 [H][560][3] -> CHW f32 [3][560][560]. */
-function resizeHeightNormalise(tmp: Float32Array, wy: AxisWeights, out: Float32Array, acc: Float64Array, y0: number, y1: number): void {
+/**
+ * Height pass and normalisation for output rows [y0, y1): f32 [H][560][3] (`tmp`, input row i at i - tmpRow0)
+ * -> CHW f32 [3][560][560]. `acc` holds 560*3 floats.
+ */
+export function resizeHeightNormalise(tmp: Float32Array, tmpRow0: number, wy: AxisWeights, out: Float32Array, acc: Float32Array, y0: number, y1: number): void {
   const { start, count, weights, maxTaps } = wy;
   const rowLen = INPUT_SIZE * 3;
   const plane = INPUT_SIZE * INPUT_SIZE;
   const m0 = IMAGENET_MEAN[0], m1 = IMAGENET_MEAN[1], m2 = IMAGENET_MEAN[2];
   const s0 = IMAGENET_STD[0], s1 = IMAGENET_STD[1], s2 = IMAGENET_STD[2];
   for (let y = y0; y < y1; y++) {
-    acc.fill(0);
     const n = count[y]!;
-    for (let j = 0; j < n; j++) {
-      const w = weights[y * maxTaps + j]!;
-      const row = (start[y]! + j) * rowLen;
-      for (let k = 0; k < rowLen; k++) acc[k] = fmaf(tmp[row + k]!, w, acc[k]!);
+    const first = (start[y]! - tmpRow0) * rowLen;
+    let w = weights[y * maxTaps]!;
+    for (let k = 0; k < rowLen; k++) acc[k] = tmp[first + k]! * w;
+    for (let j = 1; j < n; j++) {
+      w = weights[y * maxTaps + j]!;
+      const row = first + j * rowLen;
+      for (let k = 0; k < rowLen; k++) {
+        const c = acc[k]!;
+        const p = tmp[row + k]! * w;
+        const s = p + c;
+        const bv = s - p;
+        const e = (p - (s - bv)) + (c - bv);
+        let t = f(s);
+        if (e !== 0) {
+          const m = s + (s - t);
+          if (f(m) === m && (e > 0) === (m > s)) t = m;
+        }
+        acc[k] = t;
+      }
     }
     let o = y * INPUT_SIZE;
     for (let x = 0, k = 0; x < INPUT_SIZE; x++, o++) {
@@ -142,9 +218,19 @@ function resizeHeightNormalise(tmp: Float32Array, wy: AxisWeights, out: Float32A
   }
 }
 
+// The width-pass intermediate is reused between calls (preprocess is synchronous, so never shared by two at
+// once): allocating and zeroing it costs about as much as the height pass for small images. It only grows, up to
+// 8192 * 560 * 3 floats (55 MB) for the largest accepted image.
+let scratchBuf = new Float32Array(0);
+function scratch(n: number): Float32Array {
+  if (scratchBuf.length < n) scratchBuf = new Float32Array(n);
+  return scratchBuf.subarray(0, n);
+}
+const accRow = new Float32Array(INPUT_SIZE * 3);
+
 /**
  * pixel_values f32 [3,560,560] (CHW, batch dimension implied) for an RGB image of any size. Synchronous and
- * CPU-bound (about 1 ms per 100k fmas); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
+ * CPU-bound (tens of ms for big images); use `preprocessAsync` on a server. `out` (length 3*560*560) is reused
  * when given.
  */
 export function preprocess(img: RgbImage, out?: Float32Array): Float32Array {
@@ -154,8 +240,8 @@ export function preprocess(img: RgbImage, out?: Float32Array): Float32Array {
   const dst = out ?? new Float32Array(n);
   const wx = axisWeights(img.width, INPUT_SIZE);
   const wy = axisWeights(img.height, INPUT_SIZE);
-  const tmp = new Float32Array(img.height * INPUT_SIZE * 3);
+  const tmp = scratch(img.height * INPUT_SIZE * 3);
   resizeWidth(img.data, img.width, wx, tmp, 0, img.height);
-  resizeHeightNormalise(tmp, wy, dst, new Float64Array(INPUT_SIZE * 3), 0, INPUT_SIZE);
+  resizeHeightNormalise(tmp, 0, wy, dst, accRow, 0, INPUT_SIZE);
   return dst;
 }

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { once } from 'node:events';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import { RfdetrError } from '../errors.ts';
 import { isCommitSha, isFile, linkSnapshot } from './hub-cache.ts';
@@ -34,7 +34,10 @@ export interface HubClientOptions {
   log: (line: string) => void;
   /** Where the progress bar goes; drawn only when `isTTY` is true. */
   progress?: ProgressStream | null | undefined;
-  /** Connect / response-headers / body-idle timeout in ms (huggingface_hub uses 10 s for the HEAD). */
+  /**
+   * Connect, response-headers and body-idle timeout in ms for every request. Unset: HF_HUB_ETAG_TIMEOUT (HEAD) and
+   * HF_HUB_DOWNLOAD_TIMEOUT (GET), in seconds, as huggingface_hub reads them; 10 s each by default.
+   */
   timeoutMs?: number | undefined;
   /** Proxy variables (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) come from here. */
   env?: NodeJS.ProcessEnv | undefined;
@@ -99,6 +102,8 @@ export class HubClient {
   readonly endpoint: string;
   private readonly origin: string;
   private readonly dispatcher: Dispatcher;
+  private readonly headTimeoutMs: number;
+  private readonly getTimeoutMs: number;
   /** Every request made (method and URL), for logs and tests. */
   readonly requests: string[] = [];
 
@@ -115,14 +120,16 @@ export class HubClient {
     }
     this.origin = u.origin;
     const env = opts.env ?? process.env;
-    const t = opts.timeoutMs ?? 10_000;
+    this.headTimeoutMs = opts.timeoutMs ?? secondsFromEnv(env, 'HF_HUB_ETAG_TIMEOUT');
+    this.getTimeoutMs = opts.timeoutMs ?? secondsFromEnv(env, 'HF_HUB_DOWNLOAD_TIMEOUT');
+    const t = Math.max(this.headTimeoutMs, this.getTimeoutMs);
     this.dispatcher = new EnvHttpProxyAgent({
       httpProxy: env.HTTP_PROXY ?? env.http_proxy ?? '',
       httpsProxy: env.HTTPS_PROXY ?? env.https_proxy ?? '',
       noProxy: env.NO_PROXY ?? env.no_proxy ?? '',
       connect: { timeout: t },
       headersTimeout: t,
-      bodyTimeout: Math.max(t, 30_000),
+      bodyTimeout: t,
       keepAliveTimeout: 1_000,
     });
   }
@@ -144,6 +151,8 @@ export class HubClient {
         method,
         headers: this.headersFor(url, extra),
         dispatcher: this.dispatcher,
+        headersTimeout: method === 'HEAD' ? this.headTimeoutMs : this.getTimeoutMs,
+        bodyTimeout: method === 'HEAD' ? this.headTimeoutMs : this.getTimeoutMs,
         signal: this.opts.signal ?? null,
       });
     } catch (e) {
@@ -204,7 +213,8 @@ export class HubClient {
       if (!commit || !isCommitSha(commit)) {
         throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a valid X-Repo-Commit header (got ${JSON.stringify(commit)}); is HF_ENDPOINT a Hugging Face Hub?`, { url: current });
       }
-      if (!etag || !/^[\w.-]+$/.test(etag)) {
+      // The etag becomes a file name under blobs/: no separators, no leading dot.
+      if (!etag || !/^[\w-][\w.-]*$/.test(etag)) {
         throw hubError('bad_response', `HEAD ${current} → HTTP ${res.statusCode} without a usable ETag/X-Linked-Etag (got ${JSON.stringify(etag)}); cannot pin the file's content`, { url: current });
       }
       return { repo, revision, file, url, location, commit, etag, size };
@@ -234,7 +244,6 @@ export class HubClient {
 
   private async download(blob: string, meta: HubFileMetadata, file: string): Promise<void> {
     const incomplete = `${blob}.incomplete`;
-    let lastError: unknown;
     for (let attempt = 1; attempt <= MAX_BODY_ATTEMPTS; attempt++) {
       let have = fileSize(incomplete);
       if (meta.size !== null && have > meta.size) {
@@ -245,17 +254,14 @@ export class HubClient {
       if (meta.size !== null && have === meta.size) break;
       try {
         await this.getInto(incomplete, have, meta, file);
-        lastError = undefined;
         break;
       } catch (e) {
-        lastError = e;
         const now = fileSize(incomplete);
         // Retry only when the connection broke after bytes arrived (a cut body); other failures are final here.
         if (hubFailureOf(e) !== 'unreachable' || now <= have || attempt === MAX_BODY_ATTEMPTS) throw e;
         this.opts.log(`weights: ${file}: transfer interrupted at ${now} bytes (${(e as Error).message}); resuming`);
       }
     }
-    if (lastError) throw lastError;
     const got = fileSize(incomplete);
     if (meta.size !== null && got !== meta.size) {
       fs.rmSync(incomplete, { force: true });
@@ -314,24 +320,43 @@ export class HubClient {
       const start = append ? have : 0;
       this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
       const bar = new ProgressBar(this.opts.progress, file, meta.size, start);
-      const counter = new Transform({
-        transform(chunk: Buffer, _enc, cb) {
-          bar.update(chunk.length);
-          cb(null, chunk);
-        },
-      });
+      // Not stream.pipeline: when the body breaks it destroys the file stream and drops writes still queued in it,
+      // and those bytes were received; ending the file stream instead keeps everything that arrived for the resume.
+      const sink = fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' });
+      let diskError: Error | null = null;
+      sink.on('error', (e) => (diskError = e));
+      let broke: unknown = null;
       try {
-        await pipeline(res.body, counter, fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' }));
+        for await (const chunk of res.body as AsyncIterable<Buffer>) {
+          bar.update(chunk.length);
+          if (!sink.write(chunk)) await once(sink, 'drain');
+        }
       } catch (e) {
-        if (this.opts.signal?.aborted) throw e;
-        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(e)})`, { url }, e);
+        broke = e;
       } finally {
         bar.done();
+      }
+      if (!sink.destroyed) await new Promise<void>((resolve) => sink.end(() => resolve()));
+      if (diskError !== null) {
+        res.body.destroy();
+        throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${(diskError as Error).message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: diskError });
+      }
+      if (broke !== null) {
+        if (this.opts.signal?.aborted) throw broke;
+        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(broke)})`, { url }, broke);
       }
       return;
     }
     throw hubError('bad_response', `GET ${meta.location}: more than ${MAX_REDIRECTS} redirects`, { url: meta.location });
   }
+}
+
+function secondsFromEnv(env: NodeJS.ProcessEnv, name: string): number {
+  const v = env[name];
+  if (v === undefined || v === '') return 10_000;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new RfdetrError('E_USAGE', `Expected a positive number of seconds for ${name} but received ${JSON.stringify(v)}`);
+  return Math.round(n * 1000);
 }
 
 function fileSize(p: string): number {

@@ -141,8 +141,9 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
   };
 
   // 1. An explicit directory.
-  if (opts.hubOnly) step('--weights / TT_RF_DETR_WEIGHTS / HF_MODEL directory: not consulted (fetch fills the Hub cache)');
-  if (!opts.hubOnly) {
+  if (opts.hubOnly) {
+    step('--weights / TT_RF_DETR_WEIGHTS / HF_MODEL directory: not consulted (fetch fills the Hub cache)');
+  } else {
     const explicit = opts.weightsDir !== undefined
       ? { dir: opts.weightsDir, name: '--weights', source: 'flag' as const }
       : env.TT_RF_DETR_WEIGHTS ? { dir: env.TT_RF_DETR_WEIGHTS, name: 'TT_RF_DETR_WEIGHTS', source: 'env' as const } : null;
@@ -228,17 +229,15 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
       throw new RfdetrError('E_HUB', `asked ${endpoint} for ${req.repo} at commit ${req.revision} but it answered with commit ${first.commit} (X-Repo-Commit); refusing files that are not the pinned ones`, { url: first.url });
     }
     const commit = first.commit;
-    const files: Record<string, string> = {};
     for (const file of WEIGHT_FILES) {
       const pointer = path.join(repoDir, 'snapshots', commit, file);
       if (isFile(pointer)) {
         step(`download ${file}: already in the cache at ${pointer}`);
-        files[file] = pointer;
         continue;
       }
       // Later files are asked for at the commit the first one resolved to, so a branch moving mid-way cannot mix commits.
       const meta = file === MODEL_FILE ? first : await client.metadata(req.repo, commit, file);
-      files[file] = await client.fetchFile(repoDir, meta, file);
+      await client.fetchFile(repoDir, meta, file);
       step(`download ${file}: ${meta.url} → ${meta.location === meta.url ? '' : `${new URL(meta.location).host}, `}blob ${meta.etag} (${meta.size ?? '?'} bytes)`);
     }
     writeRef(repoDir, req.revision, commit);
@@ -250,8 +249,8 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
     if (failure === 'unreachable') {
       step(`download from ${endpoint}: ${(e as Error).message}`);
       if (cacheHit) {
-        step(`falling back to the cached ${cacheHit.dir} (the Hub could not be reached)`);
-        return winner(cacheHit, step);
+        step(`Hub cache ${cacheHit.dir}: used, the Hub could not be reached (winner)`);
+        return cacheHit;
       }
       throw notFound(`No weights for ${req.repo}@${req.revision} in the Hub cache ${cacheDir}, and the Hub at ${endpoint} could not be reached.`, chain, req, { repo: req.repo, revision: req.revision });
     }

@@ -13,8 +13,9 @@ const U64_MAX = (1n << 64n) - 1n;
 
 /** Parses a seed: decimal or 0x-hex, 0 ≤ N < 2^64. Throws E_USAGE naming the value otherwise. */
 export function parseSeed(text: string): bigint {
-  const t = text.trim();
-  const ok = /^(0|[1-9]\d*)$/.test(t) || /^0[xX][0-9a-fA-F]+$/.test(t);
+  const t = text;
+  // Same grammar as rfdetr-synth's parser: digits are decimal (a leading 0 is not octal), 0x/0X introduces hex.
+  const ok = /^\d+$/.test(t) || /^0[xX][0-9a-fA-F]+$/.test(t);
   const v = ok ? BigInt(t) : -1n;
   if (!ok || v > U64_MAX) {
     throw new RfdetrError('E_USAGE', `Expected a seed as a decimal or 0x-hex integer up to 64 bits (0..18446744073709551615 or 0x0..0xffffffffffffffff) for --seed but received ${JSON.stringify(text)}`);

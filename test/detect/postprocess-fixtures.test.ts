@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { postprocess } from '../../src/detect/postprocess.ts';
+import { detectionIou } from '../../src/detect/iou.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 
 interface FixtureDetection { query: number; label: number; label_name: string; score: number; logit: number; box_xyxy: number[] }
@@ -41,6 +42,11 @@ for (const name of CASES) {
         const q = w.query * 4;
         assert.deepEqual(g.box_cxcywh_norm, [predBoxes[q], predBoxes[q + 1], predBoxes[q + 2], predBoxes[q + 3]], `${where}: raw box`);
       }
+      const ref = want.map((w) => ({ label_id: w.label, box: w.box_xyxy as [number, number, number, number] }));
+      assert.equal(detectionIou(ref, got), 100, `${name}@${thr}: detection IoU with the fixture`);
+      // dropping the best detection costs at most its share of the mean (another same-label box may overlap it)
+      const without = detectionIou(ref, got.slice(1));
+      assert.ok(without < 100 && without >= (100 * (ref.length - 1)) / ref.length - 1e-9, `${name}@${thr}: ${without}`);
     }
   });
 }

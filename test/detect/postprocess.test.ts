@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { expfSleef, postprocess, rawToNested, sigmoidF32, type RawOutputs } from '../../src/detect/postprocess.ts';
+import { expfSleef, postprocess, rawToNested, sigmoidF32, sigmoidScalarF32, type RawOutputs } from '../../src/detect/postprocess.ts';
 
 const f = Math.fround;
 
@@ -103,6 +103,26 @@ test('postprocess: maxDetections caps after sorting (the best survive)', () => {
   assert.deepEqual(top, all.slice(0, 7));
   assert.equal(postprocess(raw(logits, boxes), { ...opts, threshold: 0, maxDetections: 1 }).length, 1);
   assert.equal(postprocess(raw(logits, boxes), { ...opts, threshold: 0, maxDetections: 0 }).length, 0);
+});
+
+test('postprocess: the last (numQueries*numClasses mod 32) logits use the scalar sigmoid, the rest SLEEF', () => {
+  // Find a logit where the two float32 sigmoids differ by an ulp (they do on about 2% of values).
+  let x = 0.1;
+  while (sigmoidF32(f(x)) === sigmoidScalarF32(f(x))) x += 0.001;
+  const l = f(x);
+  const n = 300;
+  const classes = 91; // 27300 = 853*32 + 4: query 299, classes 87..90 are the scalar remainder
+  const logits = Array.from({ length: n }, () => new Array<number>(classes).fill(-50));
+  logits[298]![90] = l;
+  logits[299]![86] = l - 1;
+  logits[299]![88] = l;
+  const boxes = Array.from({ length: n }, () => [0.5, 0.5, 0.1, 0.1]);
+  const d = postprocess(raw(logits, boxes), { ...opts, threshold: 0.01 });
+  const byQuery = new Map(d.map((x) => [x.query, x]));
+  assert.equal(byQuery.get(298)!.score, sigmoidF32(l));
+  assert.equal(byQuery.get(299)!.label_id, 88);
+  assert.equal(byQuery.get(299)!.score, sigmoidScalarF32(l));
+  assert.notEqual(sigmoidF32(l), sigmoidScalarF32(l));
 });
 
 test('postprocess: a missing label name falls back to the id; NaN logits never win', () => {

@@ -34,6 +34,8 @@ test('decode: 8-bit RGB PNG round-trips every byte at the original size', async 
   assert.equal(img.width, w);
   assert.equal(img.height, h);
   assert.deepEqual([...img.data], [...px]);
+  const interlaced = await sharp(px, { raw: { width: w, height: h, channels: 3 } }).png({ progressive: true }).toBuffer();
+  assert.deepEqual([...(await decodeImage(interlaced)).data], [...px], 'Adam7-interlaced PNG');
 });
 
 test('decode: RGBA drops alpha without compositing (sharp-made and hand-made PNG)', async () => {
@@ -146,12 +148,18 @@ test('decode: an embedded ICC profile is ignored (PIL convert does not colour-ma
   assert.notDeepEqual([...managed], [...stored.data]);
 });
 
-test('decode: JPEG decodes at the original size', async () => {
-  const jpg = await sharp(bytes(33 * 17 * 3, 2), { raw: { width: 33, height: 17, channels: 3 } }).jpeg().toBuffer();
-  const img = await decodeImage(jpg);
+test('decode: baseline and progressive JPEG decode at the original size to the same pixels', async () => {
+  const px = bytes(33 * 17 * 3, 2);
+  const raw = { raw: { width: 33, height: 17, channels: 3 as const } };
+  const img = await decodeImage(await sharp(px, raw).jpeg({ quality: 100, chromaSubsampling: '4:4:4' }).toBuffer());
   assert.equal(img.width, 33);
   assert.equal(img.height, 17);
   assert.equal(img.data.length, 33 * 17 * 3);
+  let maxErr = 0;
+  for (let i = 0; i < px.length; i++) maxErr = Math.max(maxErr, Math.abs(img.data[i]! - px[i]!));
+  assert.ok(maxErr < 64, `quality-100 JPEG stays near the source (max error ${maxErr})`);
+  const prog = await decodeImage(await sharp(px, raw).jpeg({ quality: 100, chromaSubsampling: '4:4:4', progressive: true }).toBuffer());
+  assert.deepEqual([prog.width, prog.height], [33, 17]);
 });
 
 test('decode: zero bytes, text, SVG and garbage are E_IMAGE_UNDECODABLE with a reason', async () => {
@@ -205,4 +213,31 @@ test('decode: a decompression bomb (tiny PNG declaring 20000x20000) is refused w
   const row8k = Buffer.alloc(1 + 8000 * 3);
   const short = makePng({ width: 8000, height: 8000, colourType: 2, bitDepth: 8, idat: zlib.deflateSync(Buffer.concat(Array.from({ length: 16 }, () => row8k))) });
   await rejects(short, 'E_IMAGE_UNDECODABLE', /corrupt or truncated/);
+});
+
+test('decode: lossless WebP, GIF and TIFF are accepted and decode to the stored pixels', async () => {
+  const w = 9, h = 6;
+  const px = bytes(w * h * 3, 21);
+  const raw = { raw: { width: w, height: h, channels: 3 as const } };
+  for (const buf of [await sharp(px, raw).webp({ lossless: true }).toBuffer(), await sharp(px, raw).tiff({ compression: 'lzw' }).toBuffer()]) {
+    const img = await decodeImage(buf);
+    assert.deepEqual([img.width, img.height], [w, h]);
+    assert.deepEqual([...img.data], [...px]);
+  }
+  const flat = new Uint8Array(w * h * 3).fill(0);
+  for (let i = 0; i < w * h; i++) flat.set(i % 2 ? [255, 0, 0] : [0, 0, 255], i * 3);
+  const gif = await decodeImage(await sharp(flat, raw).gif().toBuffer());
+  assert.deepEqual([...gif.data], [...flat]);
+});
+
+test('decode: a JPEG with bytes after EOI decodes (a warning, not an error, as in PIL); CMYK JPEG becomes RGB', async () => {
+  const px = bytes(16 * 16 * 3, 22);
+  const jpg = await sharp(px, { raw: { width: 16, height: 16, channels: 3 } }).jpeg().toBuffer();
+  const clean = await decodeImage(jpg);
+  const trailing = await decodeImage(Buffer.concat([jpg, Buffer.from('trailing garbage')]));
+  assert.deepEqual([...trailing.data], [...clean.data]);
+  const cmyk = await sharp(px, { raw: { width: 16, height: 16, channels: 3 } }).toColourspace('cmyk').jpeg().toBuffer();
+  assert.equal((await sharp(cmyk).metadata()).space, 'cmyk');
+  const img = await decodeImage(cmyk);
+  assert.deepEqual([img.width, img.height, img.data.length], [16, 16, 16 * 16 * 3]);
 });

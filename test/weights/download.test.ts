@@ -286,3 +286,28 @@ test('download: a lock left by a dead process is taken over', async () => {
   assert.deepEqual(fs.readFileSync(r.files.model), model.content);
   assert.ok(log.some((l) => l.includes(`owner ${deadPid} is gone`)), log.join('\n'));
 });
+
+test('download: a hanging Hub times out (HF_HUB_ETAG_TIMEOUT) and the cache is used', async () => {
+  await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main' }), progress: null });
+  hub.hubDelayMs = 5_000;
+  const t0 = Date.now();
+  const r = await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main', HF_HUB_ETAG_TIMEOUT: '0.3' }), progress: null, refresh: true });
+  const ms = Date.now() - t0;
+  assert.equal(r.source, 'cache');
+  assert.match(r.chain.join('\n'), /unreachable: HEAD .* failed \(UND_ERR_HEADERS_TIMEOUT/);
+  assert.ok(ms >= 250 && ms < 3_000, `took ${ms} ms`);
+  await assert.rejects(resolveWeights({ env: env({ HF_HUB_ETAG_TIMEOUT: 'soon', HF_HUB_CACHE: path.join(root, 'empty') }), progress: null }), /positive number of seconds for HF_HUB_ETAG_TIMEOUT but received "soon"/);
+});
+
+test('download: an etag that is not a safe file name is refused before anything is written', async () => {
+  for (const bad of ['..', '../../evil', '.hidden']) {
+    hub.linkedEtagOverride = bad;
+    await assert.rejects(resolveWeights({ env: env(), progress: null }), (e: unknown) => {
+      assert.ok(isRfdetrError(e, 'E_HUB'), String(e));
+      assert.match(e.message, /without a usable ETag\/X-Linked-Etag/);
+      return true;
+    });
+  }
+  assert.equal(hub.count('cdn'), 0);
+  assert.equal(fs.existsSync(path.join(repoDir(), 'blobs')), false);
+});

@@ -48,6 +48,8 @@ export class FakeHub {
   hubStatus: number | null = null;
   /** Report this X-Repo-Commit instead of the real one (a misbehaving mirror). */
   commitOverride: string | null = null;
+  /** Send this X-Linked-Etag instead of the content's sha256 (a hostile or broken server). */
+  linkedEtagOverride: string | null = null;
   /** Delay before the CDN answers, ms. */
   cdnDelayMs = 0;
   private hub!: http.Server;
@@ -102,8 +104,19 @@ export class FakeHub {
     return b;
   }
 
+  /** Delay before the Hub answers, ms (a hanging Hub). */
+  hubDelayMs = 0;
+
   private onHub(req: http.IncomingMessage, res: http.ServerResponse): void {
     this.requests.push({ server: 'hub', method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    if (this.hubDelayMs > 0) {
+      setTimeout(() => res.destroyed || this.answerHub(req, res), this.hubDelayMs).unref();
+      return;
+    }
+    this.answerHub(req, res);
+  }
+
+  private answerHub(req: http.IncomingMessage, res: http.ServerResponse): void {
     const m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(req.url ?? '');
     if (!m) {
       res.writeHead(404).end();
@@ -144,7 +157,7 @@ export class FakeHub {
         location: `${this.cdnUrl}/lfs/${sha}?signed=1`,
         'x-repo-commit': commit,
         etag: `"${gitBlobSha1(Buffer.from(`pointer ${sha}`))}"`,
-        'x-linked-etag': `"${sha}"`,
+        'x-linked-etag': `"${this.linkedEtagOverride ?? sha}"`,
         'x-linked-size': String(f.content.length),
       }).end();
       return;

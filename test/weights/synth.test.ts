@@ -7,7 +7,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { formatSeed, parseSeed, runSynth } from '../../src/weights/synth.ts';
 import { isRfdetrError } from '../../src/errors.ts';
-import { sharedFixturesDir, synthBinary } from '../../src/config/paths.ts';
+import { synthBinary, testFixturesDir } from '../../src/config/paths.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { tmpDir, writeFakeSynth } from './checkpoints.ts';
 
@@ -24,6 +24,7 @@ test('synth: seeds are decimal or 0x-hex up to 64 bits', () => {
   assert.equal(parseSeed('0'), 0n);
   assert.equal(parseSeed('1'), 1n);
   assert.equal(parseSeed('0x1'), 1n);
+  assert.equal(parseSeed('012'), 12n, 'decimal, as rfdetr-synth reads it');
   assert.equal(parseSeed('0XdeadBEEF'), 0xdeadbeefn);
   assert.equal(parseSeed('18446744073709551615'), 0xffffffffffffffffn);
   assert.equal(parseSeed('0xffffffffffffffff'), 0xffffffffffffffffn);
@@ -31,7 +32,7 @@ test('synth: seeds are decimal or 0x-hex up to 64 bits', () => {
 });
 
 test('synth: a bad seed is a usage error naming the value', () => {
-  for (const bad of ['', '-1', '1e3', '0x', '0x1g', '012', '1.5', 'abc', '18446744073709551616', '0x10000000000000000', ' 0x1 2']) {
+  for (const bad of ['', '-1', '1e3', '0x', '0x1g', ' 1', '1.5', 'abc', '18446744073709551616', '0x10000000000000000', ' 0x1 2']) {
     assert.throws(() => parseSeed(bad), (e: unknown) => {
       assert.ok(isRfdetrError(e, 'E_USAGE'), `${JSON.stringify(bad)}: ${String(e)}`);
       assert.ok(e.message.includes(`for --seed but received ${JSON.stringify(bad)}`), e.message);
@@ -70,7 +71,7 @@ test('synth: a failing generator, a missing config.json and a missing binary are
 
 test('synth: the real rfdetr-synth writes a schema-valid checkpoint matching weights_check_seed0x1.json', async (t) => {
   const bin = synthBinary({});
-  const check = path.join(sharedFixturesDir(), 'weights_check_seed0x1.json');
+  const check = path.join(testFixturesDir, 'weights_check_seed0x1.json');
   const why = !fs.existsSync(bin) ? `${bin} is not built (npm run build:sidecar)` : !fs.existsSync(check) ? `${check} is absent` : null;
   if (why) {
     if (process.env.RFDETR_REQUIRE_ALL === '1') assert.fail(`RFDETR_REQUIRE_ALL=1 but ${why}`);
@@ -87,4 +88,9 @@ test('synth: the real rfdetr-synth writes a schema-valid checkpoint matching wei
   for (const name of ['class_embed.bias', 'refpoint_embed.weight', 'backbone.0.encoder.encoder.embeddings.position_embeddings']) {
     assert.equal(crypto.createHash('sha256').update(f.raw(name)).digest('hex'), want.tensors[name]!.sha256_le_f32, name);
   }
+  // A fine-tuned-shaped checkpoint: the verifier takes the class count from class_embed.weight rows.
+  const r80 = await runSynth({ seed: 7n, out: path.join(root, 'real80'), numClasses: 80 });
+  assert.equal(r80.report.ok, true, r80.report.problems.join('\n'));
+  assert.equal(r80.report.model.numClasses, 80);
+  assert.equal(r80.report.config.labels, 80);
 });

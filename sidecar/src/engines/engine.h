@@ -48,7 +48,11 @@ class engine {
 std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,
                                       const engine_options & opts);
 
-// The engines built into this binary, in preference order.
+// The engines this binary can run, in preference order.
 std::vector<std::string> engine_names();
+
+// For an engine this project knows but this build lacks (e.g. `tt` without RFDETR_WITH_TTNN): why, and how
+// to build it. Empty for engines that are built and for names nobody knows.
+std::string engine_unbuilt_reason(const std::string & name);
 
 }  // namespace rfdetr

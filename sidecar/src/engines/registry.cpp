@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include "engines/cpu/cpu-engine.h"
+#include "engines/tt/tt-engine.h"
 
 namespace rfdetr {
 
@@ -9,22 +10,35 @@ namespace {
 struct engine_entry {
     const char * name;
     std::unique_ptr<engine> (*create)(const std::string & weights_dir, const engine_options & opts);
+    const char * (*unbuilt_reason)();  // nullptr: always built; else non-null reason when this build lacks it
 };
 
 // Engines register here as they are built (cpu, tt, tt-host).
 const engine_entry k_engines[] = {
-    {"cpu", cpu_engine_create},
+    {"cpu", cpu_engine_create, nullptr},
+    {"tt", tt_engine_create, tt_engine_unbuilt_reason},  // without RFDETR_WITH_TTNN: refuses, says how to build
+    {"tt-host", tt_host_engine_create, nullptr},
 };
 }  // namespace
 
 std::vector<std::string> engine_names() {
     std::vector<std::string> names;
     for (const auto & e : k_engines) {
-        if (e.name) {
+        if (e.name && !(e.unbuilt_reason && e.unbuilt_reason())) {
             names.emplace_back(e.name);
         }
     }
     return names;
+}
+
+std::string engine_unbuilt_reason(const std::string & name) {
+    for (const auto & e : k_engines) {
+        if (e.name && name == e.name && e.unbuilt_reason) {
+            const char * why = e.unbuilt_reason();
+            return why ? why : "";
+        }
+    }
+    return "";
 }
 
 std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,

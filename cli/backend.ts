@@ -1,0 +1,33 @@
+// The default BackendFactory: the supervised sidecar from src/sidecar (spawned, CPU engine by default), or a
+// connection to an external one (`--sidecar-socket`). Resolves once the sidecar is ready unless asked not to.
+import { createBackend, type Logger } from '../src/sidecar/index.ts';
+import type { BackendFactory } from './context.ts';
+
+export const openSidecarBackend: BackendFactory = async (req) => {
+  const logger: Logger = req.logger ?? {
+    debug() {},
+    info() {},
+    warn: (m) => req.log(`sidecar: warning: ${m}`),
+    error: (m) => req.log(`sidecar: error: ${m}`),
+  };
+  const backend = createBackend({
+    engine: req.engine,
+    weightsDir: req.weightsDir || undefined,
+    threads: req.threads,
+    precision: req.precision,
+    socketPath: req.socketPath,
+    external: req.socketPath !== undefined,
+    logger,
+    // A one-shot command (detect, bench, verify) fails at the first sidecar death instead of retrying a broken
+    // engine with backoff for a minute; `serve` keeps the supervisor's restart policy.
+    ...(req.waitReady === false ? {} : { restart: { maxCrashes: 0 } }),
+  });
+  if (req.waitReady === false) return backend;
+  try {
+    await backend.ready();
+  } catch (e) {
+    backend.destroy(e as Error);
+    throw e;
+  }
+  return backend;
+};

@@ -1,0 +1,48 @@
+// What a command needs from the outside world, injectable so tests can run the program in process: output
+// streams, stdin, environment, and the factory that opens an inference backend.
+import type { InferenceBackend } from '../src/sidecar/backend.ts';
+
+export interface BackendRequest {
+  /** Engine name (`--engine`): cpu, tt, tt-host, … — whatever the sidecar offers. */
+  engine: string;
+  /** Directory with model.safetensors + config.json. */
+  weightsDir: string;
+  /** CPU threads, 0 = physical cores. */
+  threads?: number | undefined;
+  /** Host-engine precision (tt-host): fp32 | bf16. */
+  precision?: 'fp32' | 'bf16' | undefined;
+  /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
+  socketPath?: string | undefined;
+  /** Warnings and errors, one line each (stderr). */
+  log: (line: string) => void;
+  /** Structured lifecycle log (serve passes its JSON logger); when absent only warnings/errors reach `log`. */
+  logger?: BackendLogger | undefined;
+  /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
+  waitReady?: boolean | undefined;
+}
+
+export interface BackendLogger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** Opens a backend and resolves once it is ready to infer (or rejects with what failed). */
+export type BackendFactory = (req: BackendRequest) => Promise<InferenceBackend>;
+
+export interface WritableLike {
+  write(chunk: string): unknown;
+  isTTY?: boolean;
+  columns?: number;
+}
+
+export interface CliContext {
+  stdout: WritableLike;
+  stderr: WritableLike;
+  /** Read all of stdin (for the `-` input). */
+  readStdin: () => Promise<Buffer>;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  openBackend: BackendFactory;
+}

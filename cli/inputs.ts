@@ -1,0 +1,162 @@
+// `rfdetr detect` inputs → the ordered list of images to run: files as given, directories (their image files;
+// with `recursive`, also below), globs (`*`, `?`, `[...]`, `**`; for patterns the shell did not expand, e.g.
+// quoted), and `-` for stdin. Every input that names nothing is collected and reported at once, before any
+// engine starts: a typo should not cost a model load.
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** Extensions picked from directories and globs (a file named explicitly is tried whatever its name). */
+export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif', '.tif', '.tiff']);
+
+export interface ImageInput {
+  /** As shown in output and the JSON "image" field: the path as given or found, or "-" for stdin. */
+  name: string;
+  /** Absolute path; null for stdin. */
+  path: string | null;
+}
+
+export interface ExpandResult {
+  images: ImageInput[];
+  /** One message per input that named nothing usable. */
+  problems: string[];
+}
+
+const GLOB_CHARS = /[*?[]/;
+
+function isImageName(p: string): boolean {
+  return IMAGE_EXTENSIONS.has(path.extname(p).toLowerCase());
+}
+
+function statOrNull(p: string): fs.Stats | null {
+  try {
+    return fs.statSync(p);
+  } catch {
+    return null;
+  }
+}
+
+function listDir(dir: string, shown: string, recursive: boolean, out: ImageInput[]): void {
+  const entries = fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const e of entries) {
+    const abs = path.join(dir, e.name);
+    const name = path.join(shown, e.name);
+    const st = e.isSymbolicLink() ? statOrNull(abs) : null;
+    const isDir = e.isDirectory() || (st?.isDirectory() ?? false);
+    const isFile = e.isFile() || (st?.isFile() ?? false);
+    if (isDir) {
+      if (recursive) listDir(abs, name, recursive, out);
+    } else if (isFile && isImageName(e.name)) {
+      out.push({ name, path: abs });
+    }
+  }
+}
+
+/** A glob segment as a RegExp: `*` and `?` never cross `/`; `[...]` classes; everything else literal. */
+function segmentRegExp(seg: string): RegExp {
+  let re = '';
+  for (let i = 0; i < seg.length; i++) {
+    const c = seg[i]!;
+    if (c === '*') re += '[^/]*';
+    else if (c === '?') re += '[^/]';
+    else if (c === '[') {
+      const end = seg.indexOf(']', i + 2);
+      if (end < 0) re += '\\[';
+      else {
+        let body = seg.slice(i + 1, end).replace(/\\/g, '\\\\');
+        if (body.startsWith('!')) body = `^${body.slice(1)}`;
+        re += `[${body}]`;
+        i = end;
+      }
+    } else re += c.replace(/[.+^${}()|\\]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`);
+}
+
+/** Files matching `pattern` (relative to cwd or absolute), sorted; only image files unless the last segment has an extension. */
+export function expandGlob(pattern: string, cwd: string): string[] {
+  const abs = path.isAbsolute(pattern);
+  const segs = pattern.split('/').filter((s, i) => s !== '' || i === 0);
+  const root = abs ? '/' : cwd;
+  const start = abs ? segs.slice(1) : segs;
+  const found = new Set<string>();
+  const walk = (dir: string, shown: string, rest: string[]) => {
+    if (rest.length === 0) {
+      if (statOrNull(dir)?.isFile()) found.add(shown);
+      return;
+    }
+    const [seg, ...tail] = rest as [string, ...string[]];
+    if (seg === '**' && tail.length === 0) return walk(dir, shown, ['**', '*']); // a trailing ** means every file below
+    if (seg === '**') {
+      walk(dir, shown, tail); // zero directories
+      for (const e of safeReaddir(dir)) {
+        if (e.isDirectory() && !e.name.startsWith('.')) walk(path.join(dir, e.name), join(shown, e.name), rest);
+      }
+      return;
+    }
+    if (!GLOB_CHARS.test(seg)) {
+      const next = path.join(dir, seg);
+      if (tail.length === 0 ? statOrNull(next)?.isFile() : statOrNull(next)?.isDirectory()) walk(next, join(shown, seg), tail);
+      return;
+    }
+    const re = segmentRegExp(seg);
+    for (const e of safeReaddir(dir)) {
+      if (e.name.startsWith('.') && !seg.startsWith('.')) continue;
+      if (!re.test(e.name)) continue;
+      const next = path.join(dir, e.name);
+      const st = statOrNull(next);
+      if (tail.length === 0 ? st?.isFile() : st?.isDirectory()) walk(next, join(shown, e.name), tail);
+    }
+  };
+  const join = (a: string, b: string) => (a === '' ? b : a === '/' ? `/${b}` : `${a}/${b}`);
+  walk(root, abs ? '/' : '', start);
+  const last = start[start.length - 1] ?? '';
+  const anyExt = /\.[A-Za-z0-9]+$/.test(last);
+  return [...found].filter((f) => anyExt || isImageName(f)).sort();
+}
+
+function safeReaddir(dir: string): fs.Dirent[] {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  } catch {
+    return [];
+  }
+}
+
+export function expandInputs(inputs: readonly string[], opts: { cwd: string; recursive: boolean }): ExpandResult {
+  const images: ImageInput[] = [];
+  const problems: string[] = [];
+  let stdinSeen = false;
+  for (const input of inputs) {
+    if (input === '-') {
+      if (stdinSeen) problems.push("'-' (stdin) was given more than once; it can be read only once");
+      stdinSeen = true;
+      images.push({ name: '-', path: null });
+      continue;
+    }
+    const abs = path.resolve(opts.cwd, input);
+    const st = statOrNull(abs);
+    if (st?.isFile()) {
+      images.push({ name: input, path: abs });
+    } else if (st?.isDirectory()) {
+      const before = images.length;
+      try {
+        listDir(abs, input, opts.recursive, images);
+      } catch (e) {
+        problems.push(`${input}: cannot read the directory (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+        continue;
+      }
+      if (images.length === before) {
+        problems.push(`${input}: the directory holds no image files (${[...IMAGE_EXTENSIONS].join(' ')})${opts.recursive ? '' : '; add --recursive to look in subdirectories'}`);
+      }
+    } else if (st) {
+      problems.push(`${input}: not a regular file or directory`);
+    } else if (GLOB_CHARS.test(input)) {
+      const matches = expandGlob(input, opts.cwd);
+      if (matches.length === 0) problems.push(`${input}: the pattern matches no image files`);
+      for (const m of matches) images.push({ name: m, path: path.resolve(opts.cwd, m) });
+    } else {
+      problems.push(`${input}: no such file or directory`);
+    }
+  }
+  return { images, problems };
+}

@@ -1,0 +1,24 @@
+// The `rfdetr` entry (bin/rfdetr.js runs it through tsx): the real process as the CLI's context.
+import { openSidecarBackend } from './backend.ts';
+import { runCli } from './program.ts';
+
+async function readStdin(): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+// `rfdetr detect --json … | head -1`: a reader that goes away is not an error; stop quietly.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw e;
+});
+
+process.exitCode = await runCli(process.argv.slice(2), {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  readStdin,
+  env: process.env,
+  cwd: process.cwd(),
+  openBackend: openSidecarBackend,
+});

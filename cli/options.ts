@@ -1,0 +1,106 @@
+// Option parsers and the options several subcommands share. A malformed value is a usage error (exit 2) that
+// names the flag, what was expected and what was received.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { RfdetrError } from '../src/errors.ts';
+import { resolveWeights, type ResolvedWeights } from '../src/weights/resolve.ts';
+import type { BackendRequest, CliContext } from './context.ts';
+
+function received(v: string): string {
+  return JSON.stringify(v);
+}
+
+export function parseThreshold(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError(`expected a number from 0 to 1 but received ${received(v)}`);
+  return n;
+}
+
+export function intParser(min: number, max: number): (v: string) => number {
+  return (v: string) => {
+    const n = Number(v);
+    if (!/^\s*\d+\s*$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected an integer from ${min} to ${max} but received ${received(v)}`);
+    }
+    return n;
+  };
+}
+
+export function positiveNumber(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`expected a number >= 0 but received ${received(v)}`);
+  return n;
+}
+
+export function parseClasses(v: string, prev: string[] | undefined): string[] {
+  const items = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  if (items.length === 0) throw new InvalidArgumentError(`expected class names or ids separated by commas (e.g. cat,dog) but received ${received(v)}`);
+  return [...(prev ?? []), ...items];
+}
+
+/** Class names (or numeric ids) → class indices in `labels`; unknown names are a usage error naming them. */
+export function resolveClasses(names: readonly string[] | undefined, labels: readonly string[]): Set<number> | undefined {
+  if (!names || names.length === 0) return undefined;
+  const byName = new Map<string, number>();
+  labels.forEach((l, i) => {
+    if (l && l !== 'N/A' && !byName.has(l.toLowerCase())) byName.set(l.toLowerCase(), i);
+  });
+  const ids = new Set<number>();
+  const unknown: string[] = [];
+  for (const n of names) {
+    if (/^\d+$/.test(n) && Number(n) < labels.length) ids.add(Number(n));
+    else if (byName.has(n.toLowerCase())) ids.add(byName.get(n.toLowerCase())!);
+    else unknown.push(n);
+  }
+  if (unknown.length) {
+    const known = [...byName.keys()];
+    throw new RfdetrError('E_USAGE', `--classes: unknown class ${unknown.map((u) => JSON.stringify(u)).join(', ')}; expected names from the model's labels (${known.slice(0, 12).join(', ')}${known.length > 12 ? `, … ${known.length} in all` : ''}) or class ids 0..${labels.length - 1}`);
+  }
+  return ids;
+}
+
+export interface EngineFlags {
+  engine: string;
+  threads?: number;
+  precision?: 'fp32' | 'bf16';
+  weights?: string;
+  model?: string;
+  revision?: string;
+}
+
+/** --engine, --threads, --weights, --model, --revision. */
+export function addEngineOptions(cmd: Command, defaultEngine = 'cpu'): Command {
+  return cmd
+    .addOption(new Option('--engine <name>', 'engine the sidecar runs: cpu, tt, tt-host, … (rfdetr info lists those built)').default(defaultEngine))
+    .addOption(new Option('--threads <n>', 'CPU threads for the engine, 0 = physical cores').argParser(intParser(0, 1024)))
+    .addOption(new Option('--precision <p>', 'host-engine arithmetic (tt-host validation engine): fp32 (default) or bf16').choices(['fp32', 'bf16']))
+    .addOption(new Option('--weights <dir>', 'checkpoint directory with model.safetensors + config.json (beats TT_RF_DETR_WEIGHTS)'))
+    .addOption(new Option('--model <repo>', 'Hub repo id (default: HF_MODEL, else Roboflow/rf-detr-base)'))
+    .addOption(new Option('--revision <sha>', 'Hub revision (default: TT_WEIGHTS_REVISION, else the pinned sha)'));
+}
+
+export function stderrLine(ctx: CliContext): (line: string) => void {
+  return (line: string) => void ctx.stderr.write(`${line}\n`);
+}
+
+/** Resolves the weights for an engine run (downloading when allowed and needed), logging each step to stderr. */
+export async function weightsFor(ctx: CliContext, f: EngineFlags, opts: { download?: boolean } = {}): Promise<ResolvedWeights> {
+  if (f.weights !== undefined && (f.model !== undefined || f.revision !== undefined)) {
+    throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
+  }
+  return resolveWeights({
+    env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision,
+    download: opts.download ?? true, log: stderrLine(ctx), progress: ctx.stderr,
+  });
+}
+
+export function backendRequest(ctx: CliContext, f: EngineFlags, weightsDir: string, extra: Partial<BackendRequest> = {}): BackendRequest {
+  return { engine: f.engine, weightsDir, threads: f.threads, precision: f.precision, log: stderrLine(ctx), ...extra };
+}
+
+export const EXIT_HELP = [
+  '',
+  'Exit status:',
+  '  0  success',
+  '  1  runtime error (missing or unreadable input, no weights, engine or server failure, smoke/verify FAIL)',
+  '  2  usage error (unknown flag, malformed or out-of-range value)',
+].join('\n');

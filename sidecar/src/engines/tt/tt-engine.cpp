@@ -1,0 +1,78 @@
+#include "engines/tt/tt-engine.h"
+
+#include "engines/tt/tt-runner.h"
+#include "model/checkpoint.h"
+
+#include <cstdlib>
+#include <vector>
+
+#ifdef RFDETR_WITH_TTNN
+#include "engines/tt/tt-ops-ttnn.h"
+#endif
+
+namespace rfdetr {
+
+namespace tt {
+
+namespace {
+
+class tt_engine_impl : public engine {
+  public:
+    tt_engine_impl(std::string name, std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
+        : name_(std::move(name)), labels_(ck.labels()), runner_(std::move(ops), ck, eager) {
+        device_ = runner_.describe() + (runner_.eager() ? ", eager" : ", traced");
+    }
+
+    std::string                        name() const override { return name_; }
+    std::string                        device() const override { return device_; }
+    int                                num_queries() const override { return k_num_queries; }
+    int                                num_classes() const override { return runner_.num_classes(); }
+    const std::vector<std::string> &   labels() const override { return labels_; }
+    void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
+        runner_.forward(pixel_values, logits, pred_boxes);
+    }
+
+  private:
+    std::string              name_;
+    std::string              device_;
+    std::vector<std::string> labels_;
+    tt_runner                runner_;
+};
+
+}  // namespace
+}  // namespace tt
+
+std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, const engine_options & opts) {
+    auto ck  = checkpoint::open(weights_dir);
+    auto ops = tt::tt_ops_host_create(opts.precision, opts.threads);
+    return std::make_unique<tt::tt_engine_impl>("tt-host", std::move(ops), *ck, opts.eager);
+}
+
+const char * tt_engine_unbuilt_reason() {
+#ifdef RFDETR_WITH_TTNN
+    return nullptr;
+#else
+    return "engine 'tt': this rfdetr-sidecar was built without Tenstorrent support (RFDETR_WITH_TTNN=OFF). "
+                "Rebuild against a tt-metal tree: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' with TT_METAL_HOME set "
+                "(or an installed TT-NN package on CMAKE_PREFIX_PATH), then 'npm run build:sidecar'. "
+                "To validate the TT graph without a card use --engine tt-host; use --engine cpu to serve on the CPU.";
+#endif
+}
+
+std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const engine_options & opts) {
+#ifdef RFDETR_WITH_TTNN
+    tt::tt_check_mesh_shape(std::getenv("TT_MESH_SHAPE"));
+    if (opts.precision != "fp32" && opts.precision != "bf16") {
+        throw error("tt engine: expected precision fp32 or bf16 but received '" + opts.precision + "'");
+    }
+    auto ck  = checkpoint::open(weights_dir);  // before opening the device: a bad checkpoint never claims the chip
+    auto ops = tt::tt_ops_ttnn_open(opts.device_id);
+    return std::make_unique<tt::tt_engine_impl>("tt", std::move(ops), *ck, opts.eager);
+#else
+    (void)weights_dir;
+    (void)opts;
+    throw error(tt_engine_unbuilt_reason());
+#endif
+}
+
+}  // namespace rfdetr

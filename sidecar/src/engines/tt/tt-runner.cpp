@@ -1,0 +1,134 @@
+#include "engines/tt/tt-runner.h"
+
+#include "engines/engine.h"
+#include "engines/tt/tt-engine.h"
+#include "engines/tt/tt-prep.h"
+
+#include <cstdio>
+
+namespace rfdetr {
+namespace tt {
+
+void tt_check_mesh_shape(const char * value) {
+    if (value == nullptr || value[0] == '\0' || std::string(value) == "1x1") {
+        return;
+    }
+    throw error(std::string("tt engine: TT_MESH_SHAPE=") + value +
+                " is not supported; expected 1x1 (unset). This engine runs RF-DETR-base at batch 1 on one chip and "
+                "does not shard across a mesh; run one sidecar per device with TT_DEVICE_ID or TT_METAL_VISIBLE_DEVICES instead");
+}
+
+const char * tt_runner_state_str(tt_runner_state s) {
+    switch (s) {
+        case TT_RUNNER_STATE_READY:
+            return "ready";
+        case TT_RUNNER_STATE_CLOSED:
+            return "closed";
+    }
+    return "unknown";
+}
+
+tt_runner::tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
+    : ops_(std::move(ops)), im2col_((size_t)k_tokens * k_patch_k_pad, 0.0f), eager_(eager) {
+    try {
+        graph_       = std::make_unique<tt_graph>(*ops_, ck);
+        num_classes_ = graph_->num_classes();
+        // Warm run, eager: compiles every program (device) and proves the graph end to end before capture.
+        ops_->write(graph_->input(), im2col_.data());
+        out_ = graph_->build();
+        ops_->synchronize();
+        if (!eager_) {
+            capture();
+        }
+        state_ = TT_RUNNER_STATE_READY;
+    } catch (...) {
+        std::fprintf(stderr, "tt_runner: start failed; releasing the trace and closing the device\n");
+        shutdown();
+        throw;
+    }
+}
+
+tt_runner::~tt_runner() {
+    shutdown();
+}
+
+void tt_runner::capture() {
+    if (traced_) {
+        ops_->release_trace();
+        traced_ = false;
+    }
+    ops_->begin_trace_capture();
+    try {
+        out_ = graph_->build();
+    } catch (...) {
+        ops_->end_trace_capture();
+        throw;
+    }
+    ops_->end_trace_capture();
+    traced_ = true;
+    ops_->synchronize();
+}
+
+void tt_runner::forward(const float * pixel_values, float * logits, float * pred_boxes) {
+    if (state_ != TT_RUNNER_STATE_READY) {
+        throw error(std::string("tt_runner::forward: the engine is ") + tt_runner_state_str(state_) +
+                    "; it cannot run a forward after shutdown");
+    }
+    tt_im2col(pixel_values, im2col_.data());
+    ops_->write(graph_->input(), im2col_.data());
+    if (eager_) {
+        out_ = graph_->build();
+    } else {
+        ops_->execute_trace();
+    }
+    ops_->read(out_.logits, logits);
+    ops_->read(out_.pred_boxes, pred_boxes);
+}
+
+std::vector<float> tt_runner::read_tap(const std::string & name, tt_shape * shape) {
+    auto it = out_.taps.find(name);
+    if (it == out_.taps.end()) {
+        throw error("tt_runner::read_tap: no intermediate named '" + name + "'");
+    }
+    std::vector<float> v(tt_numel(it->second->shape));
+    ops_->read(it->second, v.data());
+    if (shape) {
+        *shape = it->second->shape;
+    }
+    return v;
+}
+
+void tt_runner::set_topk_override(const std::vector<int> & indices) {
+    if (state_ != TT_RUNNER_STATE_READY) {
+        throw error("tt_runner::set_topk_override: the engine is closed");
+    }
+    bool changes_graph = graph_->set_topk_override(indices);
+    if (changes_graph && !eager_) {
+        capture();
+    }
+}
+
+void tt_runner::shutdown() {
+    if (!ops_) {
+        return;
+    }
+    if (traced_) {
+        try {
+            ops_->release_trace();
+        } catch (const std::exception & e) {
+            std::fprintf(stderr, "tt_runner::shutdown: release_trace failed: %s\n", e.what());
+        }
+        traced_ = false;
+    }
+    out_ = {};
+    graph_.reset();
+    try {
+        ops_->close();
+    } catch (const std::exception & e) {
+        std::fprintf(stderr, "tt_runner::shutdown: close failed: %s\n", e.what());
+    }
+    state_ = TT_RUNNER_STATE_CLOSED;
+}
+
+}  // namespace tt
+}  // namespace rfdetr

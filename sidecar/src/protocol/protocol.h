@@ -1,0 +1,110 @@
+// The sidecar protocol codec (sidecar/PROTOCOL.md is the contract): u32 LE length + one MessagePack map.
+// decode_payload() turns one payload into a message and says why when it cannot; encode_frame() writes
+// a message in the canonical key order so both languages produce identical bytes for the golden frames.
+#pragma once
+
+#include "protocol/error-codes.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rfdetr {
+
+constexpr uint32_t k_protocol_version = 1;
+constexpr uint32_t k_max_frame_bytes  = 64u * 1024u * 1024u;
+constexpr size_t   k_frame_header     = 4;
+
+enum class wire_op {
+    WIRE_OP_NONE = 0,
+    WIRE_OP_HELLO,
+    WIRE_OP_INFER,
+    WIRE_OP_PING,
+    WIRE_OP_SHUTDOWN,
+};
+
+const char * wire_op_str(wire_op op);
+
+// Which fields a message carries; encode_frame() writes exactly these, in canonical order.
+enum wire_field : uint32_t {
+    WIRE_FIELD_OP               = 1u << 0,
+    WIRE_FIELD_OK               = 1u << 1,
+    WIRE_FIELD_PROTOCOL_VERSION = 1u << 2,
+    WIRE_FIELD_SIDECAR_VERSION  = 1u << 3,
+    WIRE_FIELD_ENGINE           = 1u << 4,
+    WIRE_FIELD_DEVICE           = 1u << 5,
+    WIRE_FIELD_INPUT_SHAPE      = 1u << 6,
+    WIRE_FIELD_NUM_QUERIES      = 1u << 7,
+    WIRE_FIELD_NUM_CLASSES      = 1u << 8,
+    WIRE_FIELD_LABELS           = 1u << 9,
+    WIRE_FIELD_PIXEL_VALUES     = 1u << 10,
+    WIRE_FIELD_LOGITS           = 1u << 11,
+    WIRE_FIELD_PRED_BOXES       = 1u << 12,
+    WIRE_FIELD_FORWARD_MS       = 1u << 13,
+    WIRE_FIELD_ERROR            = 1u << 14,
+};
+
+constexpr uint32_t k_hello_fields = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
+                                    WIRE_FIELD_SIDECAR_VERSION | WIRE_FIELD_ENGINE | WIRE_FIELD_DEVICE |
+                                    WIRE_FIELD_INPUT_SHAPE | WIRE_FIELD_NUM_QUERIES | WIRE_FIELD_NUM_CLASSES |
+                                    WIRE_FIELD_LABELS;
+
+// A borrowed byte range (points into the payload it was decoded from, or into caller-owned memory).
+struct byte_view {
+    const uint8_t * data = nullptr;
+    size_t          size = 0;
+};
+
+struct message {
+    uint64_t id     = 0;
+    uint32_t fields = 0;  // wire_field bits
+    wire_op  op     = wire_op::WIRE_OP_NONE;
+    bool     ok     = false;
+
+    // hello
+    uint64_t                 protocol_version = 0;
+    std::string              sidecar_version;
+    std::string              engine;
+    std::string              device;
+    std::vector<uint64_t>    input_shape;
+    uint64_t                 num_queries = 0;
+    uint64_t                 num_classes = 0;
+    std::vector<std::string> labels;
+
+    // infer request / reply
+    byte_view pixel_values;
+    byte_view logits;
+    byte_view pred_boxes;
+    double    forward_ms = 0.0;
+
+    // error reply
+    wire_error  error_code = wire_error::WIRE_ERROR_NONE;
+    std::string error_message;
+
+    bool has(wire_field f) const { return (fields & f) != 0; }
+};
+
+struct decode_result {
+    wire_error  error = wire_error::WIRE_ERROR_NONE;  // NONE: msg is valid
+    std::string message;                              // what was wrong, when error != NONE
+    uint64_t    id = 0;                               // the id, when it could be read (else 0)
+};
+
+// Reads the u32 LE length at `header` and checks it against the cap. WIRE_ERROR_FRAME for 0 or over cap.
+decode_result frame_length_check(const uint8_t header[k_frame_header], uint32_t & length);
+
+// Decodes one payload (the bytes after the length). Byte fields of `out` point into `payload`, which must
+// outlive it. Requests (op set, ok absent) are checked for the op's required fields; replies and hello
+// are checked for field types. Errors: WIRE_ERROR_FRAME (connection must close), WIRE_ERROR_UNKNOWN_OP,
+// WIRE_ERROR_FIELD (reply with `id`).
+decode_result decode_payload(const uint8_t * payload, size_t size, message & out);
+
+// Appends one frame (length + payload) for `msg` to `out`, keys in canonical order.
+void encode_frame(const message & msg, std::vector<uint8_t> & out);
+
+// Convenience builders.
+message make_error_reply(uint64_t id, wire_error code, const std::string & text);
+message make_ok_reply(uint64_t id);
+
+}  // namespace rfdetr

@@ -1,0 +1,162 @@
+#include "server/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace rfdetr {
+
+namespace {
+
+bool parse_int(const std::string & s, int lo, int hi, int & out) {
+    if (s.empty()) {
+        return false;
+    }
+    char * end = nullptr;
+    errno      = 0;
+    long v     = std::strtol(s.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
+        return false;
+    }
+    out = static_cast<int>(v);
+    return true;
+}
+
+}  // namespace
+
+options_status options_parse(int argc, const char * const * argv, const char * (*env)(const char *),
+                             sidecar_options & out, std::string & error) {
+    struct int_source {
+        const char * flag;
+        const char * var;
+        int *        dst;
+        int          lo;
+        int          hi;
+        const char * expect;
+    };
+    const int_source ints[] = {
+        {"--threads", "RFDETR_THREADS", &out.threads, 0, 1024, "an integer from 0 (physical cores) to 1024"},
+        {"--device-id", "TT_DEVICE_ID", &out.device_id, 0, 1023, "a device index from 0 to 1023"},
+    };
+    struct str_source {
+        const char *  flag;
+        const char *  var;
+        std::string * dst;
+    };
+    const str_source strs[] = {
+        {"--socket", "RFDETR_SOCKET", &out.socket_path},
+        {"--engine", "RFDETR_ENGINE", &out.engine},
+        {"--weights", "TT_RF_DETR_WEIGHTS", &out.weights_dir},
+        {"--precision", nullptr, &out.precision},
+    };
+
+    // Environment first, so flags win.
+    for (const auto & s : strs) {
+        const char * v = s.var ? env(s.var) : nullptr;
+        if (v && *v) {
+            *s.dst = v;
+        }
+    }
+    for (const auto & s : ints) {
+        const char * v = env(s.var);
+        if (v && *v && !parse_int(v, s.lo, s.hi, *s.dst)) {
+            error = std::string("environment variable ") + s.var + "='" + v + "' is not " + s.expect;
+            return options_status::OPTIONS_USAGE_ERROR;
+        }
+    }
+
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        std::string value;
+        bool        has_inline = false;
+        const auto  eq         = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value      = arg.substr(eq + 1);
+            arg        = arg.substr(0, eq);
+            has_inline = true;
+        }
+        if (arg == "--help" || arg == "-h") {
+            return options_status::OPTIONS_HELP;
+        }
+        if (arg == "--version") {
+            return options_status::OPTIONS_VERSION;
+        }
+        if (arg == "--exit-with-parent") {
+            if (has_inline) {
+                error = "--exit-with-parent takes no value, got '" + value + "'";
+                return options_status::OPTIONS_USAGE_ERROR;
+            }
+            out.exit_with_parent = true;
+            continue;
+        }
+        const str_source * sflag = nullptr;
+        const int_source * iflag = nullptr;
+        for (const auto & s : strs) {
+            if (arg == s.flag) {
+                sflag = &s;
+            }
+        }
+        for (const auto & s : ints) {
+            if (arg == s.flag) {
+                iflag = &s;
+            }
+        }
+        if (!sflag && !iflag) {
+            error = "unknown flag '" + arg + "'";
+            return options_status::OPTIONS_USAGE_ERROR;
+        }
+        if (!has_inline) {
+            if (i + 1 >= argc) {
+                error = arg + " needs a value";
+                return options_status::OPTIONS_USAGE_ERROR;
+            }
+            value = argv[++i];
+        }
+        if (sflag) {
+            if (value.empty()) {
+                error = arg + " needs a non-empty value";
+                return options_status::OPTIONS_USAGE_ERROR;
+            }
+            *sflag->dst = value;
+        } else if (!parse_int(value, iflag->lo, iflag->hi, *iflag->dst)) {
+            error = arg + " '" + value + "' is not " + iflag->expect;
+            return options_status::OPTIONS_USAGE_ERROR;
+        }
+    }
+    if (out.precision != "fp32" && out.precision != "bf16") {
+        error = "--precision '" + out.precision + "' is not fp32 or bf16";
+        return options_status::OPTIONS_USAGE_ERROR;
+    }
+    if (out.weights_dir.empty()) {
+        error = "--weights DIR is required (a directory with model.safetensors and config.json; or set TT_RF_DETR_WEIGHTS)";
+        return options_status::OPTIONS_USAGE_ERROR;
+    }
+    return options_status::OPTIONS_OK;
+}
+
+std::string options_help(const std::vector<std::string> & engines) {
+    std::string names;
+    for (const auto & n : engines) {
+        names += (names.empty() ? "" : "|") + n;
+    }
+    return "usage: rfdetr-sidecar --socket PATH --weights DIR [options]\n"
+           "\n"
+           "Serves RF-DETR-base forwards over a Unix socket (protocol: sidecar/PROTOCOL.md). Prints one\n"
+           "'READY {json}' line on stdout when warmed up; logs go to stderr.\n"
+           "\n"
+           "  --socket PATH        Unix socket to listen on (env RFDETR_SOCKET); created 0600, its directory\n"
+           "                       0700 if missing. Not needed under systemd socket activation (LISTEN_FDS).\n"
+           "  --engine NAME        engine to run (env RFDETR_ENGINE; default cpu; built: " +
+           (names.empty() ? std::string("none") : names) +
+           ")\n"
+           "  --weights DIR        model.safetensors + config.json (env TT_RF_DETR_WEIGHTS)\n"
+           "  --threads N          CPU threads, 0 = physical cores (env RFDETR_THREADS; default 0)\n"
+           "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
+           "  --precision P        fp32 | bf16 (host engines; default fp32)\n"
+           "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
+           "  --help, --version\n"
+           "\n"
+           "Flags beat environment variables. Exit status: 0 clean stop, 1 startup failure, 2 usage error.\n";
+}
+
+}  // namespace rfdetr

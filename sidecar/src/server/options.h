@@ -1,0 +1,33 @@
+// rfdetr-sidecar command line: flags beat environment variables beat defaults; bad input exits 2 naming the flag.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rfdetr {
+
+struct sidecar_options {
+    std::string socket_path;       // --socket / RFDETR_SOCKET (not needed under socket activation)
+    std::string engine = "cpu";    // --engine / RFDETR_ENGINE
+    std::string weights_dir;       // --weights / TT_RF_DETR_WEIGHTS
+    int         threads   = 0;     // --threads / RFDETR_THREADS (0 = physical cores)
+    int         device_id = 0;     // --device-id / TT_DEVICE_ID
+    std::string precision = "fp32";  // --precision fp32|bf16
+    bool        exit_with_parent = false;
+};
+
+enum class options_status {
+    OPTIONS_OK,
+    OPTIONS_HELP,
+    OPTIONS_VERSION,
+    OPTIONS_USAGE_ERROR,
+};
+
+// Parses argv (argv[0] skipped) over the environment `env` (a getenv-like lookup). On
+// OPTIONS_USAGE_ERROR, `error` names the flag or variable, the bad value and what is expected.
+options_status options_parse(int argc, const char * const * argv, const char * (*env)(const char *),
+                             sidecar_options & out, std::string & error);
+
+std::string options_help(const std::vector<std::string> & engines);
+
+}  // namespace rfdetr

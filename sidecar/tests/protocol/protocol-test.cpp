@@ -1,0 +1,190 @@
+// The C++ codec against the golden frames shared with the TypeScript tests, and the error table in PROTOCOL.md.
+#include "protocol/protocol.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace {
+
+using json = nlohmann::json;
+using rfdetr::message;
+
+std::vector<uint8_t> read_bytes(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    EXPECT_TRUE(f.good()) << "cannot open " << path;
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string hex(const rfdetr::byte_view & b) {
+    static const char * digits = "0123456789abcdef";
+    std::string s;
+    for (size_t i = 0; i < b.size; i++) {
+        s += digits[b.data[i] >> 4];
+        s += digits[b.data[i] & 15];
+    }
+    return s;
+}
+
+// The same shape the TypeScript test builds from a decoded message (kind, id, then the fields).
+json to_json(const message & m) {
+    json j;
+    if (m.op == rfdetr::wire_op::WIRE_OP_HELLO) {
+        j["kind"]             = "hello";
+        j["id"]               = m.id;
+        j["protocol_version"] = m.protocol_version;
+        j["sidecar_version"]  = m.sidecar_version;
+        j["engine"]           = m.engine;
+        j["device"]           = m.device;
+        j["input_shape"]      = m.input_shape;
+        j["num_queries"]      = m.num_queries;
+        j["num_classes"]      = m.num_classes;
+        j["labels"]           = m.labels;
+    } else if (m.has(rfdetr::WIRE_FIELD_OP)) {
+        j["kind"] = "request";
+        j["id"]   = m.id;
+        j["op"]   = rfdetr::wire_op_str(m.op);
+        if (m.has(rfdetr::WIRE_FIELD_PIXEL_VALUES)) {
+            j["pixel_values"] = hex(m.pixel_values);
+        }
+    } else if (m.ok) {
+        j["kind"] = "reply";
+        j["id"]   = m.id;
+        j["ok"]   = true;
+        if (m.has(rfdetr::WIRE_FIELD_LOGITS)) {
+            j["logits"]     = hex(m.logits);
+            j["pred_boxes"] = hex(m.pred_boxes);
+            j["forward_ms"] = m.forward_ms;
+        }
+    } else {
+        j["kind"]  = "error";
+        j["id"]    = m.id;
+        j["ok"]    = false;
+        j["error"] = {{"code", rfdetr::wire_error_str(m.error_code)}, {"message", m.error_message}};
+    }
+    return j;
+}
+
+json manifest() {
+    std::ifstream f(std::string(RFDETR_FRAMES_DIR) + "/manifest.json");
+    return json::parse(f);
+}
+
+// Runs a whole frame file through the length check and the payload decoder.
+rfdetr::decode_result decode_file(const std::vector<uint8_t> & bytes, message & m) {
+    rfdetr::decode_result r;
+    if (bytes.size() < rfdetr::k_frame_header) {
+        r.error = rfdetr::wire_error::WIRE_ERROR_FRAME;
+        return r;
+    }
+    uint32_t len = 0;
+    r = rfdetr::frame_length_check(bytes.data(), len);
+    if (r.error != rfdetr::wire_error::WIRE_ERROR_NONE) {
+        return r;
+    }
+    EXPECT_EQ(bytes.size(), rfdetr::k_frame_header + len);
+    return rfdetr::decode_payload(bytes.data() + rfdetr::k_frame_header, len, m);
+}
+
+TEST(protocol, golden_frames_decode_to_manifest_and_reencode_identically) {
+    int count = 0;
+    for (const auto & e : manifest()) {
+        if (!e.contains("fields")) {
+            continue;
+        }
+        const std::string file  = e["file"];
+        const auto        bytes = read_bytes(std::string(RFDETR_FRAMES_DIR) + "/" + file);
+        message           m;
+        auto              r = decode_file(bytes, m);
+        ASSERT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_NONE) << file << ": " << r.message;
+        EXPECT_EQ(to_json(m), e["fields"]) << file;
+        std::vector<uint8_t> out;
+        rfdetr::encode_frame(m, out);
+        EXPECT_EQ(out, bytes) << file << " re-encodes differently";
+        count++;
+    }
+    EXPECT_GE(count, 13);
+}
+
+TEST(protocol, golden_bad_frames_are_rejected_with_the_manifest_code) {
+    int count = 0;
+    for (const auto & e : manifest()) {
+        if (!e.contains("error")) {
+            continue;
+        }
+        const std::string file  = e["file"];
+        const auto        bytes = read_bytes(std::string(RFDETR_FRAMES_DIR) + "/" + file);
+        message           m;
+        auto              r = decode_file(bytes, m);
+        EXPECT_EQ(std::string(rfdetr::wire_error_str(r.error)), e["error"].get<std::string>()) << file << ": " << r.message;
+        EXPECT_EQ(r.id, e["error_id"].get<uint64_t>()) << file;
+        EXPECT_GT(r.message.size(), 10u) << file;
+        count++;
+    }
+    EXPECT_GE(count, 15);
+}
+
+TEST(protocol, duplicate_keys_are_a_frame_error) {
+    // {"id":1,"op":"ping","op":"ping"}: msgpackr cannot produce this, so it is not a shared golden frame.
+    const uint8_t payload[] = {0x83, 0xa2, 'i', 'd', 0x01, 0xa2, 'o', 'p', 0xa4, 'p', 'i', 'n', 'g',
+                               0xa2, 'o', 'p', 0xa4, 'p', 'i', 'n', 'g'};
+    message m;
+    auto    r = rfdetr::decode_payload(payload, sizeof(payload), m);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FRAME);
+    EXPECT_NE(r.message.find("appears twice"), std::string::npos) << r.message;
+}
+
+TEST(protocol, deep_nesting_is_refused_without_recursion) {
+    std::vector<uint8_t> payload(100000, 0x91);  // fixarray(1) nested 100000 deep
+    payload.push_back(0x01);
+    message m;
+    auto    r = rfdetr::decode_payload(payload.data(), payload.size(), m);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FRAME);
+}
+
+TEST(protocol, length_check_bounds) {
+    uint32_t      len = 0;
+    const uint8_t zero[4] = {0, 0, 0, 0};
+    const uint8_t cap[4]  = {0, 0, 0, 4};
+    const uint8_t over[4] = {1, 0, 0, 4};
+    EXPECT_EQ(rfdetr::frame_length_check(zero, len).error, rfdetr::wire_error::WIRE_ERROR_FRAME);
+    EXPECT_EQ(rfdetr::frame_length_check(cap, len).error, rfdetr::wire_error::WIRE_ERROR_NONE);
+    EXPECT_EQ(len, rfdetr::k_max_frame_bytes);
+    auto r = rfdetr::frame_length_check(over, len);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FRAME);
+    EXPECT_NE(r.message.find("67108865"), std::string::npos) << r.message;
+}
+
+TEST(protocol, error_table_matches_protocol_md) {
+    std::ifstream     f(RFDETR_PROTOCOL_MD);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string doc   = ss.str();
+    const auto        begin = doc.find("<!-- error-codes:begin -->");
+    const auto        end   = doc.find("<!-- error-codes:end -->");
+    ASSERT_NE(begin, std::string::npos);
+    ASSERT_NE(end, std::string::npos);
+    std::istringstream lines(doc.substr(begin, end - begin));
+    std::string        line;
+    std::vector<std::pair<std::string, bool>> from_doc;
+    while (std::getline(lines, line)) {
+        if (line.rfind("| `E_", 0) != 0) {
+            continue;
+        }
+        const auto code_end = line.find('`', 3);
+        const auto cell2    = line.find('|', code_end);
+        const auto cell3    = line.find('|', cell2 + 1);
+        std::string closes  = line.substr(cell2 + 1, cell3 - cell2 - 1);
+        from_doc.emplace_back(line.substr(3, code_end - 3), closes.find("yes") != std::string::npos);
+    }
+    std::vector<std::pair<std::string, bool>> from_header;
+    for (const auto & e : rfdetr::k_wire_errors) {
+        from_header.emplace_back(e.name, e.closes_connection);
+    }
+    EXPECT_EQ(from_header, from_doc);
+}
+
+}  // namespace

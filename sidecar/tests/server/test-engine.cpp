@@ -1,0 +1,72 @@
+#include "test-engine.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+
+namespace rfdetr {
+
+namespace {
+
+class test_echo_engine : public engine {
+  public:
+    test_echo_engine() {
+        labels_.push_back("N/A");
+        for (int i = 1; i < k_test_echo_classes; i++) {
+            labels_.push_back("label-" + std::to_string(i));
+        }
+    }
+    std::string name() const override { return "test-echo"; }
+    std::string device() const override { return "test double (deterministic echo)"; }
+    int num_queries() const override { return k_num_queries; }
+    int num_classes() const override { return k_test_echo_classes; }
+    const std::vector<std::string> & labels() const override { return labels_; }
+
+    void forward(const float * px, float * logits, float * boxes) override {
+        if (px[0] == k_test_echo_throw) {
+            throw error("test-echo: forward asked to fail by its input");
+        }
+        if (px[0] == k_test_echo_abort) {
+            std::abort();
+        }
+        if (px[0] == k_test_echo_hang) {
+            std::this_thread::sleep_for(std::chrono::hours(1));
+        }
+        if (const char * ms = std::getenv("RFDETR_TEST_ECHO_FORWARD_MS")) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+        }
+        if (px[0] == k_test_echo_sleep) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(px[1])));
+        }
+        const int nl = k_num_queries * k_test_echo_classes;
+        for (int i = 0; i < nl; i++) {
+            logits[i] = px[i] + 1.0f;
+        }
+        for (int i = 0; i < k_num_queries * 4; i++) {
+            boxes[i] = px[nl + i] * 0.5f;
+        }
+    }
+
+  private:
+    std::vector<std::string> labels_;
+};
+
+}  // namespace
+
+std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options &) {
+    struct stat st{};
+    if (stat(weights_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        throw error("test-echo: weights directory '" + weights_dir + "' does not exist; pass an existing --weights DIR");
+    }
+    if (const char * ms = std::getenv("RFDETR_TEST_ECHO_LOAD_MS")) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    }
+    if (const char * f = std::getenv("RFDETR_TEST_ECHO_LOAD_FAIL"); f && std::string(f) == "1") {
+        throw error("test-echo: loading failed because RFDETR_TEST_ECHO_LOAD_FAIL=1; unset it");
+    }
+    return std::make_unique<test_echo_engine>();
+}
+
+}  // namespace rfdetr

@@ -1,0 +1,23 @@
+// "test-echo": a deterministic test-double engine, linked only into the test build of the sidecar
+// (rfdetr-sidecar-test), never into the product binary. Its outputs are a fixed function of the input so
+// clients can check them, and sentinel inputs make a forward fail, crash, hang or sleep.
+#pragma once
+
+#include "engines/engine.h"
+
+namespace rfdetr {
+
+constexpr int k_test_echo_classes = 91;
+
+// pixel_values[0] sentinels.
+constexpr float k_test_echo_throw = -1001.0f;  // forward throws rfdetr::error
+constexpr float k_test_echo_abort = -1002.0f;  // forward calls abort() (a crash)
+constexpr float k_test_echo_hang  = -1003.0f;  // forward sleeps for an hour
+constexpr float k_test_echo_sleep = -1004.0f;  // forward sleeps pixel_values[1] milliseconds
+
+// logits[i] = pixel_values[i] + 1, pred_boxes[i] = pixel_values[300*91 + i] * 0.5.
+// Env: RFDETR_TEST_ECHO_LOAD_FAIL=1 makes loading fail; RFDETR_TEST_ECHO_LOAD_MS=N sleeps while loading;
+// RFDETR_TEST_ECHO_FORWARD_MS=N sleeps in every forward (warm-up included).
+std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options & opts);
+
+}  // namespace rfdetr

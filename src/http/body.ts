@@ -1,0 +1,211 @@
+// The three /predict body forms, each reduced to image bytes + the raw field values:
+//   application/json      {"image": "<base64>", "threshold": 0.5, ...}     (the seed's form)
+//   multipart/form-data   an `image` file part (or a base64 `image` text field) + text fields
+//   image/* or application/octet-stream   the image bytes themselves; fields from the query string
+// The limits: 32 MB of image bytes (→ 400, E_IMAGE_TOO_LARGE), and a JSON/multipart body cap that fits a
+// 32 MB image in wrapped base64 (→ 413, E_BODY_TOO_LARGE).
+import type { Request, Response } from 'express';
+import express from 'express';
+import busboy from 'busboy';
+import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { decodeBase64Image, imageTooLargeError, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+
+/**
+ * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
+ * columns with CRLF. The 4 MiB of slack covers a data: prefix and the other fields, and lets a slightly
+ * oversized image (up to ~35 MB unwrapped) get the precise 400 "image is N bytes; the limit is …" instead
+ * of a 413. express's default (100 kB) would refuse ordinary photos.
+ */
+export function bodyLimitFor(maxImageBytes: number): number {
+  const b64 = Math.ceil(maxImageBytes / 3) * 4;
+  return Math.ceil((b64 * 78) / 76) + 4 * 1024 * 1024;
+}
+
+export interface PredictInput {
+  image: Buffer;
+  params: PredictParams;
+  form: 'json' | 'multipart' | 'raw';
+}
+
+export interface BodyLimits {
+  maxImageBytes: number;
+  maxBodyBytes: number;
+}
+
+function bodyTooLarge(limit: number, received?: number): RfdetrError {
+  return new RfdetrError(
+    'E_BODY_TOO_LARGE',
+    `request body${received !== undefined ? ` is ${received} bytes, which` : ''} exceeds the ${limit}-byte limit: a request carries one image of at most 32 MB (its base64 form fits this limit); send the image as multipart or a raw image/* body, or shrink it`,
+    { limit },
+  );
+}
+
+/** Maps errors thrown by express's body parsers (http-errors with a `type`) onto the error table. */
+function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): Error {
+  if (isRfdetrError(e)) return e;
+  const err = e as { type?: string; message?: string; length?: number; limit?: number };
+  switch (err.type) {
+    case 'entity.too.large':
+      return form === 'raw' ? imageTooLargeError(err.length ?? limits.maxImageBytes + 1, limits.maxImageBytes) : bodyTooLarge(limits.maxBodyBytes, err.length);
+    case 'entity.parse.failed':
+      return new RfdetrError('E_SCHEMA', `request body is not valid JSON (${err.message}): expected a JSON object like {"image": "<base64 PNG/JPEG>", "threshold": 0.5}`);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new RfdetrError('E_UNSUPPORTED_MEDIA', `${err.message}: expected a utf-8 JSON body`);
+    case 'request.aborted':
+      return new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body');
+    case 'request.size.invalid':
+      return new RfdetrError('E_SCHEMA', `request body length does not match Content-Length (${err.message})`);
+    default:
+      return e instanceof Error ? e : new Error(String(e));
+  }
+}
+
+function runParser(mw: express.RequestHandler, req: Request, res: Response): Promise<void> {
+  return new Promise((resolve, reject) => {
+    mw(req, res, (err?: unknown) => (err ? reject(err) : resolve()));
+  });
+}
+
+export type BodyForm = 'json' | 'multipart' | 'raw';
+
+/** Which form a request's Content-Type selects, or a 415 naming what is accepted. */
+export function bodyFormOf(req: Request): BodyForm {
+  if (req.is('application/json')) return 'json';
+  if (req.is('multipart/form-data')) return 'multipart';
+  if (req.is('image/*') || req.is('application/octet-stream')) return 'raw';
+  const ct = req.headers['content-type'];
+  throw new RfdetrError(
+    'E_UNSUPPORTED_MEDIA',
+    `Expected Content-Type application/json, multipart/form-data, image/* or application/octet-stream for the /predict body but received ${ct ? JSON.stringify(ct) : 'no Content-Type'}`,
+  );
+}
+
+export function createBodyReader(limits: BodyLimits) {
+  const json = express.json({ limit: limits.maxBodyBytes, strict: false, type: () => true });
+  const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
+
+  async function readJson(req: Request, res: Response): Promise<PredictInput> {
+    try {
+      await runParser(json, req, res);
+    } catch (e) {
+      throw fromParserError(e, limits, 'json');
+    }
+    const body: unknown = req.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw schemaError('the request body', 'a JSON object like {"image": "<base64>"}', body);
+    }
+    const fields = body as Record<string, unknown>;
+    // The image is checked first: a request without one is the most common client mistake.
+    if (typeof fields.image !== 'string') decodeBase64Image(fields.image, limits.maxImageBytes);
+    const params = parsePredictParams(fields, false);
+    return { image: decodeBase64Image(fields.image, limits.maxImageBytes), params, form: 'json' };
+  }
+
+  async function readRaw(req: Request, res: Response): Promise<PredictInput> {
+    try {
+      await runParser(raw, req, res);
+    } catch (e) {
+      throw fromParserError(e, limits, 'raw');
+    }
+    const params = parsePredictParams(req.query as Record<string, unknown>, true);
+    const image = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    if (image.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'image is empty (0 bytes): expected PNG or JPEG bytes as the request body');
+    return { image, params, form: 'raw' };
+  }
+
+  function readMultipart(req: Request): Promise<PredictInput> {
+    return new Promise((resolve, reject) => {
+      let bb: busboy.Busboy;
+      try {
+        bb = busboy({
+          headers: req.headers,
+          limits: { files: 1, fields: 8, parts: 9, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
+        });
+      } catch (e) {
+        reject(new RfdetrError('E_SCHEMA', `multipart body cannot be parsed (${(e as Error).message}): expected multipart/form-data with a boundary`));
+        return;
+      }
+      const fields: Record<string, unknown> = {};
+      let file: Buffer | undefined;
+      let failure: Error | undefined;
+      let received = 0;
+      let done = false;
+      const fail = (e: Error) => {
+        if (!failure) failure = e;
+      };
+      const finish = () => {
+        if (done) return;
+        done = true;
+        req.off('data', count);
+        if (failure) return reject(failure);
+        try {
+          const params = parsePredictParams(fields, true);
+          let image: Buffer;
+          if (file !== undefined) {
+            if (file.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'the image part is empty (0 bytes): expected PNG or JPEG bytes');
+            image = file;
+          } else if (typeof fields.image === 'string') {
+            image = decodeBase64Image(fields.image, limits.maxImageBytes);
+          } else {
+            throw schemaError('image', 'a file part named "image" (PNG or JPEG bytes) or a base64 text field "image"', undefined);
+          }
+          resolve({ image, params, form: 'multipart' });
+        } catch (e) {
+          reject(e);
+        }
+      };
+      const count = (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > limits.maxBodyBytes && !done) {
+          done = true;
+          req.unpipe(bb);
+          req.off('data', count);
+          reject(bodyTooLarge(limits.maxBodyBytes));
+        }
+      };
+      req.on('data', count);
+      bb.on('file', (name, stream) => {
+        if (name !== 'image') {
+          fail(new RfdetrError('E_SCHEMA', `Expected the file part to be named "image" but received a file part named ${JSON.stringify(name)}`));
+          stream.resume();
+          return;
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        stream.on('data', (c: Buffer) => {
+          size += c.length;
+          chunks.push(c);
+        });
+        stream.on('limit', () => fail(imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes)));
+        stream.on('end', () => {
+          if (!stream.truncated) file = Buffer.concat(chunks, size);
+        });
+      });
+      bb.on('field', (name, value, info) => {
+        if (info.valueTruncated) fail(bodyTooLarge(limits.maxBodyBytes));
+        if (name in fields) fail(new RfdetrError('E_SCHEMA', `field ${JSON.stringify(name)} is given twice: expected each field at most once`));
+        fields[name] = value;
+      });
+      bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
+      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw) but received more')));
+      bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 9 parts in the multipart body but received more')));
+      bb.on('error', (e: Error) => {
+        fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
+        finish();
+      });
+      bb.on('close', finish);
+      req.on('aborted', () => {
+        fail(new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body'));
+        finish();
+      });
+      req.pipe(bb);
+    });
+  }
+
+  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput> {
+    if (form === 'json') return readJson(req, res);
+    if (form === 'raw') return readRaw(req, res);
+    return readMultipart(req);
+  };
+}

@@ -1,0 +1,179 @@
+// The per-engine queue: requests whose pixel_values are ready wait here, in arrival order, for the one
+// engine. At most `maxInFlight` forwards are handed to the backend at a time (1: the engine runs one forward
+// at a time, and a request that is still here when its client leaves or its deadline passes is dropped
+// without ever costing a forward). A forward already handed to the backend cannot be taken back: its caller
+// is answered at once (504 / gone), but the engine slot stays busy until the backend settles, so the busy
+// time and the next dispatch stay honest.
+import { RfdetrError } from '../errors.ts';
+import type { InferenceBackend, InferResult } from '../sidecar/backend.ts';
+
+export interface EngineJobOptions {
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** Absolute deadline on the performance.now() clock. */
+  deadlineAt: number;
+  /** The configured deadline, for messages. */
+  deadlineMs: number;
+}
+
+export interface EngineRun extends InferResult {
+  /** Time spent waiting in this queue before the backend was called. */
+  queueMs: number;
+}
+
+interface Waiting {
+  pixels: Float32Array;
+  opts: EngineJobOptions;
+  enqueuedAt: number;
+  resolve: (r: EngineRun) => void;
+  reject: (e: Error) => void;
+  settled: boolean;
+  cleanup: () => void;
+}
+
+export interface EngineQueueHooks {
+  /** Called whenever the number of waiting jobs or forwards in flight changes. */
+  onChange?: (waiting: number, inFlight: number) => void;
+}
+
+export function deadlineError(deadlineMs: number, where: string): RfdetrError {
+  return new RfdetrError(
+    'E_DEADLINE',
+    `the request did not finish within its ${deadlineMs} ms deadline (it was ${where}): retry later, send fewer concurrent requests, or raise --deadline-ms`,
+    { deadline_ms: deadlineMs },
+  );
+}
+
+export function abortedError(where: string): RfdetrError {
+  return new RfdetrError('E_ABORTED', `the client closed the connection while the request was ${where}`);
+}
+
+export class EngineQueue {
+  private readonly waiting: Waiting[] = [];
+  private running = 0;
+  private busySince = 0;
+  private busyAccumMs = 0;
+  private forwards = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly backend: InferenceBackend,
+    private readonly maxInFlight = 1,
+    private readonly hooks: EngineQueueHooks = {},
+  ) {}
+
+  /** Jobs waiting for the engine (not yet handed to the backend). */
+  get depth(): number {
+    return this.waiting.length;
+  }
+
+  /** Forwards handed to the backend and not yet settled. */
+  get inFlight(): number {
+    return this.running;
+  }
+
+  /** Backend calls made so far. */
+  get forwardCount(): number {
+    return this.forwards;
+  }
+
+  /** Total ms during which at least one forward was in flight (up to now). */
+  busyMs(now = performance.now()): number {
+    return this.busyAccumMs + (this.running > 0 ? now - this.busySince : 0);
+  }
+
+  /** Resolves once nothing is waiting and nothing is in flight. */
+  idle(): Promise<void> {
+    if (this.waiting.length === 0 && this.running === 0) return Promise.resolve();
+    return new Promise((r) => this.idleWaiters.push(r));
+  }
+
+  run(pixels: Float32Array, opts: EngineJobOptions): Promise<EngineRun> {
+    return new Promise<EngineRun>((resolve, reject) => {
+      const now = performance.now();
+      if (opts.signal.aborted) return reject(abortedError('waiting for the engine'));
+      if (now >= opts.deadlineAt) return reject(deadlineError(opts.deadlineMs, 'waiting for the engine'));
+      const job: Waiting = { pixels, opts, enqueuedAt: now, resolve, reject, settled: false, cleanup: () => {} };
+      const drop = (err: Error) => {
+        const i = this.waiting.indexOf(job);
+        if (i < 0) return; // already dispatched: the dispatch path answers
+        this.waiting.splice(i, 1);
+        this.settle(job, err);
+        this.changed();
+      };
+      const onAbort = () => drop(abortedError('waiting for the engine'));
+      const timer = setTimeout(() => drop(deadlineError(opts.deadlineMs, `waiting for the engine behind ${this.waiting.indexOf(job)} other request(s)`)), opts.deadlineAt - now);
+      opts.signal.addEventListener('abort', onAbort, { once: true });
+      job.cleanup = () => {
+        clearTimeout(timer);
+        opts.signal.removeEventListener('abort', onAbort);
+      };
+      this.waiting.push(job);
+      this.changed();
+      this.pump();
+    });
+  }
+
+  /** Rejects every waiting job (not the ones in flight) with `err`. */
+  rejectWaiting(err: Error): void {
+    for (const job of this.waiting.splice(0)) this.settle(job, err);
+    this.changed();
+  }
+
+  private settle(job: Waiting, result: EngineRun | Error): void {
+    if (job.settled) return;
+    job.settled = true;
+    job.cleanup();
+    if (result instanceof Error) job.reject(result);
+    else job.resolve(result);
+  }
+
+  private changed(): void {
+    this.hooks.onChange?.(this.waiting.length, this.running);
+    if (this.waiting.length === 0 && this.running === 0 && this.idleWaiters.length > 0) {
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  private pump(): void {
+    while (this.running < this.maxInFlight && this.waiting.length > 0) {
+      const job = this.waiting.shift()!;
+      this.dispatch(job);
+    }
+  }
+
+  private dispatch(job: Waiting): void {
+    const start = performance.now();
+    const queueMs = start - job.enqueuedAt;
+    if (this.running === 0) this.busySince = start;
+    this.running++;
+    this.forwards++;
+    // The waiting-phase timer and abort listener are replaced by in-flight ones: the caller is answered at
+    // once, the slot is released only when the backend settles.
+    job.cleanup();
+    const { signal, deadlineAt, deadlineMs } = job.opts;
+    const onAbort = () => this.settle(job, abortedError('in the engine'));
+    const timer = setTimeout(() => this.settle(job, deadlineError(deadlineMs, 'in the engine')), Math.max(0, deadlineAt - start));
+    signal.addEventListener('abort', onAbort, { once: true });
+    job.cleanup = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    };
+    this.changed();
+    let p: Promise<InferResult>;
+    try {
+      p = this.backend.infer(job.pixels, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    p.then(
+      (r) => this.settle(job, { ...r, queueMs }),
+      (e: unknown) => this.settle(job, e instanceof Error ? e : new Error(String(e))),
+    ).finally(() => {
+      this.running--;
+      if (this.running === 0) this.busyAccumMs += performance.now() - this.busySince;
+      this.changed();
+      this.pump();
+    });
+  }
+}

@@ -1,0 +1,99 @@
+// Prometheus metrics for one server instance (its own Registry, so several servers can live in one process,
+// as in the tests). Names are prefixed `rfdetr_`; seconds and bytes per Prometheus convention.
+import client from 'prom-client';
+import type { BackendState } from '../sidecar/backend.ts';
+
+export const STAGES = ['decode', 'preprocess', 'queue', 'transfer', 'inference', 'postprocess', 'total'] as const;
+export type Stage = (typeof STAGES)[number];
+
+const ENGINE_STATES: BackendState[] = ['starting', 'ready', 'restarting', 'failed', 'stopped'];
+
+// From 0.25 ms (postprocess) to 60 s (a CPU forward under load): roughly ×2.5 steps.
+const SECONDS_BUCKETS = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+export class ServerMetrics {
+  readonly registry = new client.Registry();
+  readonly requests: client.Counter<'route' | 'method' | 'status'>;
+  readonly requestDuration: client.Histogram<'route'>;
+  readonly stageSeconds: client.Histogram<'stage'>;
+  readonly queueDepth: client.Gauge<'stage'>;
+  readonly inFlight: client.Gauge;
+  readonly engineForwardsInFlight: client.Gauge;
+  readonly engineBusySeconds: client.Counter;
+  readonly sidecarRestarts: client.Counter;
+  readonly engineState: client.Gauge<'state'>;
+  readonly rejected: client.Counter<'code'>;
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.requests = new client.Counter({
+      name: 'rfdetr_http_requests_total',
+      help: 'HTTP requests answered, by route template, method and status code',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    });
+    this.requestDuration = new client.Histogram({
+      name: 'rfdetr_http_request_duration_seconds',
+      help: 'Time from request arrival to the response being written, by route template',
+      labelNames: ['route'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.stageSeconds = new client.Histogram({
+      name: 'rfdetr_predict_stage_seconds',
+      help: 'Per-stage latency of successful /predict requests (the timing_ms fields): decode, preprocess, queue, transfer, inference (the engine forward), postprocess, total',
+      labelNames: ['stage'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.queueDepth = new client.Gauge({
+      name: 'rfdetr_queue_depth',
+      help: 'Requests waiting: stage="admitted" (accepted, not yet handed to the engine), "prep" (waiting for a decode slot), "engine" (pixel_values ready, waiting for the engine)',
+      labelNames: ['stage'],
+      registers,
+    });
+    this.inFlight = new client.Gauge({
+      name: 'rfdetr_predict_in_flight',
+      help: '/predict requests being handled (any stage)',
+      registers,
+    });
+    this.engineForwardsInFlight = new client.Gauge({
+      name: 'rfdetr_engine_forwards_in_flight',
+      help: 'Forwards handed to the backend and not yet finished',
+      registers,
+    });
+    this.engineBusySeconds = new client.Counter({
+      name: 'rfdetr_engine_busy_seconds_total',
+      help: 'Wall time during which a forward was in flight; its rate is the engine utilisation',
+      registers,
+    });
+    this.sidecarRestarts = new client.Counter({
+      name: 'rfdetr_sidecar_restarts_total',
+      help: 'Times the backend went from ready to restarting',
+      registers,
+    });
+    this.engineState = new client.Gauge({
+      name: 'rfdetr_engine_state',
+      help: 'Backend lifecycle state: 1 for the current state, 0 for the others',
+      labelNames: ['state'],
+      registers,
+    });
+    this.rejected = new client.Counter({
+      name: 'rfdetr_predict_rejected_total',
+      help: '/predict requests answered with an error, by error code',
+      labelNames: ['code'],
+      registers,
+    });
+    for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
+    for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);
+    if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'rfdetr_' });
+  }
+
+  setEngineState(state: BackendState): void {
+    for (const s of ENGINE_STATES) this.engineState.set({ state: s }, s === state ? 1 : 0);
+  }
+
+  observeStages(ms: Record<Stage, number>): void {
+    for (const s of STAGES) this.stageSeconds.observe({ stage: s }, ms[s] / 1000);
+  }
+}

@@ -1,0 +1,281 @@
+// One connection to a sidecar: waits for its hello, sends requests with ids and per-request deadlines, and
+// has ONE close path (#closeWith) that rejects every pending request with the same typed error. After it ran,
+// every call fails at once; nothing hangs. Wire shapes stay in this file and src/protocol.
+import net from 'node:net';
+import { RfdetrError } from '../errors.ts';
+import {
+  FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION, type WireHello, type WireMessage,
+} from '../protocol/codec.ts';
+import { WIRE_ERRORS } from '../protocol/error-codes.ts';
+import type { InferResult, SidecarInfo } from './backend.ts';
+
+export const PIXEL_COUNT = 3 * 560 * 560;
+const MAX_ID = 0xffffffff;
+
+interface Pending {
+  op: 'infer' | 'ping' | 'shutdown';
+  resolve: (m: WireMessage) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout | undefined;
+  sentAt: number;
+  /** The caller gave up (deadline/abort); the sidecar may still be working on it. */
+  abandoned: boolean;
+  cleanup: () => void;
+}
+
+export interface ConnectOptions {
+  /** How long to wait for the connection and the hello. */
+  helloTimeoutMs: number;
+  /**
+   * Called once when the socket closes or the peer breaks the protocol, before pending requests are rejected.
+   * The owner returns the error to reject them with (e.g. with the process's exit code and stderr tail).
+   */
+  explainClose?: (cause: RfdetrError) => Promise<RfdetrError> | RfdetrError;
+  /** Called after the close path ran. */
+  onClosed?: (err: RfdetrError) => void;
+}
+
+export function infoFromHello(h: WireHello): SidecarInfo {
+  const [c, hgt, w] = h.input_shape;
+  return {
+    protocolVersion: h.protocol_version,
+    sidecarVersion: h.sidecar_version,
+    engine: h.engine,
+    device: h.device,
+    inputShape: [c ?? 0, hgt ?? 0, w ?? 0],
+    numQueries: h.num_queries,
+    numClasses: h.num_classes,
+    labels: h.labels,
+  };
+}
+
+export class SidecarConnection {
+  readonly info: SidecarInfo;
+  readonly #socket: net.Socket;
+  readonly #pending = new Map<number, Pending>();
+  readonly #opts: ConnectOptions;
+  #nextId = 1;
+  #closeError: RfdetrError | undefined;
+  #closing = false;
+
+  private constructor(socket: net.Socket, info: SidecarInfo, opts: ConnectOptions) {
+    this.#socket = socket;
+    this.info = info;
+    this.#opts = opts;
+  }
+
+  /** Connects, reads the hello and checks the protocol version. Rejects with E_PROTOCOL / E_VERSION_MISMATCH / E_SIDECAR_EXITED. */
+  static connect(socketPath: string, opts: ConnectOptions): Promise<SidecarConnection> {
+    return new Promise((resolve, reject) => {
+      const socket = net.createConnection(socketPath);
+      let conn: SidecarConnection | undefined;
+      let settled = false;
+      const fail = (err: RfdetrError) => {
+        if (conn) {
+          conn.#fail(err);
+          return;
+        }
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket.destroy();
+        reject(err);
+      };
+      const timer = setTimeout(() => {
+        fail(new RfdetrError('E_PROTOCOL', `no hello from the sidecar on ${socketPath} within ${opts.helloTimeoutMs} ms; is it a sidecar, and is it still starting?`));
+      }, opts.helloTimeoutMs);
+      const reader = new FrameReader(
+        (payload) => {
+          const r = decodePayload(payload);
+          if (!r.ok) {
+            reader.stop();
+            fail(new RfdetrError('E_PROTOCOL', `sidecar sent a bad frame (${r.code}: ${r.message}); closing the connection`));
+            return;
+          }
+          if (conn) {
+            conn.#onMessage(r.message);
+            return;
+          }
+          const m = r.message;
+          if (m.kind !== 'hello') {
+            reader.stop();
+            fail(new RfdetrError('E_PROTOCOL', `the sidecar's first frame must be its hello, got a ${m.kind} with id ${m.id}`));
+            return;
+          }
+          if (m.protocol_version !== PROTOCOL_VERSION) {
+            reader.stop();
+            fail(new RfdetrError('E_VERSION_MISMATCH',
+              `sidecar ${m.sidecar_version} speaks protocol version ${m.protocol_version}, this client speaks version ${PROTOCOL_VERSION}; ` +
+              'install matching versions (rebuild the sidecar with npm install)',
+              { sidecarProtocol: m.protocol_version, clientProtocol: PROTOCOL_VERSION, sidecarVersion: m.sidecar_version }));
+            return;
+          }
+          const [c, h, w] = m.input_shape;
+          if (c !== 3 || h !== 560 || w !== 560) {
+            reader.stop();
+            fail(new RfdetrError('E_PROTOCOL', `sidecar input shape is [${m.input_shape.join(',')}]; this client sends [3,560,560]`));
+            return;
+          }
+          settled = true;
+          clearTimeout(timer);
+          conn = new SidecarConnection(socket, infoFromHello(m), opts);
+          resolve(conn);
+        },
+        (message) => fail(new RfdetrError('E_PROTOCOL', `sidecar sent a bad frame (${message}); closing the connection`)),
+      );
+      socket.on('data', (chunk: Buffer) => reader.push(chunk));
+      socket.on('error', (e: NodeJS.ErrnoException) => {
+        fail(new RfdetrError('E_SIDECAR_EXITED', `sidecar socket ${socketPath}: ${e.code ?? ''} ${e.message}`, { socketPath, errno: e.code }));
+      });
+      socket.on('close', () => {
+        fail(new RfdetrError('E_SIDECAR_EXITED', `the sidecar closed the connection on ${socketPath}`, { socketPath }));
+      });
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closing;
+  }
+
+  /** Requests the sidecar is working on, including ones whose caller gave up. */
+  get inFlight(): number {
+    return this.#pending.size;
+  }
+
+  /** Age in ms of the oldest infer the sidecar has not answered (0 when none): a stuck forward shows here. */
+  oldestInferMs(now = performance.now()): number {
+    let oldest = 0;
+    for (const p of this.#pending.values()) {
+      if (p.op === 'infer') oldest = Math.max(oldest, now - p.sentAt);
+    }
+    return oldest;
+  }
+
+  async infer(pixelValues: Float32Array, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
+    if (pixelValues.length !== PIXEL_COUNT) {
+      throw new RfdetrError('E_USAGE', `pixel_values must hold 3×560×560 = ${PIXEL_COUNT} floats, got ${pixelValues.length}`);
+    }
+    const t0 = performance.now();
+    const reply = await this.#request('infer', { pixel_values: f32Bytes(pixelValues) }, opts.deadlineMs, opts.signal);
+    const rtt = performance.now() - t0;
+    if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined) {
+      const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes or forward_ms');
+      this.#fail(err);
+      throw err;
+    }
+    const { numQueries, numClasses } = this.info;
+    if (reply.logits.length !== numQueries * numClasses * 4 || reply.pred_boxes.length !== numQueries * 16) {
+      const err = new RfdetrError('E_PROTOCOL',
+        `infer reply sizes (logits ${reply.logits.length} B, pred_boxes ${reply.pred_boxes.length} B) do not match the hello ` +
+        `(${numQueries}×${numClasses} and ${numQueries}×4 f32)`);
+      this.#fail(err);
+      throw err;
+    }
+    return {
+      logits: f32FromBytes(reply.logits),
+      predBoxes: f32FromBytes(reply.pred_boxes),
+      forwardMs: reply.forward_ms,
+      transferMs: Math.max(0, rtt - reply.forward_ms),
+    };
+  }
+
+  async ping(timeoutMs: number): Promise<void> {
+    await this.#request('ping', {}, timeoutMs);
+  }
+
+  async shutdown(timeoutMs: number): Promise<void> {
+    await this.#request('shutdown', {}, timeoutMs);
+  }
+
+  /** The close path, from outside: rejects every pending request with `err` and closes the socket. */
+  close(err: RfdetrError = new RfdetrError('E_CLOSED', 'the sidecar connection was closed')): void {
+    this.#closeWith(err);
+  }
+
+  #request(op: Pending['op'], fields: { pixel_values?: Uint8Array }, deadlineMs?: number, signal?: AbortSignal): Promise<WireMessage> {
+    if (this.#closeError) return Promise.reject(this.#closeError);
+    if (this.#closing) return Promise.reject(new RfdetrError('E_SIDECAR_EXITED', 'the sidecar connection is closing'));
+    if (signal?.aborted) return Promise.reject(new RfdetrError('E_ABORTED', `${op} aborted before it was sent`));
+    const id = this.#nextId;
+    this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
+    const frame = encodeFrame({ kind: 'request', id, op, ...fields });
+    return new Promise<WireMessage>((resolve, reject) => {
+      const p: Pending = {
+        op, resolve, reject, timer: undefined, sentAt: performance.now(), abandoned: false,
+        cleanup: () => {
+          if (p.timer) clearTimeout(p.timer);
+          signal?.removeEventListener('abort', onAbort);
+        },
+      };
+      const giveUp = (err: RfdetrError) => {
+        if (p.abandoned) return;
+        p.abandoned = true;
+        p.cleanup();
+        reject(err);
+      };
+      const onAbort = () => giveUp(new RfdetrError('E_ABORTED', `${op} request ${id} aborted by the caller`));
+      if (deadlineMs !== undefined && Number.isFinite(deadlineMs)) {
+        p.timer = setTimeout(() => giveUp(new RfdetrError('E_DEADLINE',
+          `the sidecar did not answer ${op} request ${id} within ${Math.round(deadlineMs)} ms`, { op, deadlineMs })), Math.max(0, deadlineMs));
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#pending.set(id, p);
+      this.#socket.write(frame);
+    });
+  }
+
+  #onMessage(m: WireMessage): void {
+    if (m.kind !== 'reply' && m.kind !== 'error') {
+      this.#fail(new RfdetrError('E_PROTOCOL', `sidecar sent a ${m.kind} frame after its hello`));
+      return;
+    }
+    const p = this.#pending.get(m.id);
+    if (!p) {
+      if (m.id === 0 && m.kind === 'error') {
+        this.#fail(new RfdetrError('E_PROTOCOL', `sidecar refused a frame: ${m.error.code}: ${m.error.message}`));
+      } else {
+        this.#fail(new RfdetrError('E_PROTOCOL', `sidecar answered request ${m.id}, which is not pending`));
+      }
+      return;
+    }
+    this.#pending.delete(m.id);
+    p.cleanup();
+    if (p.abandoned) return;
+    if (m.kind === 'error') {
+      const domain = WIRE_ERRORS[m.error.code].domain;
+      p.reject(new RfdetrError(domain, `sidecar ${p.op} failed: ${m.error.code}: ${m.error.message}`, { wireCode: m.error.code }));
+      if (WIRE_ERRORS[m.error.code].closesConnection) {
+        this.#fail(new RfdetrError('E_PROTOCOL', `sidecar closed the connection: ${m.error.message}`));
+      }
+      return;
+    }
+    p.resolve(m);
+  }
+
+  #fail(cause: RfdetrError): void {
+    if (this.#closing) return;
+    this.#closing = true;
+    this.#socket.destroy();
+    const explain = this.#opts.explainClose;
+    if (!explain) {
+      this.#closeWith(cause);
+      return;
+    }
+    Promise.resolve()
+      .then(() => explain(cause))
+      .then((e) => this.#closeWith(e), () => this.#closeWith(cause));
+  }
+
+  #closeWith(err: RfdetrError): void {
+    if (this.#closeError) return;
+    this.#closing = true;
+    this.#closeError = err;
+    this.#socket.destroy();
+    for (const p of this.#pending.values()) {
+      p.cleanup();
+      if (!p.abandoned) p.reject(err);
+    }
+    this.#pending.clear();
+    this.#opts.onClosed?.(err);
+  }
+}

@@ -1,0 +1,184 @@
+// Helpers for the CLI tests: running the program in process or the real bin/rfdetr.js as a subprocess, a
+// fixture-replay backend, a tiny /predict server, and the skip reason for tests that need the real engine.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { execa } from 'execa';
+import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
+import { detectImage } from '../../src/detect/pipeline.ts';
+import { RfdetrError } from '../../src/errors.ts';
+import type { InferenceBackend, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import { SafetensorsFile } from '../../src/weights/safetensors.ts';
+import { runCli } from '../../cli/program.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
+import type { BackendFactory, BackendRequest, CliContext } from '../../cli/context.ts';
+
+export const fixtureDir = path.join(testFixturesDir, 'rfdetr-synth');
+export const CASES = ['case-1', 'case-2', 'case-3'] as const;
+export const caseImage = (c: string) => path.join(fixtureDir, c, 'input.png');
+export const binPath = path.join(packageRoot, 'bin', 'rfdetr.js');
+
+export interface FixtureDetection { query: number; label: number; label_name: string; score: number; box_xyxy: number[] }
+export interface FixtureDetections { image: { width: number; height: number }; detections: Record<string, FixtureDetection[]> }
+
+export function fixtureDetections(c: string): FixtureDetections {
+  return JSON.parse(fs.readFileSync(path.join(fixtureDir, c, 'detections.json'), 'utf8')) as FixtureDetections;
+}
+
+export function fixtureLabels(): string[] {
+  const cfg = JSON.parse(fs.readFileSync(path.join(fixtureDir, 'config.json'), 'utf8')) as { id2label: Record<string, string> };
+  const labels: string[] = [];
+  for (const [id, name] of Object.entries(cfg.id2label)) labels[Number(id)] = name;
+  return labels;
+}
+
+/**
+ * A backend that replays the fixtures' recorded head outputs: infer() finds the fixture case whose golden
+ * pixel_values equal the input (max-abs <= 1e-4; our preprocess matches them to 1e-5) and returns that case's
+ * logits/pred_boxes. Any other input is an E_INFERENCE error, so a wrong preprocess fails the tests.
+ */
+export class FixtureReplayBackend implements InferenceBackend {
+  state: InferenceBackend['state'] = 'ready';
+  readonly info: SidecarInfo = {
+    protocolVersion: 1, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
+    numQueries: 300, numClasses: 91, labels: fixtureLabels(),
+  };
+  readonly cases = CASES.map((c) => {
+    const g = SafetensorsFile.read(path.join(fixtureDir, c, 'golden.safetensors'));
+    return { name: c, pixels: g.f32('pixel_values'), logits: g.f32('logits'), predBoxes: g.f32('pred_boxes') };
+  });
+  infers = 0;
+  closed = false;
+
+  async infer(pixelValues: Float32Array): Promise<InferResult> {
+    this.infers++;
+    for (const c of this.cases) {
+      let m = 0;
+      for (let i = 0; i < c.pixels.length && m <= 1e-4; i++) m = Math.max(m, Math.abs(c.pixels[i]! - pixelValues[i]!));
+      if (m <= 1e-4) return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), forwardMs: 1.5, transferMs: 0.25 };
+    }
+    throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: the pixel_values match no fixture case');
+  }
+  async close(): Promise<void> {
+    this.closed = true;
+    this.state = 'stopped';
+  }
+  destroy(): void {
+    this.state = 'stopped';
+  }
+}
+
+export interface RunResult { code: number; stdout: string; stderr: string; requests: BackendRequest[] }
+
+export interface InProcessOptions {
+  backend?: InferenceBackend;
+  /** Opens a backend per request (beats `backend`). */
+  factory?: (req: BackendRequest) => InferenceBackend;
+  stdin?: Buffer;
+  tty?: boolean;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/** Runs the CLI in this process with a fixture-replay backend (or the one given); captures the output. */
+export async function runInProcess(argv: string[], o: InProcessOptions = {}): Promise<RunResult> {
+  let stdout = '';
+  let stderr = '';
+  const requests: BackendRequest[] = [];
+  const backend = o.backend ?? new FixtureReplayBackend();
+  const openBackend: BackendFactory = async (req) => {
+    requests.push(req);
+    return o.factory ? o.factory(req) : backend;
+  };
+  const ctx: CliContext = {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s), isTTY: o.tty ?? false, columns: 100 },
+    readStdin: async () => o.stdin ?? Buffer.alloc(0),
+    env: o.env ?? { ...process.env, TT_RF_DETR_WEIGHTS: await synthWeights() },
+    cwd: o.cwd ?? packageRoot,
+    openBackend,
+  };
+  const code = await runCli(argv, ctx);
+  return { code, stdout, stderr, requests };
+}
+
+/** Runs the real bin/rfdetr.js; never rejects on a non-zero exit. */
+export async function runBin(args: string[], opts: { env?: NodeJS.ProcessEnv; input?: Buffer; timeoutMs?: number; cwd?: string } = {}) {
+  const r = await execa(process.execPath, [binPath, ...args], {
+    reject: false, stripFinalNewline: false, cwd: opts.cwd ?? packageRoot, env: opts.env, timeout: opts.timeoutMs ?? 120_000,
+    ...(opts.input ? { input: opts.input } : { stdin: 'ignore' as const }),
+  });
+  return { code: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr) };
+}
+
+/** Why the real engine cannot run here (null when it can): the sidecar client and a cpu-capable sidecar binary. */
+export async function realEngineSkipReason(): Promise<string | null> {
+  const supervisor = path.join(packageRoot, 'src', 'sidecar', 'supervisor.ts');
+  if (!fs.existsSync(supervisor)) return 'needs the sidecar client/supervisor (src/sidecar/supervisor.ts, branch sidecar) — not merged yet';
+  const bin = sidecarBinary();
+  if (!fs.existsSync(bin)) return `needs the sidecar executable ${bin} (npm run build:sidecar)`;
+  const help = await execa(bin, ['--help'], { reject: false });
+  const built = /built: ([^)\n]*)/.exec(String(help.stdout))?.[1] ?? '';
+  if (!built.split('|').includes('cpu')) return `needs the CPU engine in the sidecar (branch engine; rfdetr-sidecar --help lists "${built}")`;
+  return null;
+}
+
+/** A test skip option honouring RFDETR_REQUIRE_ALL=1 (then the test runs and fails instead of skipping). */
+export function skipUnless(reason: string | null): { skip?: string } {
+  if (reason && process.env.RFDETR_REQUIRE_ALL !== '1') return { skip: reason };
+  return {};
+}
+
+export type Handler = (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void | Promise<void>;
+
+/** A tiny HTTP server on 127.0.0.1 (random port) calling `handler` with the whole request body. */
+export async function tinyServer(handler: Handler): Promise<{ url: string; close: () => Promise<void>; requests: string[] }> {
+  const requests: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      requests.push(`${req.method} ${req.url}`);
+      Promise.resolve(handler(req, Buffer.concat(chunks), res)).catch((e: Error) => {
+        res.statusCode = 500;
+        res.end(JSON.stringify({ detail: e.message }));
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify(body));
+}
+
+/**
+ * A minimal /predict server in the test process: /ready 200, POST /predict (JSON base64) answered by
+ * detectImage on a fixture-replay backend — the library's own response object, so a client must reproduce it.
+ */
+export async function replayServer(): Promise<{ url: string; close: () => Promise<void>; requests: string[] }> {
+  const backend = new FixtureReplayBackend();
+  return tinyServer(async (req, body, res) => {
+    if (req.method === 'GET' && req.url === '/ready') return json(res, 200, { status: 'ready' });
+    if (req.method === 'POST' && req.url === '/predict') {
+      const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean };
+      try {
+        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, maxDetections: p.max_detections ?? 100, returnRaw: p.return_raw });
+        return json(res, 200, r.response);
+      } catch (e) {
+        const err = e as RfdetrError;
+        return json(res, err.status ?? 500, { detail: err.message, code: err.code });
+      }
+    }
+    return json(res, 404, { detail: 'no such route' });
+  });
+}

@@ -1,0 +1,268 @@
+// Concurrency and lifecycle over real HTTP with a scripted backend: parallel correctness, the bounded queue,
+// the deadline, a client leaving while queued, liveness during a forward, and drain.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import { defaultPipeline } from '../../src/http/pipeline.ts';
+import { goldenResponder, goldens, postJson, start, waitFor } from './helpers.ts';
+
+const b64 = (i: number) => goldens()[i]!.png.toString('base64');
+
+describe('concurrency', () => {
+  test('16 parallel requests over the three fixture images: every response is its own image\'s detections', async () => {
+    const s = await start({ queueSize: 16 });
+    s.backend.respond = goldenResponder;
+    s.backend.forwardMs = 15;
+    try {
+      const order = Array.from({ length: 16 }, (_, i) => i % 3);
+      const rs = await Promise.all(order.map((c) => postJson(s.url, { image: b64(c), max_detections: 300 }, { 'x-request-id': `par-${c}` })));
+      for (let i = 0; i < rs.length; i++) {
+        const r = rs[i]!;
+        const g = goldens()[order[i]!]!;
+        assert.equal(r.status, 200, r.text);
+        assert.deepEqual(r.json.image_size, { width: g.width, height: g.height });
+        assert.deepEqual(r.json.detections.map((d: any) => [d.label_id, d.score, d.box]), g.detections['0.5']!.map((d) => [d.label, d.score, d.box_xyxy]));
+      }
+      assert.equal(s.backend.calls, 16);
+      // Forwards never overlapped, and requests did wait for each other.
+      assert.ok(rs.some((r) => r.json.timing_ms.queue > 10), 'some request queued behind another');
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('queue full → 503 E_QUEUE_FULL with Retry-After; the admitted requests all finish', async () => {
+    const s = await start({ queueSize: 2 });
+    const release = s.backend.block();
+    try {
+      const first = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the first forward');
+      const queued = [postJson(s.url, { image: b64(0) }), postJson(s.url, { image: b64(0) })];
+      await waitFor(() => s.srv.engine.depth === 2, 'two requests waiting for the engine');
+      const full = await postJson(s.url, { image: b64(0) });
+      assert.equal(full.status, 503);
+      assert.equal(full.json.code, 'E_QUEUE_FULL');
+      assert.match(full.json.detail, /queue is full \(2 requests waiting/);
+      assert.ok(Number(full.headers.get('retry-after')) >= 1);
+      release();
+      const done = await Promise.all([first, ...queued]);
+      assert.deepEqual(done.map((r) => r.status), [200, 200, 200]);
+      assert.equal(s.backend.calls, 3);
+    } finally {
+      s.backend.release();
+      await s.stop();
+    }
+  });
+
+  test('deadline → 504 E_DEADLINE, in the engine and while queued; a request that expires queued costs no forward', async () => {
+    const s = await start({ deadlineMs: 400 });
+    const release = s.backend.block();
+    try {
+      const t0 = performance.now();
+      const a = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the first forward');
+      const b = postJson(s.url, { image: b64(0) });
+      const [ra, rb] = await Promise.all([a, b]);
+      const ms = performance.now() - t0;
+      for (const r of [ra, rb]) {
+        assert.equal(r.status, 504, r.text);
+        assert.equal(r.json.code, 'E_DEADLINE');
+        assert.match(r.json.detail, /did not finish within its 400 ms deadline/);
+      }
+      assert.match(ra.json.detail, /in the engine/);
+      assert.match(rb.json.detail, /waiting for the engine/);
+      assert.ok(ms < 3000, `answered at the deadline, not when the forward ends (${ms} ms)`);
+      release();
+      await waitFor(() => s.srv.engine.inFlight === 0, 'the blocked forward to finish');
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(s.backend.calls, 1, 'the expired queued request never reached the engine');
+      assert.equal((await postJson(s.url, { image: b64(0) })).status, 200, 'the engine is free again');
+    } finally {
+      s.backend.release();
+      await s.stop();
+    }
+  });
+
+  test('a deadline that passes during decode/preprocess → 504 naming the stage, and no forward', async () => {
+    const slow = { ...defaultPipeline(), decode: async (b: Uint8Array) => { await new Promise((r) => setTimeout(r, 400)); return defaultPipeline().decode(b); } };
+    const s = await start({ pipeline: slow, deadlineMs: 150 });
+    try {
+      const r = await postJson(s.url, { image: b64(0) });
+      assert.equal(r.status, 504);
+      assert.match(r.json.detail, /150 ms deadline \(it was being received, decoded or preprocessed\)/);
+      await new Promise((res) => setTimeout(res, 400));
+      assert.equal(s.backend.calls, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('a client that disconnects while queued costs no forward', async () => {
+    const s = await start();
+    const release = s.backend.block();
+    try {
+      const a = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the first forward');
+      const ac = new AbortController();
+      const b = postJson(s.url, { image: b64(0) }, {}, ac.signal).catch((e: Error) => e);
+      await waitFor(() => s.srv.engine.depth === 1, 'the second request to wait for the engine');
+      ac.abort();
+      await waitFor(() => s.srv.engine.depth === 0, 'the aborted request to leave the queue');
+      assert.ok((await b) instanceof Error);
+      release();
+      assert.equal((await a).status, 200);
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(s.backend.calls, 1);
+      await waitFor(() => s.logs.some((l) => l.event === 'request' && l.status === 499), 'a 499 log line');
+    } finally {
+      s.backend.release();
+      await s.stop();
+    }
+  });
+
+  test('/tt-liveness, /health and /metrics answer while a forward is blocked', async () => {
+    const s = await start();
+    const release = s.backend.block();
+    try {
+      const a = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the forward');
+      const t0 = performance.now();
+      const live = await fetch(`${s.url}/tt-liveness`);
+      const body: any = await live.json();
+      assert.equal(live.status, 200);
+      assert.equal(body.status, 'alive');
+      assert.equal(body.model_ready, true);
+      assert.equal(body.in_flight, 1);
+      assert.equal((await fetch(`${s.url}/health`)).status, 200);
+      const m = await (await fetch(`${s.url}/metrics`)).text();
+      assert.match(m, /^rfdetr_engine_forwards_in_flight 1$/m);
+      assert.match(m, /^rfdetr_predict_in_flight 1$/m);
+      assert.ok(performance.now() - t0 < 1000);
+      release();
+      assert.equal((await a).status, 200);
+    } finally {
+      s.backend.release();
+      await s.stop();
+    }
+  });
+
+  test('decode + preprocess of queued requests overlap the forward in progress', async () => {
+    const s = await start({ prepConcurrency: 2 });
+    const release = s.backend.block();
+    try {
+      const a = postJson(s.url, { image: b64(2) });
+      await waitFor(() => s.backend.calls === 1, 'the first forward');
+      const rest = [postJson(s.url, { image: b64(2) }), postJson(s.url, { image: b64(2) })];
+      // Both reach the engine queue, fully preprocessed, while the first forward is still blocked.
+      await waitFor(() => s.srv.engine.depth === 2, 'two preprocessed requests waiting');
+      assert.equal(s.backend.calls, 1);
+      release();
+      const all = await Promise.all([a, ...rest]);
+      assert.deepEqual(all.map((r) => r.status), [200, 200, 200]);
+    } finally {
+      s.backend.release();
+      await s.stop();
+    }
+  });
+});
+
+describe('decode and preprocess stay off the event loop', () => {
+  test('probes answer promptly while a 4000×3000 image is being preprocessed', async () => {
+    const s = await start();
+    try {
+      const big = await sharp(goldens()[2]!.png).resize(4000, 3000, { kernel: 'nearest' }).jpeg({ quality: 80 }).toBuffer();
+      let finished = false;
+      const p = postJson(s.url, { image: big.toString('base64') }).finally(() => (finished = true));
+      const lat: number[] = [];
+      while (!finished) {
+        const t0 = performance.now();
+        const r = await fetch(`${s.url}/tt-liveness`);
+        await r.arrayBuffer();
+        lat.push(performance.now() - t0);
+      }
+      const r = await p;
+      assert.equal(r.status, 200, r.text);
+      const pre = r.json.timing_ms.preprocess as number;
+      const worst = Math.max(...lat);
+      assert.ok(lat.length >= 3, `${lat.length} probes during the request`);
+      // Inline, one probe would have waited for most of the preprocess; in a worker none does.
+      assert.ok(worst < pre / 2, `worst probe latency ${worst.toFixed(1)} ms vs preprocess ${pre.toFixed(1)} ms`);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('inline mode (a custom pipeline on the main thread) gives the same detections', async () => {
+    const s = await start({ pipeline: defaultPipeline() });
+    s.backend.respond = goldenResponder;
+    try {
+      const r = await postJson(s.url, { image: b64(1) });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json.detections.map((d: any) => [d.label_id, d.score, d.box]), goldens()[1]!.detections['0.5']!.map((d) => [d.label, d.score, d.box_xyxy]));
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('drain (what SIGTERM calls)', () => {
+  test('readiness 503, no new connections, in-flight requests finish, then the backend is closed', async () => {
+    const s = await start();
+    // A second listener on the same app stands for a connection the load balancer still holds.
+    const side = http.createServer(s.srv.app).listen(0, '127.0.0.1');
+    await new Promise((r) => side.once('listening', r));
+    const sideUrl = `http://127.0.0.1:${(side.address() as AddressInfo).port}`;
+    const release = s.backend.block();
+    try {
+      assert.equal((await fetch(`${sideUrl}/ready`)).status, 200);
+      const a = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the in-flight forward');
+      const drained = s.srv.drain(5000);
+      assert.equal(s.srv.draining, true);
+      const r = await fetch(`${sideUrl}/ready`);
+      assert.equal(r.status, 503);
+      assert.equal(((await r.json()) as any).code, 'E_DRAINING');
+      assert.equal((await fetch(`${sideUrl}/v1/health`)).status, 503);
+      const live: any = await (await fetch(`${sideUrl}/tt-liveness`)).json();
+      assert.equal(live.draining, true);
+      assert.equal(live.model_ready, false);
+      const late = await postJson(sideUrl, { image: b64(0) });
+      assert.equal(late.status, 503);
+      assert.equal(late.json.code, 'E_DRAINING');
+      await assert.rejects(fetch(`${s.url}/health`, { headers: { connection: 'close' } }), 'the listener no longer accepts connections');
+      assert.equal(s.backend.closed, 0, 'the backend stays open while a request is in flight');
+      release();
+      const ra = await a;
+      assert.equal(ra.status, 200, 'the in-flight request completes');
+      await drained;
+      assert.equal(s.backend.closed, 1);
+      assert.equal(s.backend.destroyed, undefined);
+      assert.ok(s.logs.some((l) => l.event === 'drained' && l.timed_out === false));
+    } finally {
+      s.backend.release();
+      side.close();
+    }
+  });
+
+  test('past the drain deadline the remaining requests get 503 and the backend is destroyed', async () => {
+    const s = await start();
+    s.backend.block();
+    try {
+      const a = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the in-flight forward');
+      const t0 = performance.now();
+      await s.srv.drain(150);
+      assert.ok(performance.now() - t0 < 2000);
+      const r = await a;
+      assert.equal(r.status, 503);
+      assert.equal(r.json.code, 'E_DRAINING');
+      assert.match(r.json.detail, /150 ms drain deadline passed/);
+      assert.ok(s.backend.destroyed, 'backend destroyed');
+      assert.equal(s.backend.closed, 0);
+    } finally {
+      s.backend.release();
+    }
+  });
+});

@@ -1,0 +1,135 @@
+// The TypeScript codec against the golden frames (shared with the C++ tests) and the framing rules.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { testFixturesDir, packageRoot } from '../../src/config/paths.ts';
+import {
+  FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, type WireMessage,
+} from '../../src/protocol/codec.ts';
+import { WIRE_ERRORS } from '../../src/protocol/error-codes.ts';
+
+const framesDir = path.join(testFixturesDir, 'frames');
+interface Entry { file: string; fields?: Record<string, unknown>; error?: string; error_id?: number }
+const manifest = JSON.parse(readFileSync(path.join(framesDir, 'manifest.json'), 'utf8')) as Entry[];
+const goodFrames = manifest.filter((e) => e.fields);
+const badFrames = manifest.filter((e) => e.error);
+
+function toJson(m: WireMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(m)) {
+    if (m.kind === 'hello' && (k === 'op' || k === 'ok')) continue;
+    out[k] = v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
+  }
+  return out;
+}
+
+/** Feeds bytes through a FrameReader in chunks of `step` bytes; returns decoded results and framing errors. */
+function readAll(bytes: Buffer, step: number) {
+  const payloads: Buffer[] = [];
+  const errors: string[] = [];
+  const r = new FrameReader((p) => payloads.push(Buffer.from(p)), (e) => errors.push(e));
+  for (let i = 0; i < bytes.length; i += step) r.push(bytes.subarray(i, Math.min(bytes.length, i + step)));
+  return { payloads, errors };
+}
+
+test('golden frames: the manifest covers every op, reply shape and error code', () => {
+  const files = new Set(goodFrames.map((e) => e.file));
+  for (const f of ['hello.bin', 'request-infer.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
+    assert.ok(files.has(f), `manifest lacks ${f}`);
+  }
+  for (const code of Object.keys(WIRE_ERRORS)) assert.ok(files.has(`error-${code}.bin`), `no golden frame for ${code}`);
+  assert.ok(badFrames.length >= 15);
+});
+
+test('golden frames: TS decodes each to the manifest fields and re-encodes identical bytes', () => {
+  for (const e of goodFrames) {
+    const bytes = readFileSync(path.join(framesDir, e.file));
+    const { payloads, errors } = readAll(bytes, bytes.length);
+    assert.deepEqual(errors, [], e.file);
+    assert.equal(payloads.length, 1, e.file);
+    const r = decodePayload(payloads[0]!);
+    assert.ok(r.ok, `${e.file}: ${r.ok ? '' : r.message}`);
+    assert.deepEqual(toJson(r.message), e.fields, e.file);
+    assert.equal(encodeFrame(r.message).toString('hex'), bytes.toString('hex'), `${e.file} re-encodes differently`);
+  }
+});
+
+test('golden bad frames: TS rejects each with the manifest error code and id', () => {
+  for (const e of badFrames) {
+    const bytes = readFileSync(path.join(framesDir, e.file));
+    const { payloads, errors } = readAll(bytes, 1);
+    if (errors.length) {
+      assert.equal(e.error, 'E_FRAME', `${e.file}: framing error ${errors[0]} but manifest says ${e.error}`);
+      assert.equal(payloads.length, 0);
+      continue;
+    }
+    assert.equal(payloads.length, 1, e.file);
+    const r = decodePayload(payloads[0]!);
+    assert.equal(r.ok, false, `${e.file} decoded but should fail with ${e.error}`);
+    if (!r.ok) {
+      assert.equal(r.code, e.error, `${e.file}: ${r.message}`);
+      assert.equal(r.id, e.error_id, e.file);
+      assert.ok(r.message.length > 10);
+    }
+  }
+});
+
+test('framing: every golden frame delivered a byte at a time, back to back, yields the same messages', () => {
+  const all = Buffer.concat(goodFrames.map((e) => readFileSync(path.join(framesDir, e.file))));
+  for (const step of [1, 3, 7, 4096]) {
+    const { payloads, errors } = readAll(all, step);
+    assert.deepEqual(errors, []);
+    assert.equal(payloads.length, goodFrames.length, `step ${step}`);
+    payloads.forEach((p, i) => {
+      const r = decodePayload(p);
+      assert.ok(r.ok);
+      if (r.ok) assert.deepEqual(toJson(r.message), goodFrames[i]!.fields);
+    });
+  }
+});
+
+test('framing: an over-cap length is refused from the header alone, and the reader stops', () => {
+  const h = Buffer.alloc(4);
+  h.writeUInt32LE(MAX_FRAME_BYTES + 1, 0);
+  const { payloads, errors } = readAll(Buffer.concat([h, readFileSync(path.join(framesDir, 'request-ping.bin'))]), 2);
+  assert.equal(errors.length, 1);
+  assert.match(errors[0]!, /67108865 is outside 1 to 67108864/);
+  assert.equal(payloads.length, 0, 'nothing after a framing error is delivered');
+  // Exactly at the cap is allowed by the reader (it waits for the payload).
+  h.writeUInt32LE(MAX_FRAME_BYTES, 0);
+  assert.deepEqual(readAll(h, 4).errors, []);
+});
+
+test('encodeFrame refuses a payload over the cap', () => {
+  const big = new Uint8Array(MAX_FRAME_BYTES);
+  assert.throws(() => encodeFrame({ kind: 'request', id: 1, op: 'infer', pixel_values: big }), /over the 67108864-byte cap/);
+});
+
+test('decodePayload: trailing bytes after the map are E_FRAME naming the cause', () => {
+  const ping = readFileSync(path.join(framesDir, 'request-ping.bin')).subarray(4);
+  const r = decodePayload(Buffer.concat([ping, Buffer.from([0x01])]));
+  assert.equal(r.ok, false);
+  if (!r.ok) {
+    assert.equal(r.code, 'E_FRAME');
+    assert.match(r.message, /trailing/);
+  }
+});
+
+test('f32 helpers: bin views round-trip, including from a misaligned offset', () => {
+  const xs = new Float32Array([1.5, -2.25, 3.125e-8, 65504]);
+  const bytes = new Uint8Array(new ArrayBuffer(17), 1, 16);
+  bytes.set(f32Bytes(xs));
+  assert.equal(bytes.byteOffset % 4, 1);
+  assert.deepEqual(Array.from(f32FromBytes(bytes)), Array.from(xs));
+});
+
+test('error table: src/protocol/error-codes.ts matches the table in sidecar/PROTOCOL.md', () => {
+  const doc = readFileSync(path.join(packageRoot, 'sidecar', 'PROTOCOL.md'), 'utf8');
+  const block = doc.split('<!-- error-codes:begin -->')[1]?.split('<!-- error-codes:end -->')[0];
+  assert.ok(block, 'PROTOCOL.md has no error-codes block');
+  const rows = block.split('\n').filter((l) => /^\| `E_/.test(l)).map((l) => l.split('|').map((c) => c.trim()));
+  const fromDoc = rows.map((c) => ({ code: c[1]!.replace(/`/g, ''), closes: c[2] === 'yes' }));
+  const fromTs = Object.entries(WIRE_ERRORS).map(([code, v]) => ({ code, closes: v.closesConnection }));
+  assert.deepEqual(fromTs, fromDoc);
+});

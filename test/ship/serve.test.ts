@@ -1,0 +1,68 @@
+// The staged serving tree, run the way the container and tt-model run it: `bin/rfdetr serve` (CPU engine,
+// synthetic weights) prints tt-model.yaml's ready_line exactly once, /ready then answers 200 (so the Docker
+// HEALTHCHECK passes), and SIGTERM — what `docker stop` and Kubernetes send to PID 1 — ends it with exit 0.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { parse } from 'yaml';
+import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
+import { ROUTES, readText, skipOrFail } from './ship-helpers.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
+  const missing = [
+    !fs.existsSync(path.join(packageRoot, 'cli', 'main.ts')) && 'cli/main.ts (CLI branch)',
+    !fs.existsSync(path.join(packageRoot, 'src', 'http')) && 'src/http (HTTP branch)',
+    !fs.existsSync(sidecarBinary()) && `${sidecarBinary()} (sidecar branch, built by npm install)`,
+  ].filter(Boolean);
+  if (missing.length) return skipOrFail(t, `needs ${missing.join(', ')}; not merged yet`);
+
+  const readyLine = (parse(readText('tt-model.yaml')) as { runtime: { ready_line: string } }).runtime.ready_line;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-serve-'));
+  t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const dest = path.join(tmp, 'rfdetr');
+  const staged = spawnSync('bash', [path.join(packageRoot, 'scripts/container-build.sh'), '--no-install', '--dest', dest], { cwd: packageRoot, encoding: 'utf8' });
+  assert.equal(staged.status, 0, staged.stderr);
+
+  const env = { ...process.env, HF_HOME: path.join(tmp, 'hf'), HF_HUB_OFFLINE: '1', RFDETR_SIDECAR: '' };
+  const weights = await synthWeights();
+
+  const port = await freePort();
+  const child = spawn(path.join(dest, 'bin/rfdetr'), ['serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2'], { env });
+  let log = '';
+  child.stdout.on('data', (d) => { log += d; });
+  child.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+
+  const deadline = Date.now() + 300_000;
+  while (!log.includes(readyLine)) {
+    assert.equal(child.exitCode, null, `rfdetr serve exited before printing ${readyLine}:\n${log.slice(-3000)}`);
+    assert.ok(Date.now() < deadline, `no ${readyLine} within 300 s:\n${log.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const base = `http://127.0.0.1:${port}`;
+  assert.equal((await fetch(base + ROUTES.readiness)).status, 200, 'ready_line printed but /ready is not 200');
+  assert.equal((await fetch(base + ROUTES.liveness)).status, 200);
+  const health = await (await fetch(base + ROUTES.health)).json() as { status: string };
+  assert.equal(health.status, 'ok');
+  const hc = spawnSync(process.execPath, [path.join(dest, 'scripts/healthcheck.mjs')], { encoding: 'utf8', env: { ...env, RFDETR_HEALTHCHECK_URL: base + ROUTES.readiness } });
+  assert.equal(hc.status, 0, hc.stderr);
+
+  child.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise<string>((r) => setTimeout(() => r('timeout'), 60_000))]);
+  assert.equal(code, 0, `SIGTERM should drain and exit 0:\n${log.slice(-3000)}`);
+  assert.equal(log.split(readyLine).length - 1, 1, 'the ready line is printed exactly once');
+});

@@ -1,0 +1,122 @@
+// A scripted fake sidecar for the supervisor tests: takes the real sidecar's flags, listens on the real Unix
+// socket, prints READY and speaks the protocol, misbehaving as FAKE_SCENARIO says. FAKE_SCENARIO is a comma
+// list; the Nth start (counted in the file FAKE_COUNTER) plays the Nth entry (the last one repeats).
+//   ok              serve: infer echoes (logits[i] = px[i] + 1, pred_boxes[i] = px[27300 + i] / 2), ping, shutdown
+//   crash-on-infer  exit(3) with a stderr line on the first infer
+//   hang            send the hello, then never answer anything
+//   garbage         answer an infer with a frame that is not MessagePack
+//   bad-version     hello with protocol_version 99
+//   bad-hello       a reply instead of the hello
+//   exit-at-start   print a reason on stderr and exit 1 before READY
+//   no-ready        never print READY
+//   stubborn        ignore the shutdown op and SIGTERM
+//   slow            answer infers after FAKE_DELAY_MS
+import net from 'node:net';
+import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
+
+const argv = process.argv.slice(2);
+const flag = (name: string) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const socketPath = flag('--socket');
+if (!socketPath) {
+  process.stderr.write('fake-sidecar: --socket is required\n');
+  process.exit(2);
+}
+let start = 0;
+const counter = process.env.FAKE_COUNTER;
+if (counter) {
+  start = existsSync(counter) ? Number(readFileSync(counter, 'utf8')) : 0;
+  writeFileSync(counter, String(start + 1));
+}
+const plan = (process.env.FAKE_SCENARIO ?? 'ok').split(',');
+const scenario = plan[Math.min(start, plan.length - 1)]!;
+const delayMs = Number(process.env.FAKE_DELAY_MS ?? '0');
+process.stderr.write(`fake-sidecar: start ${start} plays '${scenario}'\n`);
+
+if (scenario === 'exit-at-start') {
+  process.stderr.write('fake-sidecar: cannot open device 0 (scripted failure)\n');
+  process.exit(1);
+}
+if (scenario === 'stubborn') process.on('SIGTERM', () => process.stderr.write('fake-sidecar: ignoring SIGTERM\n'));
+else process.on('SIGTERM', () => stop(0));
+
+const NQ = 300;
+const NC = 91;
+const labels = ['N/A', ...Array.from({ length: NC - 1 }, (_, i) => `label-${i + 1}`)];
+const sockets = new Set<net.Socket>();
+
+function stop(code: number): void {
+  for (const s of sockets) s.destroy();
+  server.close();
+  if (existsSync(socketPath!)) unlinkSync(socketPath!);
+  process.exit(code);
+}
+
+const server = net.createServer((sock) => {
+  sockets.add(sock);
+  sock.on('close', () => sockets.delete(sock));
+  sock.on('error', () => {});
+  if (scenario === 'bad-hello') {
+    sock.write(encodeFrame({ kind: 'reply', id: 0, ok: true }));
+  } else {
+    sock.write(encodeFrame({
+      kind: 'hello', id: 0, protocol_version: scenario === 'bad-version' ? 99 : PROTOCOL_VERSION, sidecar_version: '0.0.0-fake',
+      engine: 'fake', device: 'scripted fake', input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels,
+    }));
+  }
+  const reader = new FrameReader((payload) => {
+    if (scenario === 'hang') return;
+    const r = decodePayload(payload);
+    if (!r.ok) {
+      sock.write(encodeFrame({ kind: 'error', id: r.id, ok: false, error: { code: r.code, message: r.message } }));
+      return;
+    }
+    const m = r.message;
+    if (m.kind !== 'request') return;
+    if (m.op === 'ping') {
+      sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }));
+    } else if (m.op === 'shutdown') {
+      if (scenario === 'stubborn') return;
+      sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }), () => stop(0));
+    } else if (m.op === 'infer') {
+      if (scenario === 'crash-on-infer') {
+        process.stderr.write('fake-sidecar: crashing on purpose in the middle of an infer\n');
+        process.exit(3);
+      }
+      if (scenario === 'garbage') {
+        sock.write(Buffer.from([5, 0, 0, 0, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1]));
+        return;
+      }
+      const px = f32FromBytes(m.pixel_values!);
+      const logits = new Float32Array(NQ * NC);
+      const boxes = new Float32Array(NQ * 4);
+      for (let i = 0; i < logits.length; i++) logits[i] = px[i]! + 1;
+      for (let i = 0; i < boxes.length; i++) boxes[i] = px[NQ * NC + i]! * 0.5;
+      const reply = () => sock.write(encodeFrame({
+        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), forward_ms: delayMs + 0.25,
+      }));
+      if (scenario === 'slow') setTimeout(reply, delayMs);
+      else reply();
+    }
+  }, () => sock.destroy());
+  sock.on('data', (d: Buffer) => reader.push(d));
+});
+
+mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
+if (existsSync(socketPath)) unlinkSync(socketPath);
+server.listen(socketPath, () => {
+  if (scenario === 'no-ready') return;
+  process.stdout.write(`READY ${JSON.stringify({ engine: 'fake', device: 'scripted fake', protocol_version: PROTOCOL_VERSION, socket: socketPath, pid: process.pid })}\n`);
+});
+
+// --exit-with-parent, the portable way: node has no PR_SET_PDEATHSIG.
+if (argv.includes('--exit-with-parent')) {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) stop(0);
+  }, 200).unref();
+}

@@ -1,0 +1,216 @@
+// The supervisor against the real C++ sidecar: the test build (engine "test-echo", which can sleep, hang and
+// fail on request) and the product binary with the CPU engine on a synthetic checkpoint.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
+import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '../../src/sidecar/index.ts';
+import { RfdetrError } from '../../src/errors.ts';
+import { SafetensorsFile } from '../../src/weights/safetensors.ts';
+import { rampPixels } from './pixels.ts';
+
+const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
+const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+const requireAll = process.env.RFDETR_REQUIRE_ALL === '1';
+
+function skipOrFail(t: { skip: (m: string) => void }, reason: string): void {
+  if (requireAll) assert.fail(`RFDETR_REQUIRE_ALL=1: ${reason}`);
+  t.skip(reason);
+}
+
+function backend(t: { after: (fn: () => unknown) => void }, opts: SidecarBackendOptions): SidecarBackend {
+  const b = createBackend({ startupTimeoutMs: 300_000, restart: { initialDelayMs: 20 }, ...opts });
+  t.after(() => b.destroy());
+  return b;
+}
+
+function waitReadyAgain(b: SidecarBackend, notPid: number | undefined, timeoutMs: number): Promise<void> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const tick = () => {
+      if (b.state === 'ready' && b.pid !== notPid) return resolve();
+      if (b.state === 'failed' || performance.now() - t0 > timeoutMs) return reject(new Error(`no restart: state ${b.state}`));
+      setTimeout(tick, 20);
+    };
+    tick();
+  });
+}
+
+const SENTINEL_ABORT = -1002;
+const SENTINEL_HANG = -1003;
+const SENTINEL_SLEEP = -1004;
+
+test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fails fast and restarts', async (t) => {
+  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const b = backend(t, { engine: 'test-echo', weightsDir: dir, command: { file: testBinary } });
+  await b.ready();
+  assert.deepEqual(
+    { ...b.info, labels: b.info!.labels.length },
+    { protocolVersion: 1, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
+      inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91 },
+  );
+  const px = rampPixels();
+  const r = await b.infer(px);
+  for (let i = 0; i < r.logits.length; i += 37) assert.equal(r.logits[i], Math.fround(px[i]! + 1));
+
+  const slow = rampPixels();
+  slow[0] = SENTINEL_SLEEP;
+  slow[1] = 3000;
+  const pid = b.pid!;
+  const pending = b.infer(slow);
+  await new Promise((res) => setTimeout(res, 200));
+  const t0 = performance.now();
+  process.kill(pid, 'SIGKILL');
+  const e = await pending.then(() => assert.fail('infer must fail'), (err: RfdetrError) => err);
+  const failMs = performance.now() - t0;
+  assert.equal(e.code, 'E_SIDECAR_EXITED', e.message);
+  assert.equal(e.details?.signal, 'SIGKILL');
+  assert.ok(failMs < 1000, `the pending infer failed after ${failMs} ms`);
+  await waitReadyAgain(b, pid, 20_000);
+  const again = await b.infer(px);
+  assert.deepEqual(again.logits, r.logits);
+  await b.close();
+  assert.equal(b.state, 'stopped');
+});
+
+test('real sidecar (test-echo): a crashing forward (abort) and a hung forward are both recovered', async (t) => {
+  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const b = backend(t, { engine: 'test-echo', weightsDir: dir, command: { file: testBinary }, stallMs: 400, pingIntervalMs: 100 });
+  await b.ready();
+  const crash = rampPixels();
+  crash[0] = SENTINEL_ABORT;
+  let pid = b.pid;
+  const e = await b.infer(crash).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  assert.equal(e.code, 'E_SIDECAR_EXITED');
+  assert.equal(e.details?.signal, 'SIGABRT');
+  await waitReadyAgain(b, pid, 20_000);
+
+  // The real sidecar answers pings during a forward, so a stuck forward is caught by stallMs, not by pings.
+  const hang = rampPixels();
+  hang[0] = SENTINEL_HANG;
+  pid = b.pid;
+  const h = await b.infer(hang, { deadlineMs: 200 }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  assert.equal(h.code, 'E_DEADLINE');
+  await waitReadyAgain(b, pid, 20_000);
+  const px = rampPixels();
+  assert.equal((await b.infer(px)).logits[5], Math.fround(px[5]! + 1));
+});
+
+test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone', async (t) => {
+  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const socket = path.join(dir, 'run', 's.sock');
+  const p = execa(testBinary, ['--socket', socket, '--engine', 'test-echo', '--weights', dir], { reject: false, buffer: false, stdout: 'pipe', stderr: 'ignore' });
+  await new Promise<void>((res) => p.stdout!.once('data', () => res()));
+  assert.ok(existsSync(socket));
+  p.kill('SIGTERM');
+  const r = await p;
+  assert.equal(r.exitCode, 0);
+  assert.equal(existsSync(socket), false);
+});
+
+// ---- the product binary with the CPU engine ------------------------------------------------------------
+
+async function cpuEngineBuilt(): Promise<boolean> {
+  const r = await execa(sidecarBinary(), ['--help'], { reject: false });
+  return /built: [^)]*\bcpu\b/.test(r.stdout);
+}
+
+async function synthDir(): Promise<string> {
+  const { synthWeights } = await import('../helpers/synth-weights.ts');
+  return synthWeights();
+}
+
+test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and boxes, kill -9 recovery', async (t) => {
+  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
+  if (!(await cpuEngineBuilt())) {
+    return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar yet (it arrives with the engine branch)');
+  }
+  const weights = await synthDir();
+  const b = backend(t, { engine: 'cpu', weightsDir: weights, threads: 2, defaultDeadlineMs: 300_000 });
+  await b.ready();
+  assert.equal(b.info?.engine, 'cpu');
+  assert.equal(b.info?.protocolVersion, 1);
+  assert.equal(b.info?.sidecarVersion, packageVersion);
+  assert.equal(b.info?.numQueries, 300);
+  assert.equal(b.info?.numClasses, 91);
+  assert.equal(b.info?.labels[1], 'person');
+
+  const golden = SafetensorsFile.read(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'golden.safetensors'));
+  const r = await b.infer(golden.f32('pixel_values'));
+  const maxAbs = (a: Float32Array, g: Float32Array) => {
+    assert.equal(a.length, g.length);
+    let m = 0;
+    for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - g[i]!));
+    return m;
+  };
+  const dl = maxAbs(r.logits, golden.f32('logits'));
+  const db = maxAbs(r.predBoxes, golden.f32('pred_boxes'));
+  t.diagnostic(`cpu engine case-1: logits max |Δ| ${dl.toExponential(2)}, pred_boxes max |Δ| ${db.toExponential(2)}, forward_ms ${r.forwardMs.toFixed(0)}, transfer_ms ${r.transferMs.toFixed(2)}`);
+  assert.ok(dl <= 1e-3, `logits max |Δ| ${dl}`);
+  assert.ok(db <= 1e-3, `pred_boxes max |Δ| ${db}`);
+  assert.ok(r.forwardMs > 0);
+
+  const pid = b.pid!;
+  const pending = b.infer(golden.f32('pixel_values'));
+  await new Promise((res) => setTimeout(res, 100));
+  const t0 = performance.now();
+  process.kill(pid, 'SIGKILL');
+  const e = await pending.then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  assert.equal(e.code, 'E_SIDECAR_EXITED');
+  assert.ok(performance.now() - t0 < 1000);
+  await waitReadyAgain(b, pid, 300_000);
+  const again = await b.infer(golden.f32('pixel_values'));
+  assert.ok(maxAbs(again.logits, golden.f32('logits')) <= 1e-3);
+  await b.close();
+});
+
+test('real sidecar (cpu): NOTIFY_SOCKET gets READY=1 and STOPPING=1; SIGTERM → exit 0, socket gone', async (t) => {
+  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
+  if (!(await cpuEngineBuilt())) {
+    return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar yet (it arrives with the engine branch)');
+  }
+  const py = await execa('python3', ['--version'], { reject: false });
+  if (py.exitCode !== 0) return skipOrFail(t, 'python3 is needed to bind a Unix datagram socket (node cannot)');
+  const weights = await synthDir();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-notify-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const notify = path.join(dir, 'notify.sock');
+  const socket = path.join(dir, 's.sock');
+  // A bound datagram socket that prints each notification on a line.
+  const listener = execa('python3', ['-u', '-c', `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+print("BOUND", flush=True)
+s.settimeout(120)
+while True:
+    m = s.recv(256).decode()
+    print(m, flush=True)
+    if m == "STOPPING=1":
+        break
+`, notify], { buffer: true, reject: false, stdout: 'pipe' });
+  t.after(() => listener.kill('SIGKILL'));
+  await new Promise<void>((res) => listener.stdout!.once('data', () => res()));
+  const p = execa(sidecarBinary(), ['--socket', socket, '--engine', 'cpu', '--weights', weights, '--threads', '2'], {
+    reject: false, buffer: false, stdout: 'pipe', stderr: 'ignore', env: { NOTIFY_SOCKET: notify },
+  });
+  t.after(() => p.kill('SIGKILL'));
+  const line = await new Promise<string>((res) => p.stdout!.once('data', (d: Buffer) => res(d.toString())));
+  assert.match(line, /^READY \{.*"engine":"cpu".*\}\n$/);
+  p.kill('SIGTERM');
+  const r = await p;
+  assert.equal(r.signal, undefined, 'SIGTERM must be handled (a library thread must not take the default action)');
+  assert.equal(r.exitCode, 0);
+  assert.equal(existsSync(socket), false);
+  const got = (await listener).stdout.split('\n');
+  assert.deepEqual(got.slice(0, 3), ['BOUND', 'READY=1', 'STOPPING=1']);
+});

@@ -1,0 +1,249 @@
+// The supervisor and client against a scripted fake sidecar (test/sidecar/fake-sidecar.ts) on real Unix sockets.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, existsSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '../../src/sidecar/index.ts';
+import type { BackendState } from '../../src/sidecar/backend.ts';
+import { RfdetrError, isRfdetrError } from '../../src/errors.ts';
+import { rampPixels } from './pixels.ts';
+
+const fakePath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fake-sidecar.ts');
+
+function fake(t: { after: (fn: () => unknown) => void }, scenario: string, extra: Partial<SidecarBackendOptions> = {}, env: Record<string, string> = {}) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-fake-'));
+  const logs: string[] = [];
+  const push = (lvl: string) => (m: string, f?: Record<string, unknown>) => logs.push(`${lvl} ${m}${f ? ' ' + JSON.stringify(f) : ''}`);
+  const b = createBackend({
+    engine: 'fake', weightsDir: dir,
+    command: { file: process.execPath, args: ['--import', 'tsx', fakePath] },
+    env: { FAKE_SCENARIO: scenario, FAKE_COUNTER: path.join(dir, 'counter'), ...env },
+    logger: { debug: push('debug'), info: push('info'), warn: push('warn'), error: push('error') },
+    startupTimeoutMs: 20_000, pingIntervalMs: 1_000, restart: { initialDelayMs: 20, maxDelayMs: 200 },
+    ...extra,
+  });
+  t.after(() => {
+    b.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { b, logs, dir };
+}
+
+function waitState(b: SidecarBackend, want: BackendState, timeoutMs = 20_000): Promise<void> {
+  if (b.state === want) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { off(); reject(new Error(`state stayed ${b.state}, wanted ${want}`)); }, timeoutMs);
+    const off = b.onStateChange((s) => {
+      if (s === want) { clearTimeout(timer); off(); resolve(); }
+    });
+  });
+}
+
+async function rejectsWith(p: Promise<unknown>, code: string): Promise<RfdetrError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof RfdetrError, `expected RfdetrError ${code}, got ${String(e)}`);
+    assert.equal(e.code, code, e.message);
+    return e;
+  }
+  assert.fail(`expected a rejection with ${code}`);
+}
+
+function checkEcho(px: Float32Array, r: { logits: Float32Array; predBoxes: Float32Array }) {
+  assert.equal(r.logits.length, 300 * 91);
+  assert.equal(r.predBoxes.length, 300 * 4);
+  for (let i = 0; i < r.logits.length; i += 101) assert.equal(r.logits[i], Math.fround(px[i]! + 1));
+  for (let i = 0; i < r.predBoxes.length; i++) assert.equal(r.predBoxes[i], Math.fround(px[27300 + i]! * 0.5));
+}
+
+test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', async (t) => {
+  const { b, logs } = fake(t, 'ok');
+  await b.ready();
+  assert.equal(b.state, 'ready');
+  assert.equal(b.info?.engine, 'fake');
+  assert.equal(b.info?.sidecarVersion, '0.0.0-fake');
+  assert.deepEqual(b.info?.inputShape, [3, 560, 560]);
+  assert.equal(b.info?.labels.length, 91);
+  const px = rampPixels();
+  const r = await b.infer(px);
+  checkEcho(px, r);
+  assert.equal(r.forwardMs, 0.25);
+  assert.ok(r.transferMs >= 0);
+  const socketDir = path.dirname(b.socketPath);
+  await b.close();
+  assert.equal(b.state, 'stopped');
+  assert.ok(logs.some((l) => l.includes('sidecar state starting → ready')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"shutdown op"')), logs.join('\n'));
+  assert.equal(existsSync(socketDir), false, 'the temp socket dir is removed');
+  await rejectsWith(b.infer(px), 'E_CLOSED');
+});
+
+test('fake sidecar: a crash mid-request rejects every pending request within 1 s, then it restarts', async (t) => {
+  const { b } = fake(t, 'crash-on-infer,ok');
+  await b.ready();
+  const firstPid = b.pid;
+  const px = rampPixels();
+  const t0 = performance.now();
+  const results = await Promise.allSettled([b.infer(px), b.infer(px)]);
+  const elapsed = performance.now() - t0;
+  assert.ok(elapsed < 1000, `pending requests took ${elapsed} ms to fail`);
+  for (const r of results) {
+    assert.equal(r.status, 'rejected');
+    const e = (r as PromiseRejectedResult).reason as RfdetrError;
+    assert.equal(e.code, 'E_SIDECAR_EXITED', e.message);
+    assert.equal(e.details?.exitCode, 3);
+    assert.match(e.message, /exited with code 3/);
+    assert.ok((e.details?.stderrTail as string[]).some((l) => l.includes('crashing on purpose')), e.message);
+  }
+  await waitState(b, 'ready');
+  assert.notEqual(b.pid, firstPid);
+  assert.equal(b.restarts, 1);
+  checkEcho(px, await b.infer(px));
+});
+
+test('fake sidecar: a hang gives a deadline error, missed pings kill it, the restart serves', async (t) => {
+  const { b, logs } = fake(t, 'hang,ok', { pingIntervalMs: 100, pingTimeoutMs: 150, maxMissedPings: 2 });
+  await b.ready();
+  const firstPid = b.pid!;
+  const e = await rejectsWith(b.infer(rampPixels(), { deadlineMs: 300 }), 'E_DEADLINE');
+  assert.match(e.message, /within 300 ms/);
+  await waitState(b, 'restarting', 5000);
+  await waitState(b, 'ready');
+  assert.notEqual(b.pid, firstPid);
+  assert.ok(logs.some((l) => l.includes('missed 2 pings')), logs.join('\n'));
+  const px = rampPixels();
+  checkEcho(px, await b.infer(px));
+});
+
+test('fake sidecar: a garbage frame is a protocol error, the sidecar is replaced', async (t) => {
+  const { b } = fake(t, 'garbage,ok');
+  await b.ready();
+  const e = await rejectsWith(b.infer(rampPixels()), 'E_PROTOCOL');
+  assert.match(e.message, /bad frame/);
+  await waitState(b, 'ready');
+  assert.equal(b.restarts, 1);
+  const px = rampPixels();
+  checkEcho(px, await b.infer(px));
+});
+
+test('fake sidecar: a protocol version mismatch fails at once, naming both versions', async (t) => {
+  const { b } = fake(t, 'bad-version');
+  await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
+  assert.equal(b.state, 'failed');
+  assert.match(b.failure!.message, /protocol version 99, this client speaks version 1/);
+  assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
+  await rejectsWith(b.infer(rampPixels()), 'E_VERSION_MISMATCH');
+});
+
+test('fake sidecar: a first frame that is not a hello is a protocol error and a restart', async (t) => {
+  const { b, logs } = fake(t, 'bad-hello,ok');
+  await waitState(b, 'ready');
+  assert.equal(b.restarts, 1);
+  assert.ok(logs.some((l) => l.includes('starting → restarting') && l.includes('must be its hello')), logs.join('\n'));
+});
+
+test('fake sidecar: more than maxCrashes deaths in the window → failed, with backoff and the stderr reason', async (t) => {
+  const { b, logs } = fake(t, 'exit-at-start', { restart: { initialDelayMs: 30, maxDelayMs: 1000, maxCrashes: 2, windowMs: 60_000 } });
+  await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
+  assert.equal(b.state, 'failed');
+  assert.match(b.failure!.message, /crashed 3 times in the last 60 s; not restarting/);
+  assert.match(b.failure!.message, /cannot open device 0/);
+  assert.match(b.failure!.message, /exited with code 1 before it was ready/);
+  const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
+  assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
+  assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
+  await rejectsWith(b.infer(rampPixels()), 'E_SIDECAR_FAILED');
+});
+
+test('fake sidecar: no READY within the startup deadline → killed and counted as a crash', async (t) => {
+  const { b } = fake(t, 'no-ready', { startupTimeoutMs: 1500, restart: { maxCrashes: 0 } });
+  await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
+  assert.match(b.failure!.message, /no READY line within 1500 ms/);
+});
+
+test('fake sidecar: close() escalates shutdown op → SIGTERM → SIGKILL when ignored', async (t) => {
+  const { b, logs } = fake(t, 'stubborn', { closeTimeouts: { shutdownMs: 300, termMs: 300, killMs: 2000 } });
+  await b.ready();
+  const t0 = performance.now();
+  await b.close();
+  const ms = performance.now() - t0;
+  assert.equal(b.state, 'stopped');
+  assert.ok(ms >= 600 && ms < 4000, `close took ${ms} ms`);
+  assert.ok(logs.some((l) => l.includes('sending SIGTERM')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('sending SIGKILL')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('"how":"SIGKILL"') && l.includes('"signal":"SIGKILL"')), logs.join('\n'));
+});
+
+test('fake sidecar: close() drains in-flight requests; destroy(err) rejects at once', async (t) => {
+  const { b } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '400' });
+  await b.ready();
+  const px = rampPixels();
+  const inflight = b.infer(px);
+  await new Promise((r) => setTimeout(r, 50));
+  const closing = b.close();
+  await rejectsWith(b.infer(px), 'E_CLOSED');
+  checkEcho(px, await inflight);
+  await closing;
+  assert.equal(b.state, 'stopped');
+
+  const { b: b2 } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '5000' });
+  await b2.ready();
+  const p = b2.infer(px);
+  await new Promise((r) => setTimeout(r, 50));
+  const t0 = performance.now();
+  b2.destroy(new RfdetrError('E_DRAINING', 'test is over'));
+  const e = await rejectsWith(p, 'E_DRAINING');
+  assert.ok(performance.now() - t0 < 100);
+  assert.equal(e.message, 'test is over');
+  assert.equal(b2.state, 'stopped');
+});
+
+test('fake sidecar: an aborted request rejects E_ABORTED and the connection keeps serving', async (t) => {
+  const { b } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '300' });
+  await b.ready();
+  const ac = new AbortController();
+  const px = rampPixels();
+  const p = b.infer(px, { signal: ac.signal });
+  setTimeout(() => ac.abort(), 50);
+  await rejectsWith(p, 'E_ABORTED');
+  checkEcho(px, await b.infer(px));
+  assert.equal(b.state, 'ready');
+});
+
+test('external mode: connects without spawning, reconnects with backoff, close() leaves the sidecar running', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-ext-'));
+  const socketPath = path.join(dir, 's.sock');
+  const startFake = async () => {
+    const p = execa(process.execPath, ['--import', 'tsx', fakePath, '--socket', socketPath], { reject: false, buffer: false, stdout: 'pipe', stderr: 'ignore' });
+    await new Promise<void>((resolve) => p.stdout!.once('data', () => resolve()));
+    return { p };  // wrapped: returning the ResultPromise itself would wait for the process to exit
+  };
+  let side = (await startFake()).p;
+  const logs: string[] = [];
+  const log = (m: string) => logs.push(m);
+  const b = createBackend({ external: true, socketPath, logger: { debug: log, info: log, warn: log, error: log }, restart: { initialDelayMs: 50, maxDelayMs: 200, maxCrashes: 50 } });
+  t.after(async () => {
+    b.destroy();
+    side.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await b.ready();
+  assert.equal(b.pid, undefined, 'nothing spawned');
+  const px = rampPixels();
+  checkEcho(px, await b.infer(px));
+  side.kill('SIGKILL');
+  await side;
+  assert.equal(b.state === 'ready' || b.state === 'restarting', true);
+  await waitState(b, 'restarting', 5000);
+  side = (await startFake()).p;
+  await waitState(b, 'ready', 10_000);
+  checkEcho(px, await b.infer(px));
+  await b.close();
+  assert.equal(b.state, 'stopped');
+  assert.doesNotThrow(() => process.kill(side.pid!, 0), 'the external sidecar keeps running after close()');
+  assert.ok(isRfdetrError(await b.infer(px).catch((e: unknown) => e), 'E_CLOSED'));
+});
