@@ -163,6 +163,17 @@ int main(int argc, char ** argv) {
             for (int st = 0; st < rfdetr::cpu::STAGE_COUNT; ++st) stages[st].push_back(model.stage_ms()[st]);
         }
     }
+    // Phase 3: CPU time per forward on one thread, the load-independent comparison with ORT's.
+    double cpu_1t = NAN;
+    {
+        auto               ckpt = rfdetr::checkpoint::open(weights);
+        rfdetr::cpu::model model(*ckpt, 1);
+        model.forward(px.data(), logits.data(), boxes.data());
+        const double c0 = process_cpu_ms();
+        for (int r = 0; r < runs; ++r) model.forward(px.data(), logits.data(), boxes.data());
+        cpu_1t = (process_cpu_ms() - c0) / runs;
+    }
+    res["engine"]["cpu_ms_per_forward_1_thread"] = cpu_1t;
     res["engine"]["threads"]          = nthreads;
     res["engine"]["runs_ms"]          = times;
     res["engine"]["median_ms"]        = med;
@@ -185,6 +196,7 @@ int main(int argc, char ** argv) {
     for (int st = 0; st < rfdetr::cpu::STAGE_COUNT; ++st) {
         std::printf("    %-10s %7.1f ms\n", rfdetr::cpu::stage_str(static_cast<rfdetr::cpu::stage>(st)), median(stages[st]));
     }
+    std::printf("  CPU time per forward on 1 thread: %.1f ms\n", cpu_1t);
     std::printf("  cold start (engine_create %.0f ms + 2 warm-up forwards) %.0f ms\n", load_ms, cold_ms);
     std::printf("  RSS after warm-up %.1f MiB, peak %.1f MiB\n", rss_warm, res["engine"]["vmhwm_peak_MiB"].get<double>());
     std::printf("  max-abs vs golden: logits %.3g, pred_boxes %.3g\n", res["engine"]["maxabs_logits"].get<double>(),
@@ -199,6 +211,15 @@ int main(int argc, char ** argv) {
         } else {
             const std::string env = "PEERS_DIR='" + peers + "' ";
             auto ort = run_peer(env + "node '" + peers_src + "/bench.js' 2");
+            auto ort_cpu = run_peer(env + "node '" + std::string(RFDETR_REPO_ROOT_DIR) + "/bench/engine/ort-cpu.cjs' 1 " +
+                                    std::to_string(runs) + " '" + input + "'");
+            res["peers"]["onnxruntime_1_thread_cpu"] = ort_cpu;
+            if (ort_cpu.is_object() && ort_cpu.contains("cpu_ms_per_forward")) {
+                const double o = ort_cpu["cpu_ms_per_forward"].get<double>();
+                res["ratios"]["ort_over_engine_cpu_time_1_thread"] = o / cpu_1t;
+                std::printf("ONNX Runtime (1 thread): CPU time %.1f ms per forward  ->  ORT/engine CPU-time ratio %.2fx\n",
+                            o, o / cpu_1t);
+            }
             auto trc = run_peer(env + "OPENBLAS_NUM_THREADS=" + std::to_string(nthreads) + " /usr/bin/python3 '" +
                                 peers_src + "/torch_bench.py' 1");
             res["peers"]["onnxruntime_2_threads"] = ort;

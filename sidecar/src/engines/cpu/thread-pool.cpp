@@ -1,6 +1,7 @@
 #include "engines/cpu/thread-pool.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <chrono>
 #include <fstream>
@@ -124,13 +125,23 @@ void thread_pool::worker_main(int thread) {
 }
 
 int physical_core_count() {
+    // Physical cores among the CPUs this process may run on (a container's cpuset, taskset), so the
+    // default never oversubscribes what the scheduler will actually give us.
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    const bool have_mask = sched_getaffinity(0, sizeof(mask), &mask) == 0;
     std::set<std::pair<std::string, std::string>> cores;
-    for (unsigned cpu = 0; cpu < 4096; ++cpu) {
+    int                                            allowed = 0;
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (have_mask && !CPU_ISSET(cpu, &mask)) {
+            continue;
+        }
+        ++allowed;
         const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
         std::ifstream     pkg(base + "physical_package_id");
         std::ifstream     core(base + "core_id");
         if (!pkg || !core) {
-            break;
+            continue;
         }
         std::string p, c;
         pkg >> p;
@@ -139,6 +150,9 @@ int physical_core_count() {
     }
     if (!cores.empty()) {
         return static_cast<int>(cores.size());
+    }
+    if (have_mask && allowed > 0) {
+        return allowed;
     }
     const unsigned n = std::thread::hardware_concurrency();
     return n > 0 ? static_cast<int>(n) : 1;

@@ -59,8 +59,8 @@ class thread_pool {
     bool                     main_sleeping_ = false;
 };
 
-// Physical cores of this machine (distinct (package, core id) pairs in sysfs); falls back to
-// hardware_concurrency when sysfs is unreadable.
+// Physical cores among the CPUs this process may run on (distinct (package, core id) pairs in sysfs over
+// the affinity mask); falls back to the allowed CPU count, then hardware_concurrency.
 int physical_core_count();
 
 }  // namespace rfdetr
