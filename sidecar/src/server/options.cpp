@@ -81,12 +81,12 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         if (arg == "--version") {
             return options_status::OPTIONS_VERSION;
         }
-        if (arg == "--exit-with-parent") {
+        if (arg == "--exit-with-parent" || arg == "--eager") {
             if (has_inline) {
-                error = "--exit-with-parent takes no value, got '" + value + "'";
+                error = arg + " takes no value, got '" + value + "'";
                 return options_status::OPTIONS_USAGE_ERROR;
             }
-            out.exit_with_parent = true;
+            (arg == "--eager" ? out.eager : out.exit_with_parent) = true;
             continue;
         }
         const str_source * sflag = nullptr;
@@ -154,6 +154,7 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
            "  --precision P        fp32 | bf16 (host engines; default fp32)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
+           "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --help, --version\n"
            "\n"
            "Flags beat environment variables. Exit status: 0 clean stop, 1 startup failure, 2 usage error.\n";

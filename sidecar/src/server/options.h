@@ -14,6 +14,7 @@ struct sidecar_options {
     int         device_id = 0;     // --device-id / TT_DEVICE_ID
     std::string precision = "fp32";  // --precision fp32|bf16
     bool        exit_with_parent = false;
+    bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
 };
 
 enum class options_status {

@@ -623,6 +623,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         eo.threads   = opts.threads;
         eo.device_id = opts.device_id;
         eo.precision = opts.precision;
+        eo.eager     = opts.eager;
         eng          = factory.create(opts.engine, opts.weights_dir, eo);
         load_ms      = ms_since(t_load);
         // Warm-up: two forwards on a fixed synthetic input (page-faults buffers, fills caches; TT captures its trace).
