@@ -25,13 +25,7 @@ export interface PredictTiming {
 }
 
 /** One detection as /predict returns it (the domain Detection without its query slot). */
-export interface PredictDetection {
-  label: string;
-  label_id: number;
-  score: number;
-  box: [number, number, number, number];
-  box_cxcywh_norm: [number, number, number, number];
-}
+export type PredictDetection = Omit<Detection, 'query'>;
 
 export interface PredictResponse {
   detections: PredictDetection[];
