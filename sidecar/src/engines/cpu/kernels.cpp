@@ -57,38 +57,33 @@ inline __m256 exp256(__m256 x) {
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-// erf: for |x| < 0.5 its Taylor series to x^13 (truncation < 5e-10); beyond, erf = 1 - erfc with
-// erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1/(1 + z/2) (Numerical Recipes' erfcc, relative error
-// < 1.2e-7 on erfc <= 0.48 there). |error| < 1.5e-7 everywhere, measured against libm in the tests.
+// erf, piecewise: |x| clamped to [0, 4) falls in one of 8 intervals of width 0.5 (erf(4) = 1 - 1.5e-8 is
+// 1.0f); on each, a degree-6 polynomial in t = |x| - centre (least squares on 200 Chebyshev nodes of
+// |t| <= 0.25, coefficients rounded to float) whose 8 per-interval coefficients sit in one register and
+// are picked with one permute. |error| < 9e-8 everywhere against libm (measured in double over [0, 4.5]
+// in steps of 1e-5; the tests bound it), and no division or exp: a third of the previous erf's
+// (Taylor + Numerical Recipes' erfc) instructions.
+alignas(32) constexpr float k_erf_poly[7][8] = {
+    {2.763263881e-01f, 7.111556530e-01f, 9.229001403e-01f, 9.866716862e-01f, 9.985373020e-01f, 9.998993874e-01f, 9.999957085e-01f, 9.999998808e-01f},
+    {1.060013652e+00f, 6.429315209e-01f, 2.365212291e-01f, 5.277483538e-02f, 7.142299786e-03f, 5.862942780e-04f, 2.919364670e-05f, 8.818866490e-07f},
+    {-2.650029659e-01f, -4.821981490e-01f, -2.956517339e-01f, -9.235620499e-02f, -1.607015729e-02f, -1.612267457e-03f, -9.486933413e-05f, -3.306070994e-06f},
+    {-3.091164827e-01f, 2.672721818e-02f, 1.675230861e-01f, 9.017766267e-02f, 2.172697894e-02f, 2.758207032e-03f, 1.952192833e-04f, 7.911728062e-06f},
+    {1.269345582e-01f, 1.506756246e-01f, -6.132035051e-03f, -4.810552299e-02f, -1.908825710e-02f, -3.257710487e-03f, -2.861694375e-04f, -1.378540946e-05f},
+    {7.830777019e-02f, -5.126086250e-02f, -4.677693173e-02f, 5.969540216e-03f, 1.058114227e-02f, 2.825833391e-03f, 3.326159786e-04f, 2.020526335e-05f},
+    {-3.934079409e-02f, -2.658282965e-02f, 2.059773728e-02f, 9.049494751e-03f, -2.779565053e-03f, -1.667850534e-03f, -2.737584291e-04f, -2.069242146e-05f},
+};
+
 inline __m256 erf256(__m256 x) {
-    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
-    const __m256 z    = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-    const __m256 t    = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f)));
-    __m256       p    = _mm256_set1_ps(0.17087277f);
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.82215223f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.48851587f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.13520398f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.27886807f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.18628806f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.09678418f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.37409196f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.00002368f));
-    p                 = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.26551223f));
-    const __m256 arg  = _mm256_fnmadd_ps(z, z, p);
-    const __m256 erfc = _mm256_mul_ps(t, exp256(arg));
-    const __m256 far  = _mm256_sub_ps(_mm256_set1_ps(1.0f), erfc);
-    // 2/sqrt(pi) * (z - z^3/3 + z^5/10 - z^7/42 + z^9/216 - z^11/1320 + z^13/9360)
-    const __m256 z2   = _mm256_mul_ps(z, z);
-    __m256       s    = _mm256_set1_ps(1.0f / 9360.0f);
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 1320.0f));
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f / 216.0f));
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 42.0f));
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f / 10.0f));
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(-1.0f / 3.0f));
-    s                 = _mm256_fmadd_ps(s, z2, _mm256_set1_ps(1.0f));
-    const __m256 near = _mm256_mul_ps(_mm256_mul_ps(s, z), _mm256_set1_ps(1.12837916709551257f));
-    const __m256 r    = _mm256_blendv_ps(far, near, _mm256_cmp_ps(z, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
-    return _mm256_or_ps(r, sign);
+    const __m256  sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256  z    = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(3.99999976f));
+    const __m256i idx  = _mm256_cvttps_epi32(_mm256_add_ps(z, z));
+    const __m256  t    = _mm256_sub_ps(z, _mm256_fmadd_ps(_mm256_cvtepi32_ps(idx), _mm256_set1_ps(0.5f),
+                                                          _mm256_set1_ps(0.25f)));
+    __m256 p = _mm256_permutevar8x32_ps(_mm256_load_ps(k_erf_poly[6]), idx);
+    for (int k = 5; k >= 0; --k) {
+        p = _mm256_fmadd_ps(p, t, _mm256_permutevar8x32_ps(_mm256_load_ps(k_erf_poly[k]), idx));
+    }
+    return _mm256_or_ps(p, sign);
 }
 
 inline __m256 gelu256(__m256 x) {
