@@ -257,7 +257,7 @@ TEST(TtHostGraph, TopkSwapsAreAcceptedOnlyWithinListedNearTies) {
     }
     const auto &       c  = cases()[0];
     const auto &       gi = c.golden.at("two_stage.topk_indices");
-    std::vector<float> ours(gi.f32);
+    std::vector<float> ours(gi.i64.begin(), gi.i64.end());
     EXPECT_TRUE(topk_mismatches(ours, gi).empty());
     const auto & pairs = c.detections["two_stage_topk"]["near_tie_pairs_top300"];
     ASSERT_FALSE(pairs.empty());

@@ -1,5 +1,5 @@
-// Reads the fixtures' golden.safetensors (F32 and I64 tensors) for the CPU engine tests. A test helper,
-// not a checkpoint loader: the engine reads weights through model/checkpoint.h.
+// Reads the fixtures' golden.safetensors (F32 and I64 tensors) for the engine tests, and finds the fixtures.
+// A test helper, not a checkpoint loader: engines read weights through model/checkpoint.h.
 #pragma once
 
 #include <cstdint>
