@@ -1,7 +1,9 @@
-// GEMM library comparison on the CPU engine's real shapes (not a test): OpenBLAS and oneDNN, each in the
-// two threading models the engine could use. Prints ms per shape and the per-forward total, weighted by
+// GEMM comparison on the CPU engine's real shapes (not a test): the engine's own packed-weight GEMM
+// (gemm.h; AVX-512 and AVX2 kernels), OpenBLAS and (when built with it) oneDNN, each in the threading
+// models the engine could use. Prints ms per shape and the per-forward total, weighted by
 // how often each shape runs in one forward.
 //   gemm-bench [repeats]   (writes nothing; bench-engine.sh captures stdout)
+#include "engines/cpu/gemm.h"
 #include "engines/cpu/thread-pool.h"
 
 #include <cblas.h>
@@ -15,6 +17,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,6 +66,29 @@ void blas_gemm(const shape & s, const float * a, const float * b, float * c, int
     cblas_sgemm(CblasRowMajor, CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, m1 - m0, s.n, s.k, 1.0f,
                 a + static_cast<size_t>(m0) * s.k, s.k, b, s.trans_b ? s.k : s.n, 0.0f,
                 c + static_cast<size_t>(m0) * s.n, s.n);
+}
+
+// The engine's GEMM: the weight packed once (outside the timing: the first two calls are not timed),
+// per-thread scratch for the packed activations, a plain store epilogue.
+void engine_gemm(const shape & s, const float * a, const float * b, float * c, int m0, int m1) {
+    static std::map<std::pair<const shape *, std::string>, rfdetr::cpu::packed_weight> packed;  // per shape: B is refilled identically
+    thread_local std::vector<float> scratch;
+    if (!s.trans_b) {
+        blas_gemm(s, a, b, c, m0, m1);  // [K,N] operands (attention p*v) are the fused attention's job
+        return;
+    }
+    const auto key = std::make_pair(&s, std::string(rfdetr::cpu::gemm_isa()));
+    static std::mutex mu;
+    const rfdetr::cpu::packed_weight * w;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = packed.find(key);
+        if (it == packed.end()) it = packed.emplace(key, rfdetr::cpu::pack_weight(b, s.n, s.k, s.k)).first;
+        w = &it->second;
+    }
+    if (scratch.size() < rfdetr::cpu::gemm_scratch_floats(s.k)) scratch.resize(rfdetr::cpu::gemm_scratch_floats(s.k));
+    rfdetr::cpu::gemm_packed(m1 - m0, a + static_cast<size_t>(m0) * s.k, s.k, *w, c + static_cast<size_t>(m0) * s.n,
+                             s.n, rfdetr::cpu::epilogue{}, scratch.data());
 }
 
 #ifdef RFDETR_BENCH_DNNL
@@ -120,12 +147,19 @@ int main(int argc, char ** argv) {
     openblas_set_num_threads(1);
     g_cpu_time = true;
     run("OpenBLAS, 1 thread (thread CPU time)", blas_gemm, nullptr, repeats);
+    for (const char * isa : {"avx512", "avx2"}) {
+        if (!rfdetr::cpu::gemm_select_isa(isa)) continue;
+        const std::string name = std::string("engine gemm_packed (") + isa + "), 1 thread (thread CPU time)";
+        run(name.c_str(), engine_gemm, nullptr, repeats);
+    }
+    rfdetr::cpu::gemm_select_isa("avx512");
 #ifdef RFDETR_BENCH_DNNL
     run("oneDNN dnnl_sgemm, 1 thread (thread CPU time; needs OMP_NUM_THREADS=1)", onednn_gemm, nullptr, repeats);
 #endif
     g_cpu_time = false;
     if (std::getenv("GEMM_BENCH_SINGLE_ONLY")) return 0;
     run("OpenBLAS, 1 BLAS thread, M split over our pool", blas_gemm, &pool, repeats);
+    run("engine gemm_packed, M split over our pool", engine_gemm, &pool, repeats);
     openblas_set_num_threads(cores);
     run("OpenBLAS, its own threads", blas_gemm, nullptr, repeats);
     openblas_set_num_threads(1);

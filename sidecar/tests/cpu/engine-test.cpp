@@ -1,4 +1,5 @@
 // The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
+#include "engines/cpu/gemm.h"
 #include "engines/engine.h"
 #include "golden-file.h"
 
@@ -16,7 +17,8 @@ TEST(cpu_engine, is_registered_and_describes_itself) {
     opts.threads = 1;
     auto e       = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
     EXPECT_EQ(e->name(), "cpu");
-    EXPECT_NE(e->device().find("(1 thread, OpenBLAS "), std::string::npos) << e->device();
+    EXPECT_NE(e->device().find(std::string("(1 thread, ") + rfdetr::cpu::gemm_isa() + " kernels)"), std::string::npos)
+        << e->device();
     EXPECT_EQ(e->num_queries(), 300);
     EXPECT_EQ(e->num_classes(), 91);
     ASSERT_EQ(e->labels().size(), 91u);

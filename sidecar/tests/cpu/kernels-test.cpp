@@ -1,4 +1,6 @@
 // Every fast kernel against its plain-loop reference (kernels-ref.cpp), on odd sizes.
+#include "engines/cpu/attention.h"
+#include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
 #include "engines/cpu/thread-pool.h"
 
@@ -9,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -35,20 +38,6 @@ void expect_close(const std::vector<float> & got, const std::vector<float> & wan
                           << want[at] << ")";
 }
 
-TEST(cpu_kernels, gemm_matches_reference_both_weight_layouts_with_alpha_beta) {
-    const int m = 37, n = 29, k = 53;
-    for (bool nk : {true, false}) {
-        const auto a = random_vec(static_cast<size_t>(m) * (k + 3), 1);
-        const auto b = random_vec(static_cast<size_t>(n) * k + 64, 2);
-        auto       c = random_vec(static_cast<size_t>(m) * (n + 5), 3);
-        auto       r = c;
-        const int  ldb = nk ? k : n;
-        rfdetr::cpu::gemm(m, n, k, 0.5f, a.data(), k + 3, b.data(), ldb, nk, 0.25f, c.data(), n + 5);
-        rfdetr::ref::gemm(m, n, k, 0.5f, a.data(), k + 3, b.data(), ldb, nk, 0.25f, r.data(), n + 5);
-        expect_close(c, r, 2e-5, nk ? "gemm B[n,k]" : "gemm B[k,n]");
-    }
-}
-
 TEST(cpu_kernels, layernorm_matches_reference_with_offset_rows) {
     const int rows = 13, dim = 43, ld = 47;
     auto      x = random_vec(static_cast<size_t>(rows) * ld, 4, -3.0f, 5.0f);
@@ -64,47 +53,49 @@ TEST(cpu_kernels, layernorm_matches_reference_with_offset_rows) {
     }
 }
 
-TEST(cpu_kernels, gelu_is_the_exact_erf_form) {
-    // Dense grid over the range that matters plus the tails; the tanh approximation is 1e-3 away.
+TEST(cpu_kernels, gelu_epilogue_is_the_exact_erf_form_under_every_kernel) {
+    // The GEMM's bias+GELU epilogue on a 1x1 identity weight, so the tile holds x exactly: a dense grid
+    // over the range that matters plus the tails; the tanh approximation is 1e-3 away.
     std::vector<float> x;
     for (float v = -12.0f; v <= 12.0f; v += 0.00731f) x.push_back(v);
-    const int          n = static_cast<int>(x.size());
-    std::vector<float> bias(n % 8 + 3, 0.0f);
-    std::vector<float> got = x, want(x.size());
-    rfdetr::cpu::bias_gelu(got.data(), n, 1, n, std::vector<float>(n, 0.0f).data());
-    for (size_t i = 0; i < x.size(); ++i) want[i] = rfdetr::ref::gelu(x[i]);
-    double worst = 0.0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(got[i]));
-        worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) / std::max(1.0, std::fabs(static_cast<double>(x[i]))));
+    const int   n   = static_cast<int>(x.size());
+    const float one = 1.0f, zero = 0.0f;
+    const auto  pw  = rfdetr::cpu::pack_weight(&one, 1, 1, 1);
+    std::vector<float> scratch(rfdetr::cpu::gemm_scratch_floats(1));
+    rfdetr::cpu::epilogue e;
+    e.kind = rfdetr::cpu::epi::bias_gelu;
+    e.bias = &zero;
+    for (const char * isa : {"avx2", "avx512"}) {
+        if (!rfdetr::cpu::gemm_select_isa(isa)) continue;
+        std::vector<float> got(x.size());
+        rfdetr::cpu::gemm_packed(n, x.data(), 1, pw, got.data(), 1, e, scratch.data());
+        double worst = 0.0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(got[i])) << isa;
+            const double want = rfdetr::ref::gelu(x[i]);
+            worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want) / std::max(1.0, std::fabs(static_cast<double>(x[i]))));
+        }
+        EXPECT_LE(worst, 3e-7) << isa;
+        // tanh GELU at x = 1 differs by ~1.5e-4 from erf GELU: this kernel must be on the erf side.
+        float out = 0.0f;
+        rfdetr::cpu::gemm_packed(1, &one, 1, pw, &out, 1, e, scratch.data());
+        EXPECT_NEAR(out, 0.8413447460685429, 1e-6) << isa;
     }
-    EXPECT_LE(worst, 3e-7);
-    // tanh GELU at x = 1 differs by ~1.5e-4 from erf GELU: this kernel must be on the erf side.
-    float one = 1.0f, zero = 0.0f;
-    rfdetr::cpu::bias_gelu(&one, 1, 1, 1, &zero);
-    EXPECT_NEAR(one, 0.8413447460685429, 1e-6);
+    rfdetr::cpu::gemm_select_isa(__builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
 }
 
-TEST(cpu_kernels, bias_gelu_relu_add_silu_apply_the_bias_per_column_on_odd_blocks) {
+TEST(cpu_kernels, silu_on_odd_blocks_leaves_the_row_padding) {
     const int rows = 5, n = 21, ld = 24;
     const auto x0 = random_vec(static_cast<size_t>(rows) * ld, 7, -4.0f, 4.0f);
-    const auto b  = random_vec(n, 8);
-    auto       g = x0, r = x0, a = x0, s = x0;
-    rfdetr::cpu::bias_gelu(g.data(), ld, rows, n, b.data());
-    rfdetr::cpu::bias_relu(r.data(), ld, rows, n, b.data());
-    rfdetr::cpu::bias_add(a.data(), ld, rows, n, b.data());
+    auto       s  = x0;
     rfdetr::cpu::silu(s.data(), ld, rows, n);
     for (int i = 0; i < rows; ++i) {
         for (int j = 0; j < ld; ++j) {
             const float v = x0[i * ld + j];
             if (j >= n) {  // outside the block: untouched
-                EXPECT_EQ(g[i * ld + j], v);
                 EXPECT_EQ(s[i * ld + j], v);
                 continue;
             }
-            EXPECT_NEAR(g[i * ld + j], rfdetr::ref::gelu(v + b[j]), 2e-6);
-            EXPECT_EQ(r[i * ld + j], std::max(0.0f, v + b[j]));
-            EXPECT_EQ(a[i * ld + j], v + b[j]);
             EXPECT_NEAR(s[i * ld + j], v / (1.0 + std::exp(-static_cast<double>(v))), 2e-6);
         }
     }
@@ -142,22 +133,37 @@ TEST(cpu_kernels, softmax_matches_reference_and_survives_large_logits) {
     }
 }
 
-TEST(cpu_kernels, blocked_attention_matches_reference_across_block_edges) {
-    // nq spans three query blocks with a ragged last one; strided q/k/v as in the fused QKV buffer.
-    const int nq = 2 * rfdetr::cpu::k_attention_block + 11, nk = 149, d = 19, ld = 3 * d + 2;
-    const auto q = random_vec(static_cast<size_t>(nq) * ld, 10, -2.0f, 2.0f);
-    const auto kv = random_vec(static_cast<size_t>(nk) * ld, 11, -2.0f, 2.0f);
-    std::vector<float> o(static_cast<size_t>(nq) * (d + 1), 0.0f), r = o;
-    rfdetr::ref::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, r.data(), d + 1, nq, nk, d,
-                                0.125f);
-    // Scratch for 64 rows (three blocks, the last ragged), for 1 row, and for more rows than nq.
-    for (size_t rows : {size_t(rfdetr::cpu::k_attention_block), size_t(1), size_t(nq + 5)}) {
-        std::vector<float> scratch(rows * nk);
-        std::fill(o.begin(), o.end(), 0.0f);
-        rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk,
-                                    d, 0.125f, scratch.data(), scratch.size());
-        expect_close(o, r, 2e-6, "attention");
+TEST(cpu_kernels, fused_attention_matches_reference_across_block_edges_under_every_kernel) {
+    // nq spans three query blocks with a ragged last one, nk several key blocks with a ragged last one,
+    // d not a multiple of the 32-column panels; strided q/k/v as in the fused QKV buffer. Then the
+    // engine's shapes in small: one 101-token window, and large logits (online-softmax rescaling).
+    struct shape_case {
+        int   nq, nk, d;
+        float spread;  // q values in [-spread, spread]
+        double tol;
+    };
+    for (const char * isa : {"avx2", "avx512"}) {
+        if (!rfdetr::cpu::gemm_select_isa(isa)) continue;
+        // The last case's scores reach ~100: their own float rounding (~100 * 2^-24 per term, any fp32
+        // implementation) moves the exponentials by ~1e-5 relative against the double reference.
+        for (const shape_case sc : {shape_case{2 * rfdetr::cpu::k_attention_block + 11, 349, 19, 2.0f, 2e-6},
+                                    shape_case{101, 101, 64, 2.0f, 2e-6}, shape_case{7, 300, 32, 2.0f, 2e-6},
+                                    shape_case{70, 257, 40, 30.0f, 3e-5}}) {
+            SCOPED_TRACE(std::string(isa) + " nq=" + std::to_string(sc.nq) + " nk=" + std::to_string(sc.nk) + " d=" +
+                         std::to_string(sc.d));
+            const int  nq = sc.nq, nk = sc.nk, d = sc.d, ld = 3 * d + 2;
+            const auto q  = random_vec(static_cast<size_t>(nq) * ld, 10, -sc.spread, sc.spread);
+            const auto kv = random_vec(static_cast<size_t>(nk) * ld, 11, -2.0f, 2.0f);
+            std::vector<float> o(static_cast<size_t>(nq) * (d + 1), 7.0f), r = o;
+            rfdetr::ref::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, r.data(), d + 1, nq, nk,
+                                        d, 0.125f);
+            std::vector<float> scratch(rfdetr::cpu::attention_head_scratch_floats(nk, d));
+            rfdetr::cpu::attention_head(q.data(), ld, kv.data() + d, ld, kv.data() + 2 * d, ld, o.data(), d + 1, nq, nk,
+                                        d, 0.125f, scratch.data());
+            expect_close(o, r, sc.tol, "attention");  // the padding column (d) keeps its 7.0 in both
+        }
     }
+    rfdetr::cpu::gemm_select_isa(__builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
 }
 
 TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {
@@ -208,7 +214,9 @@ TEST(cpu_kernels, conv3x3_as_im2col_gemm_matches_direct_convolution) {
     std::vector<float> cols(static_cast<size_t>(h) * w * cin * 9), got(static_cast<size_t>(h) * w * cout), want = got;
     rfdetr::cpu::im2col_3x3(x.data(), cin, h, w, cin, cols.data(), 0, 3);
     rfdetr::cpu::im2col_3x3(x.data(), cin, h, w, cin, cols.data(), 3, h);  // two row bands, as the engine splits
-    rfdetr::cpu::gemm(h * w, cout, cin * 9, 1.0f, cols.data(), cin * 9, wt.data(), cin * 9, true, 0.0f, got.data(), cout);
+    const auto pw = rfdetr::cpu::pack_weight(wt.data(), cout, cin * 9, cin * 9);
+    std::vector<float> scratch(rfdetr::cpu::gemm_scratch_floats(cin * 9));
+    rfdetr::cpu::gemm_packed(h * w, cols.data(), cin * 9, pw, got.data(), cout, rfdetr::cpu::epilogue{}, scratch.data());
     rfdetr::ref::conv3x3(x.data(), h, w, cin, wt.data(), cout, want.data());
     expect_close(got, want, 1e-5, "conv3x3");
 }

@@ -3,8 +3,6 @@
 #include "engines/cpu/cpu-model.h"
 #include "model/checkpoint.h"
 
-#include <cblas.h>
-
 #include <fstream>
 #include <string>
 
@@ -31,7 +29,7 @@ class cpu_engine final : public engine {
     cpu_engine(std::unique_ptr<checkpoint> ckpt, int threads)
         : ckpt_(std::move(ckpt)), model_(*ckpt_, threads) {
         device_ = cpu_model_name() + " (" + std::to_string(model_.threads()) + " thread" +
-                  (model_.threads() == 1 ? "" : "s") + ", OpenBLAS " + blas_version() + ")";
+                  (model_.threads() == 1 ? "" : "s") + ", " + cpu::gemm_isa() + " kernels)";
     }
 
     std::string name() const override { return "cpu"; }
@@ -44,15 +42,6 @@ class cpu_engine final : public engine {
     }
 
   private:
-    static std::string blas_version() {
-        // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Cooperlake MAX_THREADS=64".
-        const std::string cfg = openblas_get_config();
-        const auto        sp  = cfg.find(' ');
-        const auto        sp2 = sp == std::string::npos ? sp : cfg.find(' ', sp + 1);
-        std::string       v   = sp == std::string::npos ? cfg : cfg.substr(sp + 1, sp2 - sp - 1);
-        return v + " " + openblas_get_corename();
-    }
-
     std::unique_ptr<checkpoint> ckpt_;
     cpu::model                  model_;
     std::string                 device_;

@@ -1,9 +1,8 @@
 #include "engines/cpu/cpu-model.h"
 
+#include "engines/cpu/attention.h"
 #include "engines/cpu/kernels.h"
 #include "engines/engine.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -56,34 +55,48 @@ size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b)
 
 const float * model::w(const std::string & name) const { return ckpt_.get(name).data; }
 
+packed_weight model::packed(const std::string & name, int r0, int n) {
+    const tensor_view & t = ckpt_.get(name);
+    const int           rows = static_cast<int>(t.shape[0]);
+    int64_t             k    = 1;
+    for (size_t i = 1; i < t.shape.size(); ++i) k *= t.shape[i];
+    kmax_ = std::max(kmax_, static_cast<int>(k));
+    return pack_weight(t.data + static_cast<size_t>(r0) * k, n < 0 ? rows - r0 : n, static_cast<int>(k), static_cast<int>(k));
+}
+
+packed_weight model::pack_concat(const std::vector<const float *> & parts, int n_each, int k) {
+    std::vector<float> cat(sz(static_cast<int>(parts.size()) * n_each, k));
+    for (size_t i = 0; i < parts.size(); ++i) std::memcpy(cat.data() + i * sz(n_each, k), parts[i], sz(n_each, k) * 4);
+    kmax_ = std::max(kmax_, k);
+    return pack_weight(cat.data(), static_cast<int>(parts.size()) * n_each, k, k);
+}
+
 model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads), nc_(ckpt.num_classes()) {
-    // One threading model: the pool splits the work and OpenBLAS runs single-threaded inside each task
-    // (OpenBLAS's own threads on top of ours oversubscribe the cores; README.md, "Threads").
-    openblas_set_num_threads(1);
     // ViT
-    patch_w_ = w(k_vit + "embeddings.patch_embeddings.projection.weight");
+    patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight");
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
     for (int b = 0; b < k_vit_blocks_used; ++b) {
         const std::string p = k_vit + "encoder.layer." + std::to_string(b) + ".";
         vit_block         blk;
-        blk.qkv_w.resize(sz(3 * k_vit_dim, k_vit_dim));
+        std::vector<const float *> qkv_parts;
         blk.qkv_b.resize(3 * k_vit_dim);
         const char * parts[3] = {"query", "key", "value"};
         for (int i = 0; i < 3; ++i) {
             const std::string a = p + "attention.attention." + parts[i];
-            std::memcpy(blk.qkv_w.data() + sz(i * k_vit_dim, k_vit_dim), w(a + ".weight"), sz(k_vit_dim, k_vit_dim) * 4);
+            qkv_parts.push_back(w(a + ".weight"));
             std::memcpy(blk.qkv_b.data() + i * k_vit_dim, w(a + ".bias"), k_vit_dim * 4);
         }
+        blk.qkv    = pack_concat(qkv_parts, k_vit_dim, k_vit_dim);
         blk.ln1_g  = w(p + "norm1.weight");
         blk.ln1_b  = w(p + "norm1.bias");
-        blk.proj_w = w(p + "attention.output.dense.weight");
+        blk.proj   = packed(p + "attention.output.dense.weight");
         blk.proj_b = w(p + "attention.output.dense.bias");
         blk.ls1    = w(p + "layer_scale1.lambda1");
         blk.ln2_g  = w(p + "norm2.weight");
         blk.ln2_b  = w(p + "norm2.bias");
-        blk.fc1_w  = w(p + "mlp.fc1.weight");
+        blk.fc1    = packed(p + "mlp.fc1.weight");
         blk.fc1_b  = w(p + "mlp.fc1.bias");
-        blk.fc2_w  = w(p + "mlp.fc2.weight");
+        blk.fc2    = packed(p + "mlp.fc2.weight");
         blk.fc2_b  = w(p + "mlp.fc2.bias");
         blk.ls2    = w(p + "layer_scale2.lambda1");
         blk.global = b == 2 || b == 5 || b == 8;
@@ -106,7 +119,7 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
     }
 
     // Projector
-    auto cx = [&](const std::string & p) { return convx{w(p + ".conv.weight"), w(p + ".bn.weight"), w(p + ".bn.bias")}; };
+    auto cx = [&](const std::string & p) { return convx{packed(p + ".conv.weight"), w(p + ".bn.weight"), w(p + ".bn.bias")}; };
     cv1_ = cx(k_prj + "0.cv1");
     cv2_ = cx(k_prj + "0.cv2");
     for (int i = 0; i < 3; ++i) {
@@ -117,60 +130,66 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
     proj_ln_b_ = w(k_prj + "1.bias");
 
     // Two-stage (group 0) and decoder
-    enc_w_     = w("transformer.enc_output.0.weight");
+    enc_w_     = packed("transformer.enc_output.0.weight");
     enc_b_     = w("transformer.enc_output.0.bias");
     enc_ln_g_  = w("transformer.enc_output_norm.0.weight");
     enc_ln_b_  = w("transformer.enc_output_norm.0.bias");
-    enc_cls_w_ = w("transformer.enc_out_class_embed.0.weight");
+    enc_cls_w_ = packed("transformer.enc_out_class_embed.0.weight");
     enc_cls_b_ = w("transformer.enc_out_class_embed.0.bias");
     for (int i = 0; i < 3; ++i) {
         const std::string p = "transformer.enc_out_bbox_embed.0.layers." + std::to_string(i);
-        enc_box_w_[i]       = w(p + ".weight");
+        enc_box_w_[i]       = packed(p + ".weight");
         enc_box_b_[i]       = w(p + ".bias");
         const std::string q = "bbox_embed.layers." + std::to_string(i);
-        box_w_[i]           = w(q + ".weight");
+        box_w_[i]           = packed(q + ".weight");
         box_b_[i]           = w(q + ".bias");
     }
     for (int i = 0; i < 2; ++i) {
         const std::string p = "transformer.decoder.ref_point_head.layers." + std::to_string(i);
-        rph_w_[i]           = w(p + ".weight");
+        rph_w_[i]           = packed(p + ".weight");
         rph_b_[i]           = w(p + ".bias");
     }
     query_feat_ = w("query_feat.weight");
     refpoint_   = w("refpoint_embed.weight");
-    value_w_.resize(sz(k_dec_layers * k_dim, k_dim));
+    std::vector<const float *> value_parts;
     value_b_.resize(k_dec_layers * k_dim);
     for (int l = 0; l < k_dec_layers; ++l) {
         const std::string p = "transformer.decoder.layers." + std::to_string(l) + ".";
         dec_layer         d;
-        d.in_w   = w(p + "self_attn.in_proj_weight");
+        d.in_qk  = packed(p + "self_attn.in_proj_weight", 0, 2 * k_dim);
+        d.in_v   = packed(p + "self_attn.in_proj_weight", 2 * k_dim, k_dim);
         d.in_b   = w(p + "self_attn.in_proj_bias");
-        d.out_w  = w(p + "self_attn.out_proj.weight");
+        d.out    = packed(p + "self_attn.out_proj.weight");
         d.out_b  = w(p + "self_attn.out_proj.bias");
         d.n1_g   = w(p + "norm1.weight");
         d.n1_b   = w(p + "norm1.bias");
-        d.off_w  = w(p + "cross_attn.sampling_offsets.weight");
+        d.off    = packed(p + "cross_attn.sampling_offsets.weight");
         d.off_b  = w(p + "cross_attn.sampling_offsets.bias");
-        d.aw_w   = w(p + "cross_attn.attention_weights.weight");
+        d.aw     = packed(p + "cross_attn.attention_weights.weight");
         d.aw_b   = w(p + "cross_attn.attention_weights.bias");
-        d.outp_w = w(p + "cross_attn.output_proj.weight");
+        d.outp   = packed(p + "cross_attn.output_proj.weight");
         d.outp_b = w(p + "cross_attn.output_proj.bias");
-        d.l1_w   = w(p + "linear1.weight");
+        d.l1     = packed(p + "linear1.weight");
         d.l1_b   = w(p + "linear1.bias");
-        d.l2_w   = w(p + "linear2.weight");
+        d.l2     = packed(p + "linear2.weight");
         d.l2_b   = w(p + "linear2.bias");
         d.n2_g   = w(p + "norm2.weight");
         d.n2_b   = w(p + "norm2.bias");
         d.n3_g   = w(p + "norm3.weight");
         d.n3_b   = w(p + "norm3.bias");
-        dec_.push_back(d);
-        std::memcpy(value_w_.data() + sz(l * k_dim, k_dim), w(p + "cross_attn.value_proj.weight"), sz(k_dim, k_dim) * 4);
+        dec_.push_back(std::move(d));
+        value_parts.push_back(w(p + "cross_attn.value_proj.weight"));
         std::memcpy(value_b_.data() + l * k_dim, w(p + "cross_attn.value_proj.bias"), k_dim * 4);
     }
+    value_w_    = pack_concat(value_parts, k_dim, k_dim);
     dec_norm_g_ = w("transformer.decoder.norm.weight");
     dec_norm_b_ = w("transformer.decoder.norm.bias");
-    cls_w_      = w("class_embed.weight");
+    cls_w_      = packed("class_embed.weight");
     cls_b_      = w("class_embed.bias");
+
+    // GEMM scratch per thread, for the deepest reduction of any packed weight.
+    gemm_scratch_stride_ = (gemm_scratch_floats(kmax_) + 15) & ~static_cast<size_t>(15);
+    gemm_scratch_.resize(gemm_scratch_stride_ * pool_.size());
 
     // Buffers, sized once.
     cols_.resize(sz(k_pixels, k_patch_k));
@@ -180,7 +199,14 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
     qkv_.resize(sz(k_tokens, 3 * k_vit_dim));
     ctx_.resize(sz(k_tokens, k_vit_dim));
     mlp_.resize(sz(k_tokens, k_mlp_dim));
-    att_scratch_.resize(sz(pool_.size(), k_attention_block * k_tokens));
+    // Attention scratch per thread: the largest of a window head (its keys packed in place), a global
+    // query block, and a decoder head.
+    att_scratch_stride_ = std::max({attention_head_scratch_floats(k_win_tok, k_head_dim),
+                                    attention_scratch_floats(k_attention_block, k_head_dim),
+                                    attention_head_scratch_floats(k_queries, k_sa_dim)});
+    att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
+    att_scratch_.resize(att_scratch_stride_ * pool_.size());
+    keys_.resize(attention_keys_floats(k_tokens, k_head_dim) * k_heads);
     taps_.resize(sz(k_pixels, 4 * k_vit_dim));
     cat_.resize(sz(k_pixels, 5 * k_c2f_hidden));
     im2col_.resize(sz(k_pixels, 9 * k_c2f_hidden));
@@ -235,20 +261,32 @@ void model::row_range(int m, int parts, int p, int & r0, int & r1) {
 }
 
 template <class E>
-void model::linear(const float * a, int lda, int m, const float * wt, int n, int k, float * c, int ldc, E epi) {
+void model::linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e,
+                   E post, const a_layernorm * ln) {
     const int parts = row_parts(m);
-    pool_.parallel_for(parts, [&](int p, int) {
+    pool_.parallel_for(parts, [&](int p, int thread) {
         int r0, r1;
         row_range(m, parts, p, r0, r1);
-        gemm(r1 - r0, n, k, 1.0f, a + sz(r0, lda), lda, wt, k, true, 0.0f, c + sz(r0, ldc), ldc);
-        epi(r0, r1 - r0);
+        gemm_packed(r1 - r0, a + sz(r0, lda), lda, wt, c + sz(r0, ldc), ldc, e, gemm_scratch(thread), ln);
+        post(r0, r1 - r0);
     });
 }
 
-void model::linear(const float * a, int lda, int m, const float * wt, const float * bias, int n, int k, float * c,
-                   int ldc) {
-    linear(a, lda, m, wt, n, k, c, ldc, [&](int r0, int rows) { bias_add(c + sz(r0, ldc), ldc, rows, n, bias); });
+void model::linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e) {
+    linear(a, lda, m, wt, c, ldc, e, [](int, int) {});
 }
+
+namespace {
+
+epilogue with_bias(epi kind, const float * bias, const float * scale = nullptr) {
+    epilogue e;
+    e.kind  = kind;
+    e.bias  = bias;
+    e.scale = scale;
+    return e;
+}
+
+}  // namespace
 
 void model::run_embed(const float * px) {
     // Patch embedding as one GEMM over im2col rows (column c*196 + ky*14 + kx, the conv weight's order).
@@ -265,7 +303,7 @@ void model::run_embed(const float * px) {
     });
     // Conv output (+bias), then + position embedding, scattered into window order (wy, wx, py, px).
     float * patches = h_.data();  // [1600, 384] scratch
-    linear(cols_.data(), k_patch_k, k_pixels, patch_w_, patch_b_, k_vit_dim, k_patch_k, patches, k_vit_dim);
+    linear(cols_.data(), k_patch_k, k_pixels, patch_w_, patches, k_vit_dim, with_bias(epi::bias, patch_b_));
     pool_.parallel_for(k_windows, [&](int win, int) {
         const int wy = win / 4, wx = win % 4;
         float *   dst = x_.data() + sz(win * k_win_tok, k_vit_dim);
@@ -285,29 +323,29 @@ void model::run_vit() {
     const int tap_lds = 4 * k_vit_dim;
     for (int b = 0; b < k_vit_blocks_used; ++b) {
         const vit_block & blk = blocks_[b];
-        // h = LN1(x); qkv = h Wqkv^T + b (fused), per row part.
-        const int parts = row_parts(k_tokens);
-        pool_.parallel_for(parts, [&](int p, int) {
-            int r0, r1;
-            row_range(k_tokens, parts, p, r0, r1);
-            layernorm(x_.data() + sz(r0, k_vit_dim), k_vit_dim, h_.data() + sz(r0, k_vit_dim), k_vit_dim, r1 - r0,
-                      k_vit_dim, blk.ln1_g, blk.ln1_b, k_eps_vit);
-            gemm(r1 - r0, 3 * k_vit_dim, k_vit_dim, 1.0f, h_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.qkv_w.data(),
-                 k_vit_dim, true, 0.0f, qkv_.data() + sz(r0, 3 * k_vit_dim), 3 * k_vit_dim);
-            bias_add(qkv_.data() + sz(r0, 3 * k_vit_dim), 3 * k_vit_dim, r1 - r0, 3 * k_vit_dim, blk.qkv_b.data());
-        });
-        // Attention: softmax(q k^T / 8) v per head; windows of 101 tokens, or all 1616 in the global blocks,
-        // in blocks of query rows so no full score matrix exists.
+        // qkv = LN1(x) Wqkv^T + b (one fused GEMM, the LayerNorm applied as its rows are packed).
+        const int      parts = row_parts(k_tokens);
+        const a_layernorm ln1{blk.ln1_g, blk.ln1_b, k_eps_vit};
+        linear(x_.data(), k_vit_dim, k_tokens, blk.qkv, qkv_.data(), 3 * k_vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
+               [](int, int) {}, &ln1);
+        // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per
+        // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
+        // per (head, 64-query block).
         const int ld = 3 * k_vit_dim;
         if (blk.global) {
+            const size_t kfl = attention_keys_floats(k_tokens, k_head_dim);
+            pool_.parallel_for(k_heads, [&](int hd, int) {
+                attention_pack_keys(qkv_.data() + k_vit_dim + hd * k_head_dim, ld, k_tokens, k_head_dim,
+                                    keys_.data() + kfl * hd);
+            });
             const int qblocks = (k_tokens + k_attention_block - 1) / k_attention_block;
             pool_.parallel_for(k_heads * qblocks, [&](int task, int thread) {
                 const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
                 const int nq = std::min(k_attention_block, k_tokens - q0);
-                attention_head(qkv_.data() + sz(q0, ld) + hd * k_head_dim, ld, qkv_.data() + k_vit_dim + hd * k_head_dim,
-                               ld, qkv_.data() + 2 * k_vit_dim + hd * k_head_dim, ld,
-                               ctx_.data() + sz(q0, k_vit_dim) + hd * k_head_dim, k_vit_dim, nq, k_tokens, k_head_dim,
-                               0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
+                attention_block(qkv_.data() + sz(q0, ld) + hd * k_head_dim, ld, keys_.data() + kfl * hd, k_tokens,
+                                qkv_.data() + 2 * k_vit_dim + hd * k_head_dim, ld,
+                                ctx_.data() + sz(q0, k_vit_dim) + hd * k_head_dim, k_vit_dim, nq, k_head_dim, 0.125f,
+                                att_scratch(thread));
             });
         } else {
             pool_.parallel_for(k_windows * k_heads, [&](int task, int thread) {
@@ -315,33 +353,25 @@ void model::run_vit() {
                 const float * base = qkv_.data() + sz(win * k_win_tok, ld) + hd * k_head_dim;
                 attention_head(base, ld, base + k_vit_dim, ld, base + 2 * k_vit_dim, ld,
                                ctx_.data() + sz(win * k_win_tok, k_vit_dim) + hd * k_head_dim, k_vit_dim, k_win_tok,
-                               k_win_tok, k_head_dim, 0.125f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens), sz(k_attention_block, k_tokens));
+                               k_win_tok, k_head_dim, 0.125f, att_scratch(thread));
             });
         }
-        // Projection; epilogue x += ls1 * (y + b), the reference's order. Then the MLP the same way.
-        pool_.parallel_for(parts, [&](int p, int) {
+        // Projection with x = (y + b) * ls1 + x in its epilogue (the reference's order); then the MLP:
+        // fc1 on LN2(x) (LayerNorm in the A pass) with bias + GELU in the epilogue, fc2 with the second
+        // LayerScale + residual. One row part per task, each activation read and written once.
+        const a_layernorm ln2{blk.ln2_g, blk.ln2_b, k_eps_vit};
+        pool_.parallel_for(parts, [&](int p, int thread) {
             int r0, r1;
             row_range(k_tokens, parts, p, r0, r1);
             const int rows = r1 - r0;
-            float *   y    = h_.data() + sz(r0, k_vit_dim);
-            gemm(rows, k_vit_dim, k_vit_dim, 1.0f, ctx_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.proj_w, k_vit_dim,
-                 true, 0.0f, y, k_vit_dim);
-            float * x = x_.data() + sz(r0, k_vit_dim);
-            for (size_t i = 0; i < sz(rows, 1); ++i) {
-                float * xr = x + i * k_vit_dim;
-                float * yr = y + i * k_vit_dim;
-                for (int c = 0; c < k_vit_dim; ++c) xr[c] = (yr[c] + blk.proj_b[c]) * blk.ls1[c] + xr[c];
-            }
-            layernorm(x, k_vit_dim, y, k_vit_dim, rows, k_vit_dim, blk.ln2_g, blk.ln2_b, k_eps_vit);
-            float * hid = mlp_.data() + sz(r0, k_mlp_dim);
-            gemm(rows, k_mlp_dim, k_vit_dim, 1.0f, y, k_vit_dim, blk.fc1_w, k_vit_dim, true, 0.0f, hid, k_mlp_dim);
-            bias_gelu(hid, k_mlp_dim, rows, k_mlp_dim, blk.fc1_b);
-            gemm(rows, k_vit_dim, k_mlp_dim, 1.0f, hid, k_mlp_dim, blk.fc2_w, k_mlp_dim, true, 0.0f, y, k_vit_dim);
-            for (size_t i = 0; i < sz(rows, 1); ++i) {
-                float * xr = x + i * k_vit_dim;
-                float * yr = y + i * k_vit_dim;
-                for (int c = 0; c < k_vit_dim; ++c) xr[c] = (yr[c] + blk.fc2_b[c]) * blk.ls2[c] + xr[c];
-            }
+            float *   x    = x_.data() + sz(r0, k_vit_dim);
+            float *   hid  = mlp_.data() + sz(r0, k_mlp_dim);
+            float *   scr  = gemm_scratch(thread);
+            gemm_packed(rows, ctx_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.proj, x, k_vit_dim,
+                        with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            gemm_packed(rows, x, k_vit_dim, blk.fc1, hid, k_mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr, &ln2);
+            gemm_packed(rows, hid, k_mlp_dim, blk.fc2, x, k_vit_dim, with_bias(epi::bias_scale_add, blk.fc2_b, blk.ls2),
+                        scr);
         });
         // Taps: outputs of blocks 1, 4, 7, 10 through the final LayerNorm, cls dropped, un-windowed.
         for (int t = 0; t < 4; ++t) {
@@ -367,7 +397,7 @@ void model::run_projector() {
         silu(y + sz(r0, ld), ld, rows, n);
     };
     // cv1: 1x1 1536 -> 256 into cat columns 0..255.
-    linear(taps_.data(), 4 * k_vit_dim, k_pixels, cv1_.w, k_dim, 4 * k_vit_dim, cat_.data(), ldc,
+    linear(taps_.data(), 4 * k_vit_dim, k_pixels, cv1_.w, cat_.data(), ldc, epilogue{},
            [&](int r0, int rows) { ln_silu(cat_.data(), ldc, r0, rows, k_dim, cv1_); });
     // Three bottlenecks (two 3x3 convs each, no shortcut), chained from y1; outputs at cat columns 256, 384, 512.
     const int k9 = 9 * k_c2f_hidden;
@@ -381,18 +411,18 @@ void model::run_projector() {
             const int     lddst = j == 0 ? k_c2f_hidden : ldc;
             const convx & cv    = m_[i][j];
             const int     parts = std::min(2 * pool_.size(), k_grid);
-            pool_.parallel_for(parts, [&](int p, int) {
+            pool_.parallel_for(parts, [&](int p, int thread) {
                 const int y0 = k_grid * p / parts, y1 = k_grid * (p + 1) / parts;
                 im2col_3x3(src, ldsrc, k_grid, k_grid, k_c2f_hidden, im2col_.data(), y0, y1);
                 const int r0 = y0 * k_grid, rows = (y1 - y0) * k_grid;
-                gemm(rows, k_c2f_hidden, k9, 1.0f, im2col_.data() + sz(r0, k9), k9, cv.w, k9, true, 0.0f,
-                     dst + sz(r0, lddst), lddst);
+                gemm_packed(rows, im2col_.data() + sz(r0, k9), k9, cv.w, dst + sz(r0, lddst), lddst, epilogue{},
+                            gemm_scratch(thread));
                 ln_silu(dst, lddst, r0, rows, k_c2f_hidden, cv);
             });
         }
     }
     // cv2: 1x1 640 -> 256, then the projector's final LayerNorm (no activation) -> memory.
-    linear(cat_.data(), ldc, k_pixels, cv2_.w, k_dim, ldc, y256_.data(), k_dim, [&](int r0, int rows) {
+    linear(cat_.data(), ldc, k_pixels, cv2_.w, y256_.data(), k_dim, epilogue{}, [&](int r0, int rows) {
         ln_silu(y256_.data(), k_dim, r0, rows, k_dim, cv2_);
         layernorm(y256_.data() + sz(r0, k_dim), k_dim, memory_.data() + sz(r0, k_dim), k_dim, rows, k_dim, proj_ln_g_,
                   proj_ln_b_, k_eps_vit);
@@ -401,17 +431,14 @@ void model::run_projector() {
 
 void model::run_two_stage() {
     // mem2 = LN(enc_output(memory)); class logits; box MLP deltas on the fixed 40x40 proposals.
-    linear(memory_.data(), k_dim, k_pixels, enc_w_, k_dim, k_dim, mem2_.data(), k_dim, [&](int r0, int rows) {
-        bias_add(mem2_.data() + sz(r0, k_dim), k_dim, rows, k_dim, enc_b_);
+    linear(memory_.data(), k_dim, k_pixels, enc_w_, mem2_.data(), k_dim, with_bias(epi::bias, enc_b_), [&](int r0, int rows) {
         layernorm(mem2_.data() + sz(r0, k_dim), k_dim, mem2_.data() + sz(r0, k_dim), k_dim, rows, k_dim, enc_ln_g_,
                   enc_ln_b_, k_eps_dec);
     });
-    linear(mem2_.data(), k_dim, k_pixels, enc_cls_w_, enc_cls_b_, nc_, k_dim, enc_cls_.data(), nc_);
-    linear(mem2_.data(), k_dim, k_pixels, enc_box_w_[0], k_dim, k_dim, enc_h1_.data(), k_dim,
-           [&](int r0, int rows) { bias_relu(enc_h1_.data() + sz(r0, k_dim), k_dim, rows, k_dim, enc_box_b_[0]); });
-    linear(enc_h1_.data(), k_dim, k_pixels, enc_box_w_[1], k_dim, k_dim, enc_h2_.data(), k_dim,
-           [&](int r0, int rows) { bias_relu(enc_h2_.data() + sz(r0, k_dim), k_dim, rows, k_dim, enc_box_b_[1]); });
-    linear(enc_h2_.data(), k_dim, k_pixels, enc_box_w_[2], enc_box_b_[2], 4, k_dim, enc_delta_.data(), 4);
+    linear(mem2_.data(), k_dim, k_pixels, enc_cls_w_, enc_cls_.data(), nc_, with_bias(epi::bias, enc_cls_b_));
+    linear(mem2_.data(), k_dim, k_pixels, enc_box_w_[0], enc_h1_.data(), k_dim, with_bias(epi::bias_relu, enc_box_b_[0]));
+    linear(enc_h1_.data(), k_dim, k_pixels, enc_box_w_[1], enc_h2_.data(), k_dim, with_bias(epi::bias_relu, enc_box_b_[1]));
+    linear(enc_h2_.data(), k_dim, k_pixels, enc_box_w_[2], enc_delta_.data(), 4, with_bias(epi::bias, enc_box_b_[2]));
     const float wh = 0.05f;
     for (int pix = 0; pix < k_pixels; ++pix) {
         const float   px = (static_cast<float>(pix % k_grid) + 0.5f) / static_cast<float>(k_grid);
@@ -459,13 +486,12 @@ void model::run_decoder() {
             }
         }
     }
-    linear(sine_.data(), 2 * k_dim, k_queries, rph_w_[0], k_dim, 2 * k_dim, qp_h_.data(), k_dim,
-           [&](int r0, int rows) { bias_relu(qp_h_.data() + sz(r0, k_dim), k_dim, rows, k_dim, rph_b_[0]); });
-    linear(qp_h_.data(), k_dim, k_queries, rph_w_[1], rph_b_[1], k_dim, k_dim, query_pos_.data(), k_dim);
+    linear(sine_.data(), 2 * k_dim, k_queries, rph_w_[0], qp_h_.data(), k_dim, with_bias(epi::bias_relu, rph_b_[0]));
+    linear(qp_h_.data(), k_dim, k_queries, rph_w_[1], query_pos_.data(), k_dim, with_bias(epi::bias, rph_b_[1]));
 
     // The memory's value projections for all three layers in one GEMM: [1600, 768].
-    linear(memory_.data(), k_dim, k_pixels, value_w_.data(), value_b_.data(), k_dec_layers * k_dim, k_dim,
-           value_.data(), k_dec_layers * k_dim);
+    linear(memory_.data(), k_dim, k_pixels, value_w_, value_.data(), k_dec_layers * k_dim,
+           with_bias(epi::bias, value_b_.data()));
 
     std::memcpy(tgt_.data(), query_feat_, sz(k_queries, k_dim) * 4);
     const float inv_sqrt_dim = std::sqrt(static_cast<float>(k_sa_dim));
@@ -473,30 +499,24 @@ void model::run_decoder() {
         const dec_layer & d = dec_[l];
         // Self-attention: q = k = tgt + query_pos, v = tgt; torch 1.13 divides q by sqrt(32) before q k^T.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), k_dim, k_queries, d.in_w, 2 * k_dim, k_dim, qk_.data(), 2 * k_dim, [&](int r0, int rows) {
-            bias_add(qk_.data() + sz(r0, 2 * k_dim), 2 * k_dim, rows, 2 * k_dim, d.in_b);
+        linear(qin_.data(), k_dim, k_queries, d.in_qk, qk_.data(), 2 * k_dim, with_bias(epi::bias, d.in_b), [&](int r0, int rows) {
             for (int r = r0; r < r0 + rows; ++r) {
                 for (int c = 0; c < k_dim; ++c) qk_[sz(r, 2 * k_dim) + c] /= inv_sqrt_dim;
             }
         });
-        linear(tgt_.data(), k_dim, k_queries, d.in_w + sz(2 * k_dim, k_dim), d.in_b + 2 * k_dim, k_dim, k_dim,
-               v_.data(), k_dim);
+        linear(tgt_.data(), k_dim, k_queries, d.in_v, v_.data(), k_dim, with_bias(epi::bias, d.in_b + 2 * k_dim));
         pool_.parallel_for(k_sa_heads, [&](int hd, int thread) {
             attention_head(qk_.data() + hd * k_sa_dim, 2 * k_dim, qk_.data() + k_dim + hd * k_sa_dim, 2 * k_dim,
                            v_.data() + hd * k_sa_dim, k_dim, attn_.data() + hd * k_sa_dim, k_dim, k_queries, k_queries,
-                           k_sa_dim, 1.0f, att_scratch_.data() + sz(thread, k_attention_block * k_tokens),
-                           sz(k_attention_block, k_tokens));
+                           k_sa_dim, 1.0f, att_scratch(thread));
         });
-        linear(attn_.data(), k_dim, k_queries, d.out_w, d.out_b, k_dim, k_dim, tmp_.data(), k_dim);
-        for (size_t i = 0; i < tgt_.size(); ++i) tgt_[i] += tmp_[i];
+        linear(attn_.data(), k_dim, k_queries, d.out, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.out_b));
         layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n1_g, d.n1_b, k_eps_dec);
 
         // Deformable cross-attention: 16 heads x 1 level x 2 points over the 40x40 memory.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), k_dim, k_queries, d.off_w, d.off_b, k_ca_heads * k_ca_points * 2, k_dim, off_.data(),
-               k_ca_heads * k_ca_points * 2);
-        linear(qin_.data(), k_dim, k_queries, d.aw_w, d.aw_b, k_ca_heads * k_ca_points, k_dim, aw_.data(),
-               k_ca_heads * k_ca_points);
+        linear(qin_.data(), k_dim, k_queries, d.off, off_.data(), k_ca_heads * k_ca_points * 2, with_bias(epi::bias, d.off_b));
+        linear(qin_.data(), k_dim, k_queries, d.aw, aw_.data(), k_ca_heads * k_ca_points, with_bias(epi::bias, d.aw_b));
         softmax_rows(aw_.data(), k_ca_points, k_queries * k_ca_heads, k_ca_points);
         std::fill(samp_.begin(), samp_.end(), 0.0f);
         const float * value = value_.data() + l * k_dim;
@@ -513,15 +533,12 @@ void model::run_decoder() {
                 }
             }
         });
-        linear(samp_.data(), k_dim, k_queries, d.outp_w, d.outp_b, k_dim, k_dim, tmp_.data(), k_dim);
-        for (size_t i = 0; i < tgt_.size(); ++i) tgt_[i] += tmp_[i];
+        linear(samp_.data(), k_dim, k_queries, d.outp, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.outp_b));
         layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n2_g, d.n2_b, k_eps_dec);
 
         // FFN 256 -> 2048 -> 256 (ReLU), residual, norm3.
-        linear(tgt_.data(), k_dim, k_queries, d.l1_w, k_ffn, k_dim, ffn_.data(), k_ffn,
-               [&](int r0, int rows) { bias_relu(ffn_.data() + sz(r0, k_ffn), k_ffn, rows, k_ffn, d.l1_b); });
-        linear(ffn_.data(), k_ffn, k_queries, d.l2_w, d.l2_b, k_dim, k_ffn, tmp_.data(), k_dim);
-        for (size_t i = 0; i < tgt_.size(); ++i) tgt_[i] += tmp_[i];
+        linear(tgt_.data(), k_dim, k_queries, d.l1, ffn_.data(), k_ffn, with_bias(epi::bias_relu, d.l1_b));
+        linear(ffn_.data(), k_ffn, k_queries, d.l2, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.l2_b));
         layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n3_g, d.n3_b, k_eps_dec);
         std::memcpy(layer_out_.data() + sz(l * k_queries, k_dim), tgt_.data(), tgt_.size() * 4);
     }
@@ -529,12 +546,10 @@ void model::run_decoder() {
 
 void model::run_heads(float * logits, float * boxes) {
     layernorm(tgt_.data(), k_dim, hs_.data(), k_dim, k_queries, k_dim, dec_norm_g_, dec_norm_b_, k_eps_dec);
-    linear(hs_.data(), k_dim, k_queries, cls_w_, cls_b_, nc_, k_dim, logits, nc_);
-    linear(hs_.data(), k_dim, k_queries, box_w_[0], k_dim, k_dim, head_h1_.data(), k_dim,
-           [&](int r0, int rows) { bias_relu(head_h1_.data() + sz(r0, k_dim), k_dim, rows, k_dim, box_b_[0]); });
-    linear(head_h1_.data(), k_dim, k_queries, box_w_[1], k_dim, k_dim, head_h2_.data(), k_dim,
-           [&](int r0, int rows) { bias_relu(head_h2_.data() + sz(r0, k_dim), k_dim, rows, k_dim, box_b_[1]); });
-    linear(head_h2_.data(), k_dim, k_queries, box_w_[2], box_b_[2], 4, k_dim, head_delta_.data(), 4);
+    linear(hs_.data(), k_dim, k_queries, cls_w_, logits, nc_, with_bias(epi::bias, cls_b_));
+    linear(hs_.data(), k_dim, k_queries, box_w_[0], head_h1_.data(), k_dim, with_bias(epi::bias_relu, box_b_[0]));
+    linear(head_h1_.data(), k_dim, k_queries, box_w_[1], head_h2_.data(), k_dim, with_bias(epi::bias_relu, box_b_[1]));
+    linear(head_h2_.data(), k_dim, k_queries, box_w_[2], head_delta_.data(), 4, with_bias(epi::bias, box_b_[2]));
     for (int i = 0; i < k_queries; ++i) {
         const float * d = head_delta_.data() + sz(i, 4);
         const float * r = ref_.data() + sz(i, 4);

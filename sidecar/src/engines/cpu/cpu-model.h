@@ -1,8 +1,10 @@
 // RF-DETR-base forward on the CPU (../shared/MODEL.md is the map): weights read from a loaded checkpoint,
-// every buffer sized once here, a fixed thread pool, single-threaded BLAS inside its tasks.
+// every buffer sized once here, the linear layers' weights repacked once for the GEMM (gemm.h), a fixed
+// thread pool splitting every GEMM and attention.
 // The intermediate buffers are exposed read-only for the per-stage parity tests.
 #pragma once
 
+#include "engines/cpu/gemm.h"
 #include "engines/cpu/thread-pool.h"
 #include "model/checkpoint.h"
 
@@ -67,26 +69,34 @@ class model {
 
   private:
     struct vit_block {
-        std::vector<float> qkv_w, qkv_b;  // fused [1152, 384], [1152]
-        const float *      ln1_g, *ln1_b, *proj_w, *proj_b, *ls1, *ln2_g, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b, *ls2;
+        packed_weight qkv, proj, fc1, fc2;  // qkv fused: [1152, 384]
+        std::vector<float> qkv_b;
+        const float *      ln1_g, *ln1_b, *proj_b, *ls1, *ln2_g, *ln2_b, *fc1_b, *fc2_b, *ls2;
         bool               global;
     };
     struct convx {
-        const float *w, *g, *b;
+        packed_weight w;
+        const float * g, *b;
     };
     struct dec_layer {
-        const float *in_w, *in_b, *out_w, *out_b, *n1_g, *n1_b, *off_w, *off_b, *aw_w, *aw_b, *outp_w, *outp_b,
-            *l1_w, *l1_b, *l2_w, *l2_b, *n2_g, *n2_b, *n3_g, *n3_b;
+        packed_weight in_qk, in_v, out, off, aw, outp, l1, l2;
+        const float * in_b, *out_b, *n1_g, *n1_b, *off_b, *aw_b, *outp_b, *l1_b, *l2_b, *n2_g, *n2_b, *n3_g, *n3_b;
     };
 
     const float * w(const std::string & name) const;
+    // The checkpoint's weight `name` ([n, ...] with k = the rest) packed for gemm_packed, rows [r0, r0 + n);
+    // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_.
+    packed_weight packed(const std::string & name, int r0 = 0, int n = -1);
+    packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k);
     int           row_parts(int m) const;
     static void   row_range(int m, int parts, int p, int & r0, int & r1);
-    // c[m, n] (ldc) = a[m, k] (lda) * wt[n, k]^T, rows split over the pool; epi(row0, rows) runs per part.
+    float *       gemm_scratch(int thread) { return gemm_scratch_.data() + gemm_scratch_stride_ * thread; }
+    float *       att_scratch(int thread) { return att_scratch_.data() + att_scratch_stride_ * thread; }
+    // c[m, n] (ldc) = e(LN?(a)[m, k] (lda) * W^T), rows split over the pool; post(row0, rows) runs per part.
     template <class E>
-    void linear(const float * a, int lda, int m, const float * wt, int n, int k, float * c, int ldc, E epi);
-    void linear(const float * a, int lda, int m, const float * wt, const float * bias, int n, int k, float * c,
-                int ldc);
+    void linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e,
+                E post, const a_layernorm * ln = nullptr);
+    void linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e);
 
     void run_embed(const float * px);
     void run_vit();
@@ -100,18 +110,28 @@ class model {
     int                nc_;
 
     // weights
-    const float *          patch_w_, *patch_b_, *final_ln_g_, *final_ln_b_;
+    packed_weight          patch_w_;
+    const float *          patch_b_, *final_ln_g_, *final_ln_b_;
     std::vector<vit_block> blocks_;
     convx                  cv1_, cv2_, m_[3][2];
     const float *          proj_ln_g_, *proj_ln_b_;
-    const float *enc_w_, *enc_b_, *enc_ln_g_, *enc_ln_b_, *enc_cls_w_, *enc_cls_b_, *enc_box_w_[3], *enc_box_b_[3];
-    const float *rph_w_[2], *rph_b_[2], *query_feat_, *refpoint_;
+    packed_weight          enc_w_, enc_cls_w_, enc_box_w_[3];
+    const float *          enc_b_, *enc_ln_g_, *enc_ln_b_, *enc_cls_b_, *enc_box_b_[3];
+    packed_weight          rph_w_[2];
+    const float *          rph_b_[2], *query_feat_, *refpoint_;
     std::vector<dec_layer> dec_;
-    std::vector<float>     value_w_, value_b_;  // the 3 layers' value_proj fused: [768, 256]
-    const float *          dec_norm_g_, *dec_norm_b_, *cls_w_, *cls_b_, *box_w_[3], *box_b_[3];
+    packed_weight          value_w_;  // the 3 layers' value_proj fused: [768, 256]
+    std::vector<float>     value_b_;
+    packed_weight          cls_w_, box_w_[3];
+    const float *          dec_norm_g_, *dec_norm_b_, *cls_b_, *box_b_[3];
 
     // buffers
     std::vector<float>   pos_embed_, cols_, embeddings_, x_, h_, qkv_, ctx_, mlp_, att_scratch_, taps_;
+    std::vector<float>   gemm_scratch_;  // per thread: gemm_scratch_stride_ floats
+    std::vector<float>   keys_;          // a global block's keys, packed per head
+    size_t               att_scratch_stride_ = 0;
+    size_t               gemm_scratch_stride_ = 0;
+    int                  kmax_                = 0;  // deepest reduction of the packed weights
     std::vector<float>   cat_, im2col_, t128_, y256_, memory_;
     std::vector<float>   mem2_, enc_cls_, enc_h1_, enc_h2_, enc_delta_, enc_coords_, scores_;
     std::vector<int32_t> topk_, topk_scratch_;

@@ -1,6 +1,7 @@
 #include "engines/cpu/kernels.h"
 
-#include <cblas.h>
+#include "engines/cpu/simd-math.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -8,93 +9,9 @@
 
 namespace rfdetr::cpu {
 
-void gemm(int m, int n, int k, float alpha, const float * a, int lda, const float * b, int ldb, bool b_is_nk,
-          float beta, float * c, int ldc) {
-    if (m <= 0 || n <= 0) {
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_is_nk ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, ldc);
-}
+using namespace simd;
 
 namespace {
-
-inline float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo        = _mm_add_ps(lo, hi);
-    lo        = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo        = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
-inline float hmax(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo        = _mm_max_ps(lo, hi);
-    lo        = _mm_max_ps(lo, _mm_movehl_ps(lo, lo));
-    lo        = _mm_max_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
-
-// Cephes-style expf: x = n*ln2 + r with a two-constant ln2, degree-6 polynomial for e^r, 2^n via the
-// exponent bits. Inputs are clamped to [-87.3, 88.37] (results below 1.2e-38 do not matter here).
-inline __m256 exp256(__m256 x) {
-    x         = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
-    x         = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x         = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x         = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y  = _mm256_set1_ps(1.9875691500E-4f);
-    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-    y         = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-    y         = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
-// erf, piecewise: |x| clamped to [0, 4) falls in one of 8 intervals of width 0.5 (erf(4) = 1 - 1.5e-8 is
-// 1.0f); on each, a degree-6 polynomial in t = |x| - centre (least squares on 200 Chebyshev nodes of
-// |t| <= 0.25, coefficients rounded to float) whose 8 per-interval coefficients sit in one register and
-// are picked with one permute. |error| < 9e-8 everywhere against libm (measured in double over [0, 4.5]
-// in steps of 1e-5; the tests bound it), and no division or exp: a third of the previous erf's
-// (Taylor + Numerical Recipes' erfc) instructions.
-alignas(32) constexpr float k_erf_poly[7][8] = {
-    {2.763263881e-01f, 7.111556530e-01f, 9.229001403e-01f, 9.866716862e-01f, 9.985373020e-01f, 9.998993874e-01f, 9.999957085e-01f, 9.999998808e-01f},
-    {1.060013652e+00f, 6.429315209e-01f, 2.365212291e-01f, 5.277483538e-02f, 7.142299786e-03f, 5.862942780e-04f, 2.919364670e-05f, 8.818866490e-07f},
-    {-2.650029659e-01f, -4.821981490e-01f, -2.956517339e-01f, -9.235620499e-02f, -1.607015729e-02f, -1.612267457e-03f, -9.486933413e-05f, -3.306070994e-06f},
-    {-3.091164827e-01f, 2.672721818e-02f, 1.675230861e-01f, 9.017766267e-02f, 2.172697894e-02f, 2.758207032e-03f, 1.952192833e-04f, 7.911728062e-06f},
-    {1.269345582e-01f, 1.506756246e-01f, -6.132035051e-03f, -4.810552299e-02f, -1.908825710e-02f, -3.257710487e-03f, -2.861694375e-04f, -1.378540946e-05f},
-    {7.830777019e-02f, -5.126086250e-02f, -4.677693173e-02f, 5.969540216e-03f, 1.058114227e-02f, 2.825833391e-03f, 3.326159786e-04f, 2.020526335e-05f},
-    {-3.934079409e-02f, -2.658282965e-02f, 2.059773728e-02f, 9.049494751e-03f, -2.779565053e-03f, -1.667850534e-03f, -2.737584291e-04f, -2.069242146e-05f},
-};
-
-inline __m256 erf256(__m256 x) {
-    const __m256  sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
-    const __m256  z    = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(3.99999976f));
-    const __m256i idx  = _mm256_cvttps_epi32(_mm256_add_ps(z, z));
-    const __m256  t    = _mm256_sub_ps(z, _mm256_fmadd_ps(_mm256_cvtepi32_ps(idx), _mm256_set1_ps(0.5f),
-                                                          _mm256_set1_ps(0.25f)));
-    __m256 p = _mm256_permutevar8x32_ps(_mm256_load_ps(k_erf_poly[6]), idx);
-    for (int k = 5; k >= 0; --k) {
-        p = _mm256_fmadd_ps(p, t, _mm256_permutevar8x32_ps(_mm256_load_ps(k_erf_poly[k]), idx));
-    }
-    return _mm256_or_ps(p, sign);
-}
-
-inline __m256 gelu256(__m256 x) {
-    const __m256 e = erf256(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
-    return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-inline __m256 silu256(__m256 x) {
-    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
 
 inline __m256 load_tail(const float * p, int n) {
     alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -140,48 +57,38 @@ void erf_inplace(float * x, size_t n) {
     if (i < n) store_tail(x + i, erf256(load_tail(x + i, static_cast<int>(n - i))), static_cast<int>(n - i));
 }
 
-void bias_gelu(float * x, int ld, int rows, int n, const float * bias) {
-    rows_map(x, ld, rows, n, bias, [](__m256 v) { return gelu256(v); });
-}
-
-void bias_relu(float * x, int ld, int rows, int n, const float * bias) {
-    rows_map(x, ld, rows, n, bias, [](__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); });
-}
-
-void bias_add(float * x, int ld, int rows, int n, const float * bias) {
-    rows_map(x, ld, rows, n, bias, [](__m256 v) { return v; });
-}
-
 void silu(float * x, int ld, int rows, int n) {
     rows_map(x, ld, rows, n, nullptr, [](__m256 v) { return silu256(v); });
+}
+
+void layernorm_row(const float * xr, float * yr, int dim, const float * gamma, const float * beta, float eps) {
+    __m256 s = _mm256_setzero_ps();
+    int    j = 0;
+    for (; j + 8 <= dim; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xr + j));
+    float sum = hsum(s);
+    for (; j < dim; ++j) sum += xr[j];
+    const float  mean = sum / static_cast<float>(dim);
+    const __m256 vm   = _mm256_set1_ps(mean);
+    __m256       q    = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= dim; j += 8) {
+        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xr + j), vm);
+        q              = _mm256_fmadd_ps(d, d, q);
+    }
+    float sq = hsum(q);
+    for (; j < dim; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
+    const float  rstd = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+    const __m256 vr   = _mm256_set1_ps(rstd);
+    for (j = 0; j + 8 <= dim; j += 8) {
+        const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
+        _mm256_storeu_ps(yr + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(gamma + j), _mm256_loadu_ps(beta + j)));
+    }
+    for (; j < dim; ++j) yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
 }
 
 void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, const float * gamma,
                const float * beta, float eps) {
     for (int r = 0; r < rows; ++r) {
-        const float * xr = x + static_cast<size_t>(r) * ldx;
-        float *       yr = y + static_cast<size_t>(r) * ldy;
-        __m256        s  = _mm256_setzero_ps();
-        int           j  = 0;
-        for (; j + 8 <= dim; j += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xr + j));
-        float sum = hsum(s);
-        for (; j < dim; ++j) sum += xr[j];
-        const float  mean = sum / static_cast<float>(dim);
-        const __m256 vm   = _mm256_set1_ps(mean);
-        __m256       q    = _mm256_setzero_ps();
-        for (j = 0; j + 8 <= dim; j += 8) {
-            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xr + j), vm);
-            q              = _mm256_fmadd_ps(d, d, q);
-        }
-        float sq = hsum(q);
-        for (; j < dim; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
-        const float  rstd = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
-        const __m256 vr   = _mm256_set1_ps(rstd);
-        for (j = 0; j + 8 <= dim; j += 8) {
-            const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + j), vm), vr);
-            _mm256_storeu_ps(yr + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(gamma + j), _mm256_loadu_ps(beta + j)));
-        }
-        for (; j < dim; ++j) yr[j] = (xr[j] - mean) * rstd * gamma[j] + beta[j];
+        layernorm_row(x + static_cast<size_t>(r) * ldx, y + static_cast<size_t>(r) * ldy, dim, gamma, beta, eps);
     }
 }
 
@@ -215,17 +122,6 @@ void softmax_rows(float * x, int ld, int rows, int cols) {
         const __m256 vi  = _mm256_set1_ps(inv);
         for (j = 0; j + 8 <= cols; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vi));
         for (; j < cols; ++j) row[j] *= inv;
-    }
-}
-
-void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
-                    int ldo, int nq, int nk, int d, float scale, float * scratch, size_t scratch_floats) {
-    const int block = static_cast<int>(std::max<size_t>(1, std::min<size_t>(nq, scratch_floats / nk)));
-    for (int i0 = 0; i0 < nq; i0 += block) {
-        const int nb = std::min(block, nq - i0);
-        gemm(nb, nk, d, scale, q + static_cast<size_t>(i0) * ldq, ldq, k, ldk, true, 0.0f, scratch, nk);
-        softmax_rows(scratch, nk, nb, nk);
-        gemm(nb, d, nk, 1.0f, scratch, nk, v, ldv, false, 0.0f, o + static_cast<size_t>(i0) * ldo, ldo);
     }
 }
 

@@ -1,4 +1,5 @@
-// The CPU engine's kernels. Each has a plain-loop reference in kernels-ref.cpp (namespace rfdetr::ref)
+// The CPU engine's elementwise, normalisation, sampling and selection kernels (the GEMM is gemm.h, the
+// attention attention.h). Each has a plain-loop reference in kernels-ref.cpp (namespace rfdetr::ref)
 // that the tests compare it with on odd sizes. Layout conventions: row-major; a "linear" weight is torch's
 // [out, in]; images and feature maps are pixel-major [H*W, C] unless a name says chw.
 #pragma once
@@ -8,20 +9,14 @@
 
 namespace rfdetr::cpu {
 
-// C[m,n] = alpha * A[m,k] * op(B) + beta * C. op(B) = B^T when b_is_nk (B stored [n,k], a torch Linear
-// weight), else B stored [k,n]. Single-threaded BLAS call: callers split M across the thread pool.
-void gemm(int m, int n, int k, float alpha, const float * a, int lda, const float * b, int ldb, bool b_is_nk,
-          float beta, float * c, int ldc);
-
 // y[r,:] = LN(x[r,:]) * gamma + beta over `dim` values, rows r in [0, rows). x and y may alias.
 void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, const float * gamma,
                const float * beta, float eps);
+// One row of layernorm (the arithmetic layernorm uses): y = LN(x) * gamma + beta over dim values.
+void layernorm_row(const float * x, float * y, int dim, const float * gamma, const float * beta, float eps);
 
-// x[i] = gelu(x[i] + bias[i % n]) with the exact erf form, for a [rows, n] block with leading dimension ld.
-void bias_gelu(float * x, int ld, int rows, int n, const float * bias);
-// x[i] = relu(x[i] + bias[i % n]); x[i] = x[i] + bias[i % n]; x[i] = silu(x[i]).
-void bias_relu(float * x, int ld, int rows, int n, const float * bias);
-void bias_add(float * x, int ld, int rows, int n, const float * bias);
+// x[i] = silu(x[i]) over a [rows, n] block with leading dimension ld. (Bias, ReLU and the exact-erf GELU
+// are GEMM epilogues: gemm.h.)
 void silu(float * x, int ld, int rows, int n);
 
 // Vectorised expf / erff, accurate to a few ulp (tests bound them against libm in double).
@@ -30,15 +25,6 @@ void erf_inplace(float * x, size_t n);
 
 // Row softmax over `cols`, rows of stride ld, in place (max subtracted first).
 void softmax_rows(float * x, int ld, int rows, int cols);
-
-// One attention head, o = softmax(scale * q k^T) v, computed in blocks of query rows that fit the scratch
-// (scratch_floats / nk rows, at most nq), so a long sequence never materialises its [nq, nk] score matrix:
-// the engine's scratch is k_attention_block * 1616 floats, 64 query rows of a global block, and a whole
-// 101-token window at once. scale multiplies q k^T after the product (exact when it is a power of two, as
-// in the ViT's 1/8).
-constexpr int k_attention_block = 64;
-void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
-                    int ldo, int nq, int nk, int d, float scale, float * scratch, size_t scratch_floats);
 
 // Bilinear sample of a pixel-major value map [h*w, ld] (channels c0..c0+nc) at normalised location
 // (lx, ly) in [0,1] units, as torch grid_sample(bilinear, zeros padding, align_corners=False) sees
@@ -63,13 +49,15 @@ void topk(const float * scores, int n, int k, int32_t * idx, int32_t * scratch /
 
 namespace rfdetr::ref {
 
-// Plain loops, double accumulation where it matters. Same contracts as rfdetr::cpu.
+// Plain loops, double accumulation where it matters. Same contracts as rfdetr::cpu where both exist.
+// gemm: C[m,n] = alpha * A[m,k] * op(B) + beta * C, op(B) = B^T when b_is_nk (B stored [n,k]).
 void gemm(int m, int n, int k, float alpha, const float * a, int lda, const float * b, int ldb, bool b_is_nk,
           float beta, float * c, int ldc);
 void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, const float * gamma,
                const float * beta, float eps);
 float gelu(float x);
 void softmax_rows(float * x, int ld, int rows, int cols);
+// o = softmax(scale * q k^T) v for one head (attention.h's contract).
 void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
                     int ldo, int nq, int nk, int d, float scale);
 // grid_sample on a channels-first map [nc, h, w] at grid coordinate (gx, gy) in [-1, 1] terms.

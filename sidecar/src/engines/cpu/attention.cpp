@@ -1,0 +1,140 @@
+#include "engines/cpu/attention.h"
+
+#include "engines/cpu/gemm.h"
+#include "engines/cpu/simd-math.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace rfdetr::cpu {
+
+using namespace simd;
+
+namespace {
+
+size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
+
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// Keys per online-softmax step: a multiple of the tile height near 112, so the score block
+// [keys, queries] of a 64-query block is 28 KB and stays in L1 between its three passes.
+int key_block() { return round_up(112, gemm_mr()); }
+
+}  // namespace
+
+size_t attention_keys_floats(int nk, int d) { return sz(round_up(nk, gemm_mr()), d); }
+
+// Panel p holds keys [p*mr, p*mr + mr) as [d][mr] (the tile's A operand: one key per tile row),
+// zero-padded past nk.
+void attention_pack_keys(const float * k, int ldk, int nk, int d, float * kp) {
+    const int mr = gemm_mr();
+    for (int p0 = 0; p0 < nk; p0 += mr) {
+        float *   pan = kp + sz(p0, d);
+        const int n   = std::min(mr, nk - p0);
+        for (int r = 0; r < mr; ++r) {
+            const float * src = k + sz(p0 + r, ldk);
+            for (int kk = 0; kk < d; ++kk) pan[sz(kk, mr) + r] = r < n ? src[kk] : 0.0f;
+        }
+    }
+}
+
+size_t attention_scratch_floats(int nq, int d) {
+    const int qp = round_up(nq, k_gemm_nr);
+    return sz(d, qp) + sz(key_block(), qp) + 3 * static_cast<size_t>(qp) + 16;
+}
+
+void attention_block(const float * q, int ldq, const float * kp, int nk, const float * v, int ldv, float * o, int ldo,
+                     int nq, int d, float scale, float * scratch) {
+    const int mr = gemm_mr();
+    const int kb = key_block();
+    const int qp = round_up(nq, k_gemm_nr);  // queries padded to whole 32-column panels
+    float *   qt = scratch;                  // q^T [d][qp], the score tiles' B operand
+    float *   st = qt + sz(d, qp);           // scores of one key block, [kb][qp]
+    float *   mx = st + sz(kb, qp);          // running max per query
+    float *   sm = mx + qp;                  // running sum per query
+    float *   cr = sm + qp;                  // this step's rescale per query
+    for (int kk = 0; kk < d; ++kk) {
+        float * row = qt + sz(kk, qp);
+        for (int i = 0; i < nq; ++i) row[i] = q[sz(i, ldq) + kk];
+        for (int i = nq; i < qp; ++i) row[i] = 0.0f;
+    }
+    std::memset(st, 0, sz(kb, qp) * 4);
+    for (int i = 0; i < qp; ++i) mx[i] = -INFINITY, sm[i] = 0.0f;
+    for (int i = 0; i < nq; ++i) std::memset(o + sz(i, ldo), 0, sz(d, 4));
+
+    epilogue scores;
+    scores.alpha = scale;
+    epilogue accumulate;
+    accumulate.kind = epi::accumulate;
+    for (int k0 = 0; k0 < nk; k0 += kb) {
+        const int nkb = std::min(kb, nk - k0);
+        // 1. s^T[key, query] = scale * k q^T, one tile per (key panel, 32 queries).
+        for (int r0 = 0; r0 < nkb; r0 += mr) {
+            const int rows = std::min(mr, nkb - r0);
+            for (int j0 = 0; j0 < nq; j0 += k_gemm_nr) {
+                gemm_tile(rows, d, kp + sz(k0 + r0, d), mr, qt + j0, qp, st + sz(r0, qp) + j0, qp,
+                          std::min(k_gemm_nr, nq - j0), scores);
+            }
+        }
+        // 2. Online softmax, 8 queries per vector: new max, rescale of what was summed so far, p = exp(s - max)
+        //    in place, the running sum.
+        for (int j = 0; j < qp; j += 8) {
+            __m256 m = _mm256_loadu_ps(mx + j);
+            __m256 bm = _mm256_set1_ps(-INFINITY);
+            for (int r = 0; r < nkb; ++r) bm = _mm256_max_ps(bm, _mm256_loadu_ps(st + sz(r, qp) + j));
+            const __m256 mn = _mm256_max_ps(m, bm);
+            __m256       s  = _mm256_setzero_ps();
+            for (int r = 0; r < nkb; ++r) {
+                float *      p = st + sz(r, qp) + j;
+                const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p), mn));
+                _mm256_storeu_ps(p, e);
+                s = _mm256_add_ps(s, e);
+            }
+            const __m256 c = exp256(_mm256_sub_ps(m, mn));
+            _mm256_storeu_ps(cr + j, c);
+            _mm256_storeu_ps(sm + j, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(sm + j), c), s));
+            _mm256_storeu_ps(mx + j, mn);
+        }
+        if (k0 > 0) {
+            for (int i = 0; i < nq; ++i) {
+                if (cr[i] == 1.0f) continue;
+                float * orow = o + sz(i, ldo);
+                for (int c = 0; c < d; ++c) orow[c] *= cr[i];
+            }
+        }
+        // 3. o += p v over this key block: the tile's A operand is p^T read with stride qp (one query per
+        //    row), B is v in place.
+        for (int i0 = 0; i0 < nq; i0 += mr) {
+            const int rows = std::min(mr, nq - i0);
+            for (int c0 = 0; c0 < d; c0 += k_gemm_nr) {
+                gemm_tile(rows, nkb, st + i0, qp, v + sz(k0, ldv) + c0, ldv, o + sz(i0, ldo) + c0, ldo,
+                          std::min(k_gemm_nr, d - c0), accumulate);
+            }
+        }
+    }
+    for (int i = 0; i < nq; ++i) {
+        const float inv  = 1.0f / sm[i];
+        float *     orow = o + sz(i, ldo);
+        for (int c = 0; c < d; ++c) orow[c] *= inv;
+    }
+}
+
+size_t attention_head_scratch_floats(int nk, int d) {
+    return attention_keys_floats(nk, d) + attention_scratch_floats(k_attention_block, d);
+}
+
+void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o, int ldo,
+                    int nq, int nk, int d, float scale, float * scratch) {
+    float * kp = scratch;
+    attention_pack_keys(k, ldk, nk, d, kp);
+    float * rest = kp + attention_keys_floats(nk, d);
+    for (int i0 = 0; i0 < nq; i0 += k_attention_block) {
+        attention_block(q + sz(i0, ldq), ldq, kp, nk, v, ldv, o + sz(i0, ldo), ldo,
+                        std::min(k_attention_block, nq - i0), d, scale, rest);
+    }
+}
+
+}  // namespace rfdetr::cpu

@@ -1,0 +1,67 @@
+// The engine's GEMM: weights repacked once at load into 32-column panels, activations packed per call
+// into row panels, one register-tile micro-kernel (AVX-512 where the CPU has it, else AVX2; chosen at
+// run time) whose epilogue applies the bias, ReLU/GELU or LayerScale+residual on the tile before it is
+// stored, and whose A pass can apply a LayerNorm. Single-threaded: callers split rows over the pool.
+// Sizes are parameters everywhere (no model constants). README.md, "GEMM", has the numbers that chose it.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace rfdetr::cpu {
+
+constexpr int k_gemm_nr = 32;  // columns per weight panel (two 16-float vectors)
+
+// Rows per micro-tile of the kernel this CPU runs (14 with AVX-512, 6 with AVX2).
+int gemm_mr();
+// "avx512" or "avx2": the kernel gemm_mr() belongs to.
+const char * gemm_isa();
+// Test hook: run the "avx2" or "avx512" kernel from now on; false (and no change) if this CPU lacks it.
+bool gemm_select_isa(const char * name);
+
+// A torch Linear weight [n, k] (row stride ldw) as ceil(n/32) panels of [k][32] floats, zero-padded.
+struct packed_weight {
+    std::vector<float> data;
+    int                n = 0, k = 0;
+    const float *      panel(int p) const { return data.data() + static_cast<size_t>(p) * k * k_gemm_nr; }
+};
+packed_weight pack_weight(const float * w, int n, int k, int ldw);
+
+// What happens to a finished tile t = sum_k a[r,k] b[k,j] before it is stored into c.
+enum class epi {
+    store,           // c = alpha * t
+    accumulate,      // c = c + t
+    bias,            // c = t + bias
+    bias_relu,       // c = relu(t + bias)
+    bias_gelu,       // c = gelu(t + bias), exact-erf form (kernels.h's erf)
+    bias_scale_add,  // c = (t + bias) * scale + c   (LayerScale + residual, the reference's rounding order)
+    bias_residual,   // c = (t + bias) + c
+};
+struct epilogue {
+    epi           kind  = epi::store;
+    const float * bias  = nullptr;  // [n]
+    const float * scale = nullptr;  // [n]
+    float         alpha = 1.0f;
+};
+
+// Optional transform of A's rows while they are packed: y = LN(x) * gamma + beta (kernels.h's layernorm).
+struct a_layernorm {
+    const float * gamma = nullptr;
+    const float * beta  = nullptr;
+    float         eps   = 0.0f;
+};
+
+// Floats of per-thread scratch gemm_packed needs for reduction depth k.
+size_t gemm_scratch_floats(int k);
+
+// c[m, n] (ldc) = epi(LN?(a)[m, k] (lda) * W^T). scratch: gemm_scratch_floats(w.k) floats.
+void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
+                 float * scratch, const a_layernorm * ln = nullptr);
+
+// One micro-tile: c[r, j] = epi(sum_kk a[kk*as + r] * b[kk*ldb + j]) for r < rows <= gemm_mr(),
+// j < ncols <= 32. The building block of gemm_packed and of the fused attention (kernels.h). bias/scale
+// of e are indexed from the tile's first column.
+void gemm_tile(int rows, int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
+               const epilogue & e);
+
+}  // namespace rfdetr::cpu
