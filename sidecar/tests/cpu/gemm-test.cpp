@@ -4,6 +4,8 @@
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
 
+#include "random-vec.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,13 +16,7 @@
 
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937                          rng(seed);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float>                    v(n);
-    for (auto & x : v) x = u(rng);
-    return v;
-}
+using rfdetr::test::random_vec;
 
 constexpr float k_guard = 12345.0f;
 constexpr int   k_pad   = 64;  // guard floats before and after the output

@@ -4,6 +4,8 @@
 #include "engines/cpu/kernels.h"
 #include "engines/cpu/thread-pool.h"
 
+#include "random-vec.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,13 +18,7 @@
 
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937                          rng(seed);
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float>                    v(n);
-    for (auto & x : v) x = u(rng);
-    return v;
-}
+using rfdetr::test::random_vec;
 
 // NaN/Inf first, then max-abs against the bound.
 void expect_close(const std::vector<float> & got, const std::vector<float> & want, double tol, const char * what) {
