@@ -1,8 +1,9 @@
-// CPU engine benchmark (not a test): cold start, median forward with a per-stage split, RSS, and the
-// peers (ONNX Runtime at 2 intra-op threads, torch eager) on the same seed-1 weights and case-1 input in
-// the same run, with ratios. Writes a JSON result file.
-//   bench-engine --weights DIR [--input golden.safetensors] [--runs N] [--threads N]
-//                [--peers DIR | --no-peers] [--out FILE]
+// CPU engine benchmark (not a test): cold start, median forward with a per-stage split, RSS, then rounds
+// that interleave the engine with its CPU peers (ONNX Runtime, OpenVINO fp32) on the same seed-1 weights
+// and case-1 input: CPU time per forward at 1 thread, and wall medians at the engine's thread count;
+// medians, spread and per-round ratios; torch eager once. Writes a JSON result file.
+//   bench-engine --weights DIR [--input golden.safetensors] [--runs N] [--rounds N] [--threads N]
+//                [--peers DIR | --no-peers] [--peers-src DIR] [--no-torch] [--out FILE]
 #include "engines/cpu/cpu-engine.h"
 #include "engines/cpu/cpu-model.h"
 #include "golden-file.h"
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -73,6 +75,14 @@ nlohmann::json run_peer(const std::string & cmd) {
     }
 }
 
+struct spread {
+    double median, min, max;
+};
+spread summarize(const std::vector<double> & v) {
+    if (v.empty()) return {NAN, NAN, NAN};
+    return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
 double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
     double m = 0.0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
@@ -86,8 +96,11 @@ int main(int argc, char ** argv) {
     std::string peers = std::getenv("PEERS_DIR") ? std::getenv("PEERS_DIR") : std::string(RFDETR_REPO_ROOT_DIR) + "/../shared/peers-cache";
     std::string peers_src = std::string(RFDETR_REPO_ROOT_DIR) + "/../shared/peers";
     std::string out_path  = std::string(RFDETR_REPO_ROOT_DIR) + "/bench/engine/results.json";
-    int         runs = 10, threads = 0;
-    bool        with_peers = true;
+    if (!std::getenv("PEERS_DIR") && !exists(peers) && std::getenv("HOME")) {
+        peers = std::string(std::getenv("HOME")) + "/.cache/rfdetr-peers";  // prepare.sh's default
+    }
+    int         runs = 10, threads = 0, rounds = 3;
+    bool        with_peers = true, with_torch = true;
     for (int i = 1; i < argc; ++i) {
         const std::string a    = argv[i];
         auto              next = [&]() -> std::string {
@@ -101,6 +114,8 @@ int main(int argc, char ** argv) {
         else if (a == "--input") input = next();
         else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
         else if (a == "--threads") threads = std::atoi(next().c_str());
+        else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--no-torch") with_torch = false;
         else if (a == "--peers") peers = next();
         else if (a == "--peers-src") peers_src = next();
         else if (a == "--no-peers") with_peers = false;
@@ -163,17 +178,6 @@ int main(int argc, char ** argv) {
             for (int st = 0; st < rfdetr::cpu::STAGE_COUNT; ++st) stages[st].push_back(model.stage_ms()[st]);
         }
     }
-    // Phase 3: CPU time per forward on one thread, the load-independent comparison with ORT's.
-    double cpu_1t = NAN;
-    {
-        auto               ckpt = rfdetr::checkpoint::open(weights);
-        rfdetr::cpu::model model(*ckpt, 1);
-        model.forward(px.data(), logits.data(), boxes.data());
-        const double c0 = process_cpu_ms();
-        for (int r = 0; r < runs; ++r) model.forward(px.data(), logits.data(), boxes.data());
-        cpu_1t = (process_cpu_ms() - c0) / runs;
-    }
-    res["engine"]["cpu_ms_per_forward_1_thread"] = cpu_1t;
     res["engine"]["threads"]          = nthreads;
     res["engine"]["runs_ms"]          = times;
     res["engine"]["median_ms"]        = med;
@@ -196,46 +200,100 @@ int main(int argc, char ** argv) {
     for (int st = 0; st < rfdetr::cpu::STAGE_COUNT; ++st) {
         std::printf("    %-10s %7.1f ms\n", rfdetr::cpu::stage_str(static_cast<rfdetr::cpu::stage>(st)), median(stages[st]));
     }
-    std::printf("  CPU time per forward on 1 thread: %.1f ms\n", cpu_1t);
     std::printf("  cold start (engine_create %.0f ms + 2 warm-up forwards) %.0f ms\n", load_ms, cold_ms);
     std::printf("  RSS after warm-up %.1f MiB, peak %.1f MiB\n", rss_warm, res["engine"]["vmhwm_peak_MiB"].get<double>());
     std::printf("  max-abs vs golden: logits %.3g, pred_boxes %.3g\n", res["engine"]["maxabs_logits"].get<double>(),
                 res["engine"]["maxabs_pred_boxes"].get<double>());
 
-    if (with_peers) {
-        if (!exists(peers + "/rfdetr_base_seed1.onnx") || !exists(peers_src + "/bench.js")) {
-            std::printf("peers: not prepared (looked for %s/rfdetr_base_seed1.onnx and %s/bench.js); prepare them with\n"
-                        "  PEERS_DIR=%s bash %s/prepare.sh   (minutes; downloads torch)\n",
-                        peers.c_str(), peers_src.c_str(), peers.c_str(), peers_src.c_str());
-            res["peers"] = "not prepared";
-        } else {
-            const std::string env = "PEERS_DIR='" + peers + "' ";
-            auto ort = run_peer(env + "node '" + peers_src + "/bench.js' 2");
-            auto ort_cpu = run_peer(env + "node '" + std::string(RFDETR_REPO_ROOT_DIR) + "/bench/engine/ort-cpu.cjs' 1 " +
-                                    std::to_string(runs) + " '" + input + "'");
-            res["peers"]["onnxruntime_1_thread_cpu"] = ort_cpu;
-            if (ort_cpu.is_object() && ort_cpu.contains("cpu_ms_per_forward")) {
-                const double o = ort_cpu["cpu_ms_per_forward"].get<double>();
-                res["ratios"]["ort_over_engine_cpu_time_1_thread"] = o / cpu_1t;
-                std::printf("ONNX Runtime (1 thread): CPU time %.1f ms per forward  ->  ORT/engine CPU-time ratio %.2fx\n",
-                            o, o / cpu_1t);
+    // Phase 3: rounds. Each measures the engine's CPU time per forward on one thread (getrusage around
+    // `runs` forwards), ORT's and OpenVINO's the same way, then the wall median of `runs` forwards at the
+    // engine's thread count for the three. Interleaving makes a change in the machine's load hit every
+    // contender alike; the per-round ratios pair measurements taken seconds apart.
+    const bool peers_ok = with_peers && exists(peers + "/rfdetr_base_seed1.onnx") && exists(peers_src + "/bench.js");
+    const bool ov_ok    = peers_ok && exists(peers + "/venv/bin/python") && exists(peers_src + "/ov_bench.py");
+    if (with_peers && !peers_ok) {
+        std::printf("peers: not prepared (looked for %s/rfdetr_base_seed1.onnx and %s/bench.js); prepare them with\n"
+                    "  PEERS_DIR=%s bash %s/prepare.sh   (minutes; downloads torch and OpenVINO)\n",
+                    peers.c_str(), peers_src.c_str(), peers.c_str(), peers_src.c_str());
+        res["peers"] = "not prepared";
+    }
+    const std::string env  = "PEERS_DIR='" + peers + "' ";
+    const std::string onnx = "'" + peers + "/rfdetr_base_seed1.onnx' '" + input + "'";
+    std::map<std::string, std::vector<double>> series;  // name -> one value per round
+    std::map<std::string, nlohmann::json>      last;    // name -> the peer's last JSON line
+    {
+        auto               ckpt1 = rfdetr::checkpoint::open(weights);
+        rfdetr::cpu::model m1(*ckpt1, 1);
+        auto               engn = rfdetr::cpu_engine_create(weights, opts);
+        m1.forward(px.data(), logits.data(), boxes.data());
+        engn->forward(px.data(), logits.data(), boxes.data());
+        auto peer = [&](const std::string & name, const std::string & cmd, const char * key) {
+            auto j = run_peer(cmd);
+            if (j.is_object() && j.contains(key)) {
+                series[name].push_back(j[key].get<double>());
+                last[name] = j;
             }
-            auto trc = run_peer(env + "OPENBLAS_NUM_THREADS=" + std::to_string(nthreads) + " /usr/bin/python3 '" +
-                                peers_src + "/torch_bench.py' 1");
-            res["peers"]["onnxruntime_2_threads"] = ort;
-            res["peers"]["torch_eager"]           = trc;
-            if (ort.is_object() && ort.contains("median_ms")) {
-                const double o = ort["median_ms"].get<double>();
-                res["ratios"]["ort_over_engine"] = o / med;
-                std::printf("ONNX Runtime (2 threads): median %.1f ms, RSS %.1f MiB  ->  engine is %.2fx faster\n", o,
-                            ort.value("rss_after_runs_MiB", NAN), o / med);
+        };
+        for (int r = 0; r < rounds; ++r) {
+            const double c0 = process_cpu_ms();
+            for (int i = 0; i < runs; ++i) m1.forward(px.data(), logits.data(), boxes.data());
+            series["engine_cpu_1t"].push_back((process_cpu_ms() - c0) / runs);
+            if (peers_ok) {
+                peer("ort_cpu_1t", env + "node '" + std::string(RFDETR_REPO_ROOT_DIR) + "/bench/engine/ort-cpu.cjs' 1 " +
+                                       std::to_string(runs) + " '" + input + "'", "cpu_ms_per_forward");
             }
-            if (trc.is_object() && trc.contains("median_ms")) {
-                const double t = trc["median_ms"].get<double>();
-                res["ratios"]["torch_over_engine"] = t / med;
-                std::printf("torch eager (1 torch thread, BLAS %d): median %.1f ms  ->  engine is %.2fx faster\n",
-                            nthreads, t, t / med);
+            if (ov_ok) peer("ov_cpu_1t", env + "'" + peers + "/venv/bin/python' '" + peers_src + "/ov_bench.py' 1 " + onnx, "cpu_ms_per_forward");
+            std::vector<double> t;
+            for (int i = 0; i < runs; ++i) {
+                const double s0 = now_ms();
+                engn->forward(px.data(), logits.data(), boxes.data());
+                t.push_back(now_ms() - s0);
             }
+            series["engine_wall"].push_back(median(t));
+            const std::string nt = std::to_string(nthreads);
+            if (peers_ok) peer("ort_wall", env + "node '" + peers_src + "/bench.js' " + nt + " " + onnx, "median_ms");
+            if (ov_ok) peer("ov_wall", env + "'" + peers + "/venv/bin/python' '" + peers_src + "/ov_bench.py' " + nt + " " + onnx, "median_ms");
+            std::printf("round %d/%d:", r + 1, rounds);
+            for (const auto & [k, v] : series) std::printf(" %s %.1f", k.c_str(), v.back());
+            std::printf("\n");
+        }
+    }
+    for (const auto & [k, v] : series) {
+        const spread sp = summarize(v);
+        res["rounds"][k] = {{"values", v}, {"median", sp.median}, {"min", sp.min}, {"max", sp.max}};
+    }
+    for (const auto & [k, j] : last) res["peers"][k] = j;
+    res["engine"]["cpu_ms_per_forward_1_thread"] = summarize(series["engine_cpu_1t"]).median;
+    // Per-round ratios engine / peer (< 1: the engine is faster), their median and range.
+    auto ratio = [&](const std::string & eng_key, const std::string & peer_key, const char * label) {
+        const auto & e = series[eng_key];
+        const auto & p = series[peer_key];
+        if (p.size() != e.size() || e.empty()) return;
+        std::vector<double> q;
+        for (size_t i = 0; i < e.size(); ++i) q.push_back(e[i] / p[i]);
+        const spread sp = summarize(q);
+        res["ratios"][std::string("engine_over_") + peer_key] = {{"per_round", q}, {"median", sp.median}, {"min", sp.min}, {"max", sp.max}};
+        std::printf("  %-38s engine/peer %.3f (rounds %.3f-%.3f)\n", label, sp.median, sp.min, sp.max);
+    };
+    std::printf("same-run rounds (%d), medians [min-max]:\n", rounds);
+    for (const auto & [k, v] : series) {
+        const spread sp = summarize(v);
+        std::printf("  %-14s %8.1f ms [%.1f-%.1f]\n", k.c_str(), sp.median, sp.min, sp.max);
+    }
+    ratio("engine_cpu_1t", "ort_cpu_1t", "CPU time/forward, 1 thread, vs ORT:");
+    ratio("engine_cpu_1t", "ov_cpu_1t", "CPU time/forward, 1 thread, vs OpenVINO:");
+    ratio("engine_wall", "ort_wall", "wall median, engine threads, vs ORT:");
+    ratio("engine_wall", "ov_wall", "wall median, engine threads, vs OpenVINO:");
+    for (const char * k : {"ort_wall", "ov_wall"}) {
+        if (last.count(k)) std::printf("  %s: max-abs logits vs golden %.3g\n", k, last[k].value("maxabs_logits", NAN));
+    }
+    if (peers_ok && with_torch) {
+        auto trc = run_peer(env + "OPENBLAS_NUM_THREADS=" + std::to_string(nthreads) + " /usr/bin/python3 '" +
+                            peers_src + "/torch_bench.py' 1");
+        res["peers"]["torch_eager"] = trc;
+        if (trc.is_object() && trc.contains("median_ms")) {
+            const double t = trc["median_ms"].get<double>();
+            std::printf("torch eager (1 torch thread, BLAS %d): median %.1f ms (engine %.1f ms in phase 1)\n", nthreads, t, med);
         }
     }
     std::ofstream(out_path) << res.dump(2) << "\n";
