@@ -249,7 +249,8 @@ class tt_ops_ttnn : public tt_ops {
 
     tt_tensor add(const tt_tensor & a, const tt_tensor & b) override { return wrap(ttnn::add(as_tt(a)->dev, as_tt(b)->dev)); }
     tt_tensor multiply(const tt_tensor & a, const tt_tensor & b) override {
-        return wrap(ttnn::multiply(as_tt(a)->dev, as_tt(b)->dev));
+        // The explicit dtype selects the broadcasting overload: 0.78.0 also exports multiply(Tensor, Tensor, bool).
+        return wrap(ttnn::multiply(as_tt(a)->dev, as_tt(b)->dev, std::nullopt));
     }
     tt_tensor where(const tt_tensor & m, const tt_tensor & a, const tt_tensor & b) override {
         return wrap(ttnn::where(as_tt(m)->dev, as_tt(a)->dev, as_tt(b)->dev));
@@ -311,7 +312,7 @@ class tt_ops_ttnn : public tt_ops {
         }
         ttnn::Tensor col     = ttnn::reshape(s, to_shape({N, 1}));
         ttnn::Tensor greater = ttnn::gt(s, col);  // [N,N]: (i,j) = s_j > s_i
-        ttnn::Tensor tie     = ttnn::multiply(ttnn::eq(s, col), *topk_lower_);
+        ttnn::Tensor tie     = ttnn::multiply(ttnn::eq(s, col), *topk_lower_, std::nullopt);
         ttnn::Tensor rank    = ttnn::sum(ttnn::add(greater, tie), -1, /*keepdim=*/false);  // [N]
         ttnn::Tensor onehot  = ttnn::eq(ttnn::reshape(rank, to_shape({1, N})), *topk_iota_k_);  // [k,N]
         auto exact = ttnn::WormholeComputeKernelConfig{.math_fidelity = ::tt::tt_metal::MathFidelity::HiFi4, .math_approx_mode = false,
