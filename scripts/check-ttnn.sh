@@ -79,7 +79,7 @@ step "building rfdetr-sidecar with RFDETR_WITH_TTNN=ON into $build (ttnn $LINKED
 cmake -S sidecar -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF \
   -DRFDETR_TTNN_HEADERS="$headers" -DRFDETR_TTNN_WHEEL="$cache/ttnn-$LINKED" -DRFDETR_TTNN_VERSION= >&2 ||
   fail "cmake could not configure the TT build"
-cmake --build "$build" -j "$(nproc)" --target rfdetr-sidecar rfdetr-synth >&2 ||
+cmake --build "$build" -j "$(nproc)" --target rfdetr-sidecar rfdetr-synth rfdetr-tt-opcheck >&2 ||
   fail "rfdetr-sidecar did not compile or link against ttnn $LINKED (the build log above names the call)"
 bin=$build/rfdetr-sidecar
 obj=$(find "$build" -name 'tt-ops-ttnn.cpp.o' | head -1)
@@ -127,6 +127,13 @@ if pgrep -f -- "$repo/$bin --engine tt --weights $run/weights" >/dev/null; then
   fail "a rfdetr-sidecar process outlived the failed start"
 fi
 step "no card: exit 1 at the device open, as expected: ${msg#*: }"
+# The op harness's device path gets as far as the same device open.
+set +e
+opcheck=$(cd "$run/cwd" && env -u LD_LIBRARY_PATH TMPDIR="$run/tmp" timeout 300 "$repo/$build/rfdetr-tt-opcheck" --impl ttnn 2>&1)
+rc=$?
+set -e
+[ "$rc" = 1 ] && grep -q "could not open Tenstorrent device 0" <<<"$opcheck" ||
+  fail "rfdetr-tt-opcheck --impl ttnn did not stop at the device open with exit 1 (exit $rc): $(tail -2 <<<"$opcheck")"
 
 # --- 4. every call against 0.78.0 ------------------------------------------------------------------------------
 counts=$(python3 scripts/ttnn-calls.py --object "$obj" --source sidecar/src/engines/tt/tt-ops-ttnn.cpp \
