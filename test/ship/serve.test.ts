@@ -22,7 +22,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
+test('serve: the staged tree prints tt-model\'s ready text once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
   const missing = [
     !fs.existsSync(path.join(packageRoot, 'cli', 'main.ts')) && 'cli/main.ts (CLI branch)',
     !fs.existsSync(path.join(packageRoot, 'src', 'http')) && 'src/http (HTTP branch)',
@@ -56,7 +56,7 @@ test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on S
     await new Promise((r) => setTimeout(r, 200));
   }
   const base = `http://127.0.0.1:${port}`;
-  assert.equal((await fetch(base + ROUTES.readiness)).status, 200, 'ready_line printed but /ready is not 200');
+  assert.equal((await fetch(base + ROUTES.readiness)).status, 200, 'the ready line printed but /ready is not 200');
   assert.equal((await fetch(base + ROUTES.liveness)).status, 200);
   const health = await (await fetch(base + ROUTES.health)).json() as { status: string };
   assert.equal(health.status, 'ok');

@@ -63,7 +63,7 @@ std::string missing_ops() {
     return "this rfdetr-sidecar was built against ttnn " RFDETR_TTNN_VERSION
            ", which has no ttnn::experimental::multi_scale_deformable_attn (the decoder's deformable-attention core); "
            "it needs ttnn >= 0.78.0. Rebuild against ttnn 0.78.0 (RFDETR_TTNN_WHEEL=<unpacked ttnn 0.78.0 wheel> with "
-           "tt-metal v0.78.0's headers in RFDETR_TTNN_HEADERS; SERVING.md, \"The TT engine\")";
+           "tt-metal v0.78.0's headers in RFDETR_TTNN_HEADERS; SERVING.md, \"TT engine\")";
 #endif
 }
 
