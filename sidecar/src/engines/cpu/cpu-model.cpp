@@ -250,14 +250,16 @@ void model::set_topk_override(const int32_t * idx) {
     if (idx) std::copy(idx, idx + k_queries, topk_forced_.begin());
 }
 
-// Row parts of an m-row GEMM: two per thread, multiples of 8 rows. Two per thread costs nothing in GEMM
-// efficiency at these sizes (404 rows run as fast as 808) and halves what a thread the scheduler
-// preempts holds up on a busy machine.
-int model::row_parts(int m) const { return std::min(2 * pool_.size(), std::max(1, m / 8)); }
+// Row parts of an m-row GEMM: four per thread (taken dynamically), whole micro-tiles of gemm_mr() rows,
+// at least two tiles each. Smaller parts cost the GEMM nothing here: gemm_packed streams the weight once
+// per row block of at most 252 rows anyway (gemm.cpp), so 8 parts of 202 rows read it as often as 4 of
+// 404; and a thread the scheduler preempts holds up a quarter of what it held with 2 parts per thread.
+int model::row_parts(int m) const { return std::min(4 * pool_.size(), std::max(1, m / (2 * gemm_mr()))); }
 
 void model::row_range(int m, int parts, int p, int & r0, int & r1) {
-    r0 = (m * p / parts) & ~7;
-    r1 = p + 1 == parts ? m : (m * (p + 1) / parts) & ~7;
+    const int mr = gemm_mr();
+    r0           = m * p / parts / mr * mr;
+    r1           = p + 1 == parts ? m : m * (p + 1) / parts / mr * mr;
 }
 
 template <class E>
@@ -410,7 +412,7 @@ void model::run_projector() {
             float *       dst   = j == 0 ? t128_.data() : out;
             const int     lddst = j == 0 ? k_c2f_hidden : ldc;
             const convx & cv    = m_[i][j];
-            const int     parts = std::min(2 * pool_.size(), k_grid);
+            const int     parts = std::min(4 * pool_.size(), k_grid);  // image row bands, as row_parts
             pool_.parallel_for(parts, [&](int p, int thread) {
                 const int y0 = k_grid * p / parts, y1 = k_grid * (p + 1) / parts;
                 im2col_3x3(src, ldsrc, k_grid, k_grid, k_c2f_hidden, im2col_.data(), y0, y1);
