@@ -27,17 +27,15 @@ int key_block() { return round_up(112, gemm_mr()); }
 
 size_t attention_keys_floats(int nk, int d) { return sz(round_up(nk, gemm_mr()), d); }
 
-// Panel p holds keys [p*mr, p*mr + mr) as [d][mr] (the tile's A operand: one key per tile row),
-// zero-padded past nk.
+// Panel p holds keys [p*mr, p*mr + mr) as [d][mr] (the tile's A operand: one key per tile row); the
+// rows of a short last panel are never read (its tiles ask for fewer rows).
 void attention_pack_keys(const float * k, int ldk, int nk, int d, float * kp) {
-    const int mr = gemm_mr();
+    const int     mr = gemm_mr();
+    const float * rows[16];
     for (int p0 = 0; p0 < nk; p0 += mr) {
-        float *   pan = kp + sz(p0, d);
-        const int n   = std::min(mr, nk - p0);
-        for (int r = 0; r < mr; ++r) {
-            const float * src = k + sz(p0 + r, ldk);
-            for (int kk = 0; kk < d; ++kk) pan[sz(kk, mr) + r] = r < n ? src[kk] : 0.0f;
-        }
+        const int n = std::min(mr, nk - p0);
+        for (int r = 0; r < n; ++r) rows[r] = k + sz(p0 + r, ldk);
+        transpose_rows(rows, n, d, kp + sz(p0, d), mr);
     }
 }
 
@@ -56,17 +54,20 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
     float *   mx = st + sz(kb, qp);          // running max per query
     float *   sm = mx + qp;                  // running sum per query
     float *   cr = sm + qp;                  // this step's rescale per query
-    for (int kk = 0; kk < d; ++kk) {
-        float * row = qt + sz(kk, qp);
-        for (int i = 0; i < nq; ++i) row[i] = q[sz(i, ldq) + kk];
-        for (int i = nq; i < qp; ++i) row[i] = 0.0f;
+    const int     nq8 = round_up(nq, 8);  // the softmax's vectors cover queries [0, nq8)
+    const float * qrows[8];
+    for (int i0 = 0; i0 < nq; i0 += 8) {
+        const int n = std::min(8, nq - i0);
+        for (int r = 0; r < n; ++r) qrows[r] = q + sz(i0 + r, ldq);
+        transpose_rows(qrows, n, d, qt + i0, qp);
     }
-    std::memset(st, 0, sz(kb, qp) * 4);
-    for (int i = 0; i < qp; ++i) mx[i] = -INFINITY, sm[i] = 0.0f;
-    for (int i = 0; i < nq; ++i) std::memset(o + sz(i, ldo), 0, sz(d, 4));
+    for (int kk = 0; kk < d; ++kk) std::fill(qt + sz(kk, qp) + nq, qt + sz(kk, qp) + qp, 0.0f);
+    for (int r = 0; r < kb; ++r) std::fill(st + sz(r, qp) + nq, st + sz(r, qp) + nq8, 0.0f);
+    for (int i = 0; i < nq8; ++i) mx[i] = -INFINITY, sm[i] = 0.0f;
 
     epilogue scores;
     scores.alpha = scale;
+    epilogue first;  // the first key block stores o, the others accumulate into it
     epilogue accumulate;
     accumulate.kind = epi::accumulate;
     for (int k0 = 0; k0 < nk; k0 += kb) {
@@ -81,7 +82,7 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
         }
         // 2. Online softmax, 8 queries per vector: new max, rescale of what was summed so far, p = exp(s - max)
         //    in place, the running sum.
-        for (int j = 0; j < qp; j += 8) {
+        for (int j = 0; j < nq8; j += 8) {
             __m256 m = _mm256_loadu_ps(mx + j);
             __m256 bm = _mm256_set1_ps(-INFINITY);
             for (int r = 0; r < nkb; ++r) bm = _mm256_max_ps(bm, _mm256_loadu_ps(st + sz(r, qp) + j));
@@ -111,7 +112,7 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
             const int rows = std::min(mr, nq - i0);
             for (int c0 = 0; c0 < d; c0 += k_gemm_nr) {
                 gemm_tile(rows, nkb, st + i0, qp, v + sz(k0, ldv) + c0, ldv, o + sz(i0, ldo) + c0, ldo,
-                          std::min(k_gemm_nr, d - c0), accumulate);
+                          std::min(k_gemm_nr, d - c0), k0 == 0 ? first : accumulate);
             }
         }
     }

@@ -258,10 +258,11 @@ inline void store_lanes(float * d, __m256 v, int n) {
     if (n) _mm_store_ss(d, x);
 }
 
-// One panel: n <= mr rows (src[r] each k floats) into [k][mr] (rows n..mr-1 of the panel are not
-// written: the kernel reads only the rows it is asked for). Groups of 8 rows go through 8x8
-// transposes (a scalar loop would be 5 % of a forward); the k tail element by element.
-void pack_panel(const float * const * src, int n, int k, int mr, float * pan) {
+}  // namespace
+
+// Groups of 8 rows go through 8x8 transposes (a scalar loop made the GEMM's packing 5 % of a forward);
+// the k tail element by element.
+void transpose_rows(const float * const * src, int n, int k, float * dst, int ldd) {
     const __m256 zero = _mm256_setzero_ps();
     for (int g = 0; g < n; g += 8) {
         const int gn = std::min(8, n - g);
@@ -270,13 +271,15 @@ void pack_panel(const float * const * src, int n, int k, int mr, float * pan) {
             __m256 r[8];
             for (int i = 0; i < 8; ++i) r[i] = i < gn ? _mm256_loadu_ps(src[g + i] + kk) : zero;
             transpose8(r);
-            for (int i = 0; i < 8; ++i) store_lanes(pan + static_cast<size_t>(kk + i) * mr + g, r[i], gn);
+            for (int i = 0; i < 8; ++i) store_lanes(dst + static_cast<size_t>(kk + i) * ldd + g, r[i], gn);
         }
         for (; kk < k; ++kk) {
-            for (int i = 0; i < gn; ++i) pan[static_cast<size_t>(kk) * mr + g + i] = src[g + i][kk];
+            for (int i = 0; i < gn; ++i) dst[static_cast<size_t>(kk) * ldd + g + i] = src[g + i][kk];
         }
     }
 }
+
+namespace {
 
 // Packs rows [0, rows) of a (lda) into panels of mr rows, each [k][mr]; a LayerNorm first if given,
 // into `rowbuf` (mr * k floats) with kernels.h's layernorm arithmetic.
@@ -292,7 +295,7 @@ void pack_a(const float * a, int lda, int rows, int k, int mr, float * dst, floa
                 src[r] = y;
             }
         }
-        pack_panel(src, n, k, mr, dst + static_cast<size_t>(i0) * k);
+        transpose_rows(src, n, k, dst + static_cast<size_t>(i0) * k, mr);  // rows n..mr-1 are never read
     }
 }
 

@@ -58,6 +58,10 @@ size_t gemm_scratch_floats(int k);
 void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
                  float * scratch, const a_layernorm * ln = nullptr);
 
+// dst[c * ldd + r] = src[r][c] for r < n, c < k: the packing transpose (AVX2 8x8 blocks), shared with
+// the attention's q and key packing.
+void transpose_rows(const float * const * src, int n, int k, float * dst, int ldd);
+
 // One micro-tile: c[r, j] = epi(sum_kk a[kk*as + r] * b[kk*ldb + j]) for r < rows <= gemm_mr(),
 // j < ncols <= 32. The building block of gemm_packed and of the fused attention (kernels.h). bias/scale
 // of e are indexed from the tile's first column.
