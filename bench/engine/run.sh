@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU engine benchmark (not a test): builds bench/engine, makes sure a seed-1 checkpoint exists, runs
-# bench-engine (forward median, stages, RSS, cold start, and the peers when prepared) and gemm-bench.
+# bench-engine (cold start, RSS, stages, then rounds interleaving the engine with ONNX Runtime and
+# OpenVINO when the peers are prepared) and gemm-bench.
 #   bench/engine/run.sh [bench-engine args...]      results: bench/engine/results.json, gemm-bench.txt
 # Env: WEIGHTS (seed-1 checkpoint dir), PEERS_DIR (prepared peers), PEERS_SRC (the peers scripts,
 # default ../shared/peers from the repo root; see its README.md).
@@ -18,7 +19,7 @@ if [ ! -s "$weights/model.safetensors" ]; then
   fi
   "$synth" --seed 1 --out "$weights" >&2
 fi
-peers=${PEERS_DIR:-$root/../shared/peers-cache}
+peers=${PEERS_DIR:-$HOME/.cache/rfdetr-peers}
 peers_src=${PEERS_SRC:-$root/../shared/peers}
 "$here/build/bench-engine" --weights "$weights" --peers "$peers" --peers-src "$peers_src" \
   --out "$here/results.json" "$@"
