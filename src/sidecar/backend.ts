@@ -49,6 +49,12 @@ export interface InferenceBackend {
   readonly state: BackendState;
   /** The current sidecar's hello; null until the first READY. */
   readonly info: SidecarInfo | null;
+  /** Times the sidecar was restarted after it died. */
+  readonly restarts: number;
+  /** Why the backend is `failed` (or what destroyed it); undefined otherwise. */
+  readonly failure: Error | undefined;
+  /** Calls `listener` on every state change, after it happened; returns the unsubscribe function. */
+  onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
   /** Finish in-flight work, then stop the sidecar. */
   close(): Promise<void>;
