@@ -8,7 +8,7 @@ import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { createServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import { defaultPipeline, type Pipeline } from '../../src/http/pipeline.ts';
-import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 
 const { values } = parseArgs({ options: { 'forward-ms': { type: 'string', default: '50' }, 'queue-size': { type: 'string', default: '64' }, prep: { type: 'string' }, 'stub-prep': { type: 'boolean', default: false } } });
 const forwardMs = Number(values['forward-ms']);
@@ -21,10 +21,10 @@ const predBoxes = golden.f32('pred_boxes');
 class TimedBackend implements InferenceBackend {
   state: BackendState = 'ready';
   info: SidecarInfo = { protocolVersion: 1, sidecarVersion: 'bench', engine: 'fake', device: `fake (${forwardMs} ms timer)`, inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: [] };
-  async infer(_pixels: Float32Array, _opts?: InferOptions): Promise<InferResult> {
+  async infer(_input: InferInput, _opts?: InferOptions): Promise<InferResult> {
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, forwardMs));
-    return { logits, predBoxes, forwardMs: performance.now() - t0, transferMs: 0 };
+    return { logits, predBoxes, preprocessMs: 0, forwardMs: performance.now() - t0, transferMs: 0 };
   }
   async close() {
     this.state = 'stopped';

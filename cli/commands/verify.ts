@@ -74,7 +74,7 @@ async function runAll(backend: InferenceBackend, cases: readonly CaseInput[]): P
   const out: CaseOutput[] = [];
   try {
     for (const c of cases) {
-      const r = await backend.infer(c.pixels);
+      const r = await backend.infer({ pixelValues: c.pixels });
       out.push({ logits: r.logits, predBoxes: r.predBoxes, forwardMs: r.forwardMs });
     }
   } finally {

@@ -101,7 +101,7 @@ export async function detectImage(backend: InferenceBackend, bytes: Uint8Array, 
   const t1 = performance.now();
   const pixels = preprocess(image);
   const t2 = performance.now();
-  const out = await backend.infer(pixels, { signal: opts.signal, deadlineMs: opts.deadlineMs });
+  const out = await backend.infer({ pixelValues: pixels }, { signal: opts.signal, deadlineMs: opts.deadlineMs });
   const t3 = performance.now();
   const info = backend.info;
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;

@@ -162,7 +162,7 @@ export class EngineQueue {
     this.changed();
     let p: Promise<InferResult>;
     try {
-      p = this.backend.infer(job.pixels, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
+      p = this.backend.infer({ pixelValues: job.pixels }, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
     } catch (e) {
       p = Promise.reject(e);
     }

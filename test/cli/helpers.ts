@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
 import { detectImage } from '../../src/detect/pipeline.ts';
 import { RfdetrError } from '../../src/errors.ts';
-import type { InferenceBackend, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { runCli } from '../../cli/program.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
@@ -51,12 +51,14 @@ export class FixtureReplayBackend implements InferenceBackend {
   infers = 0;
   closed = false;
 
-  async infer(pixelValues: Float32Array): Promise<InferResult> {
+  async infer(input: InferInput): Promise<InferResult> {
     this.infers++;
+    if (!('pixelValues' in input)) throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: expected pixelValues');
+    const pixelValues = input.pixelValues;
     for (const c of this.cases) {
       let m = 0;
       for (let i = 0; i < c.pixels.length && m <= 1e-4; i++) m = Math.max(m, Math.abs(c.pixels[i]! - pixelValues[i]!));
-      if (m <= 1e-4) return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), forwardMs: 1.5, transferMs: 0.25 };
+      if (m <= 1e-4) return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), preprocessMs: 0, forwardMs: 1.5, transferMs: 0.25 };
     }
     throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: the pixel_values match no fixture case');
   }

@@ -17,10 +17,10 @@ test('engine queue: FIFO, never more than one forward at a time', async () => {
   b.infer = async (p) => {
     concurrent++;
     maxConcurrent = Math.max(maxConcurrent, concurrent);
-    seen.push(p[0]!);
+    seen.push('pixelValues' in p ? p.pixelValues[0]! : -1);
     await new Promise((r) => setTimeout(r, 5));
     concurrent--;
-    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), forwardMs: 5, transferMs: 0 };
+    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs: 5, transferMs: 0 };
   };
   const q = new EngineQueue(b);
   const signal = new AbortController().signal;
@@ -108,7 +108,7 @@ test('engine queue: maxInFlight 2 overlaps two forwards and no more', async () =
     maxConcurrent = Math.max(maxConcurrent, concurrent);
     await new Promise((r) => setTimeout(r, 10));
     concurrent--;
-    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), forwardMs: 10, transferMs: 0 };
+    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs: 10, transferMs: 0 };
   };
   const q = new EngineQueue(b, 2);
   const signal = new AbortController().signal;

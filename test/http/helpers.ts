@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
-import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
@@ -113,8 +113,10 @@ export class FakeBackend implements InferenceBackend {
     this.gate = undefined;
   }
 
-  async infer(pixels: Float32Array, opts: InferOptions = {}): Promise<InferResult> {
+  async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     this.calls++;
+    if (!('pixelValues' in input)) throw new Error('fake backend: expected pixelValues');
+    const pixels = input.pixelValues;
     this.lastPixels = pixels;
     if (this.state !== 'ready') throw new Error(`fake backend is ${this.state}`);
     if (opts.signal?.aborted) throw new Error('aborted before the forward');
@@ -124,7 +126,7 @@ export class FakeBackend implements InferenceBackend {
     this.completed++;
     if (this.fail) throw this.fail;
     const out = this.respond(pixels);
-    return { logits: out.logits, predBoxes: out.predBoxes, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
+    return { logits: out.logits, predBoxes: out.predBoxes, preprocessMs: 0, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
   }
 
   async close(): Promise<void> {

@@ -55,14 +55,14 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
       inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91 },
   );
   const px = rampPixels();
-  const r = await b.infer(px);
+  const r = await b.infer({ pixelValues: px });
   for (let i = 0; i < r.logits.length; i += 37) assert.equal(r.logits[i], Math.fround(px[i]! + 1));
 
   const slow = rampPixels();
   slow[0] = SENTINEL_SLEEP;
   slow[1] = 3000;
   const pid = b.pid!;
-  const pending = b.infer(slow);
+  const pending = b.infer({ pixelValues: slow });
   await new Promise((res) => setTimeout(res, 200));
   const t0 = performance.now();
   process.kill(pid, 'SIGKILL');
@@ -72,7 +72,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   assert.equal(e.details?.signal, 'SIGKILL');
   assert.ok(failMs < 1000, `the pending infer failed after ${failMs} ms`);
   await waitReadyAgain(b, pid, 20_000);
-  const again = await b.infer(px);
+  const again = await b.infer({ pixelValues: px });
   assert.deepEqual(again.logits, r.logits);
   await b.close();
   assert.equal(b.state, 'stopped');
@@ -87,7 +87,7 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
   const crash = rampPixels();
   crash[0] = SENTINEL_ABORT;
   let pid = b.pid;
-  const e = await b.infer(crash).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  const e = await b.infer({ pixelValues: crash }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
   assert.equal(e.code, 'E_SIDECAR_EXITED');
   assert.equal(e.details?.signal, 'SIGABRT');
   await waitReadyAgain(b, pid, 20_000);
@@ -96,11 +96,11 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
   const hang = rampPixels();
   hang[0] = SENTINEL_HANG;
   pid = b.pid;
-  const h = await b.infer(hang, { deadlineMs: 200 }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  const h = await b.infer({ pixelValues: hang }, { deadlineMs: 200 }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
   assert.equal(h.code, 'E_DEADLINE');
   await waitReadyAgain(b, pid, 20_000);
   const px = rampPixels();
-  assert.equal((await b.infer(px)).logits[5], Math.fround(px[5]! + 1));
+  assert.equal((await b.infer({ pixelValues: px })).logits[5], Math.fround(px[5]! + 1));
 });
 
 test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone', async (t) => {
@@ -145,7 +145,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.equal(b.info?.labels[1], 'person');
 
   const golden = SafetensorsFile.read(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'golden.safetensors'));
-  const r = await b.infer(golden.f32('pixel_values'));
+  const r = await b.infer({ pixelValues: golden.f32('pixel_values') });
   const maxAbs = (a: Float32Array, g: Float32Array) => {
     assert.equal(a.length, g.length);
     let m = 0;
@@ -160,7 +160,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.ok(r.forwardMs > 0);
 
   const pid = b.pid!;
-  const pending = b.infer(golden.f32('pixel_values'));
+  const pending = b.infer({ pixelValues: golden.f32('pixel_values') });
   await new Promise((res) => setTimeout(res, 100));
   const t0 = performance.now();
   process.kill(pid, 'SIGKILL');
@@ -168,7 +168,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.equal(e.code, 'E_SIDECAR_EXITED');
   assert.ok(performance.now() - t0 < 1000);
   await waitReadyAgain(b, pid, 300_000);
-  const again = await b.infer(golden.f32('pixel_values'));
+  const again = await b.infer({ pixelValues: golden.f32('pixel_values') });
   assert.ok(maxAbs(again.logits, golden.f32('logits')) <= 1e-3);
   await b.close();
 });
