@@ -275,7 +275,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     EXPECT_EQ(p.out_text, p.out_text.substr(0, p.out_text.find('\n') + 1)) << "stdout holds exactly one line";
     EXPECT_EQ(p.ready["engine"], "test-echo");
     EXPECT_EQ(p.ready["device"], "test double (deterministic echo)");
-    EXPECT_EQ(p.ready["protocol_version"], 1);
+    EXPECT_EQ(p.ready["protocol_version"], 2);
     EXPECT_EQ(p.ready["sidecar_version"], "0.1.0");
     EXPECT_EQ(p.ready["socket"], socket_);
     EXPECT_EQ(p.ready["pid"], p.pid);
@@ -293,7 +293,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     message hello;
     ASSERT_TRUE(c.open(socket_, &hello));
     EXPECT_EQ(hello.id, 0u);
-    EXPECT_EQ(hello.protocol_version, 1u);
+    EXPECT_EQ(hello.protocol_version, 2u);
     EXPECT_EQ(hello.engine, "test-echo");
     EXPECT_EQ(hello.input_shape, (std::vector<uint64_t>{3, 560, 560}));
     EXPECT_EQ(hello.num_queries, 300u);
@@ -376,7 +376,7 @@ TEST_F(sidecar, framing_errors_get_E_FRAME_then_close_and_the_sidecar_serves_on)
     start(p);
     const std::vector<std::vector<uint8_t>> bad = {
         {0, 0, 0, 0},                                                      // zero length
-        {1, 0, 0, 4},                                                      // over the cap
+        {0x01, 0x00, 0x01, 0x0c},                                          // 201392129: over the cap
         {0x09, 0, 0, 0, 0x81, 0xa2, 'i', 'd', 0x01, 0xc0, 0xc0, 0xc0, 0xc0},  // trailing bytes
         {0x01, 0, 0, 0, 0xc1},                                             // invalid MessagePack
     };
@@ -567,7 +567,7 @@ TEST_F(sidecar, usage_errors_exit_2_naming_the_flag) {
     v.spawn({"--version"});
     EXPECT_EQ(v.wait_exit(), 0);
     v.wait_ready(500);
-    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 1)\n");
+    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 2)\n");
 }
 
 // Binds a datagram socket (path or abstract) and returns what arrives within timeout_ms.
