@@ -11,6 +11,8 @@ import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '
 import { RfdetrError } from '../../src/errors.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { rampPixels } from './pixels.ts';
+import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
+import { decodeImage } from '../../src/image/decode.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -51,7 +53,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   await b.ready();
   assert.deepEqual(
     { ...b.info, labels: b.info!.labels.length },
-    { protocolVersion: 1, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
+    { protocolVersion: PROTOCOL_VERSION, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
       inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91 },
   );
   const px = rampPixels();
@@ -138,7 +140,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   const b = backend(t, { engine: 'cpu', weightsDir: weights, threads: 2, defaultDeadlineMs: 300_000 });
   await b.ready();
   assert.equal(b.info?.engine, 'cpu');
-  assert.equal(b.info?.protocolVersion, 1);
+  assert.equal(b.info?.protocolVersion, PROTOCOL_VERSION);
   assert.equal(b.info?.sidecarVersion, packageVersion);
   assert.equal(b.info?.numQueries, 300);
   assert.equal(b.info?.numClasses, 91);
@@ -158,6 +160,15 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.ok(dl <= 1e-3, `logits max |Δ| ${dl}`);
   assert.ok(db <= 1e-3, `pred_boxes max |Δ| ${db}`);
   assert.ok(r.forwardMs > 0);
+  assert.equal(r.preprocessMs, 0, 'pixel_values need no preprocess');
+
+  // The decoded image, resized and normalised by the sidecar: the same forward as the reference's pixel_values
+  // (the C++ preprocess is bit-exact with them, sidecar/tests/preprocess), so the same outputs.
+  const img = await decodeImage(readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')));
+  const ri = await b.infer({ image: img });
+  assert.ok(ri.preprocessMs > 0, `preprocess_ms ${ri.preprocessMs}`);
+  assert.deepEqual(ri.logits, r.logits, 'image input gives exactly the pixel_values input\'s logits');
+  assert.deepEqual(ri.predBoxes, r.predBoxes);
 
   const pid = b.pid!;
   const pending = b.infer({ pixelValues: golden.f32('pixel_values') });
