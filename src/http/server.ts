@@ -162,6 +162,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
     decode: (bytes, o) => decode(bytes, o),
     onForward: (ms) => {
+      metrics.engineForwardSeconds.inc(ms / 1000);
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
     },
     changed: updateGauges,
