@@ -223,6 +223,35 @@ TEST_F(sidecar, sigterm_finishes_the_forward_in_progress_and_refuses_queued_ones
     EXPECT_FALSE(file_exists(socket_));
 }
 
+TEST_F(sidecar, a_stop_removes_the_socket_directories_it_created_and_only_those) {
+    {
+        sidecar_proc p;
+        socket_ = dir_ + "/a/b/s.sock";  // neither a nor a/b exists
+        start(p);
+        ASSERT_TRUE(file_exists(dir_ + "/a/b"));
+        kill(p.pid, SIGTERM);
+        EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
+        EXPECT_FALSE(file_exists(dir_ + "/a")) << "an empty socket directory the sidecar made was left behind";
+    }
+    {
+        mkdir((dir_ + "/mine").c_str(), 0700);
+        sidecar_proc p;
+        socket_ = dir_ + "/mine/sub/s.sock";
+        start(p);
+        kill(p.pid, SIGTERM);
+        EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
+        EXPECT_FALSE(file_exists(dir_ + "/mine/sub"));
+        EXPECT_TRUE(file_exists(dir_ + "/mine")) << "a directory that was there before is not the sidecar's to remove";
+    }
+    {
+        sidecar_proc p;  // a start that fails after creating the directory removes it too
+        p.spawn({"--socket", dir_ + "/c/s.sock", "--engine", "test-echo", "--weights", dir_},
+                {"RFDETR_TEST_ECHO_LOAD_FAIL=1"});
+        EXPECT_EQ(p.wait_exit(), 1);
+        EXPECT_FALSE(file_exists(dir_ + "/c"));
+    }
+}
+
 TEST_F(sidecar, stale_socket_is_replaced_and_a_live_one_is_refused) {
     {
         // A stale socket file: bound, then its owner went away.
