@@ -51,7 +51,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   await b.ready();
   assert.deepEqual(
     { ...b.info, labels: b.info!.labels.length },
-    { protocolVersion: 1, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
+    { protocolVersion: 2, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
       inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91 },
   );
   const px = rampPixels();
@@ -138,7 +138,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   const b = backend(t, { engine: 'cpu', weightsDir: weights, threads: 2, defaultDeadlineMs: 300_000 });
   await b.ready();
   assert.equal(b.info?.engine, 'cpu');
-  assert.equal(b.info?.protocolVersion, 1);
+  assert.equal(b.info?.protocolVersion, 2);
   assert.equal(b.info?.sidecarVersion, packageVersion);
   assert.equal(b.info?.numQueries, 300);
   assert.equal(b.info?.numClasses, 91);

@@ -134,7 +134,7 @@ test('fake sidecar: a protocol version mismatch fails at once, naming both versi
   const { b } = fake(t, 'bad-version');
   await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /protocol version 99, this client speaks version 1/);
+  assert.match(b.failure!.message, /protocol version 99, this client speaks version 2/);
   assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
   await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_VERSION_MISMATCH');
 });
