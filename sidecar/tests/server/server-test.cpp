@@ -127,13 +127,7 @@ TEST_F(sidecar, framing_errors_get_E_FRAME_then_close_and_the_sidecar_serves_on)
         EXPECT_EQ(r.error_code, rfdetr::wire_error::WIRE_ERROR_FRAME);
         EXPECT_TRUE(c.at_eof()) << "the connection must close after a framing error";
     }
-    client c;
-    ASSERT_TRUE(c.open(socket_));
-    c.send_msg(make_request(1, rfdetr::wire_op::WIRE_OP_PING));
-    message              r;
-    std::vector<uint8_t> s;
-    ASSERT_TRUE(c.recv_msg(r, s));
-    EXPECT_TRUE(r.ok);
+    EXPECT_TRUE(serves_a_ping(socket_, 1));
     EXPECT_EQ(p.wait_exit(0), -1) << "still running";
 }
 

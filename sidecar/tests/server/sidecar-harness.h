@@ -245,6 +245,21 @@ inline message make_infer(uint64_t id, const std::vector<float> & px) {
     return m;
 }
 
+// A new connection to `socket` answers a ping: the sidecar is still serving.
+inline ::testing::AssertionResult serves_a_ping(const std::string & socket, uint64_t id) {
+    client c;
+    if (!c.open(socket)) {
+        return ::testing::AssertionFailure() << "cannot connect to " << socket;
+    }
+    c.send_msg(make_request(id, rfdetr::wire_op::WIRE_OP_PING));
+    message              r;
+    std::vector<uint8_t> s;
+    if (!c.recv_msg(r, s) || r.id != id || !r.ok) {
+        return ::testing::AssertionFailure() << "no ok reply to ping " << id;
+    }
+    return ::testing::AssertionSuccess();
+}
+
 inline message make_image_infer(uint64_t id, int width, int height, const std::vector<uint8_t> & rgb) {
     message m      = make_request(id, rfdetr::wire_op::WIRE_OP_INFER);
     m.fields      |= rfdetr::WIRE_FIELD_IMAGE;

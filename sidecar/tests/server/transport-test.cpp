@@ -85,13 +85,7 @@ TEST_F(sidecar, a_stalled_partial_frame_gets_E_FRAME_and_is_closed_after_the_fra
         EXPECT_LT(waited, 4000.0);
         EXPECT_TRUE(c.at_eof()) << "the connection must close after the stall";
     }
-    client c;
-    ASSERT_TRUE(c.open(socket_));
-    c.send_msg(make_request(7, rfdetr::wire_op::WIRE_OP_PING));
-    message              r;
-    std::vector<uint8_t> s;
-    ASSERT_TRUE(c.recv_msg(r, s));
-    EXPECT_TRUE(r.ok);
+    EXPECT_TRUE(serves_a_ping(socket_, 7));
 }
 
 TEST_F(sidecar, idle_connections_and_slow_but_steady_frames_are_not_timed_out) {
