@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <new>
 #include <sys/socket.h>
 
 namespace rfdetr {
@@ -96,7 +97,13 @@ bool connection_read(connection & c, const std::function<void(connection &, fram
                 connection_frame_error(c, r.message);  // before allocating anything for it
                 continue;
             }
-            c.payload.data.reset(new uint8_t[len]);  // not zero-filled: pages are touched as bytes arrive
+            try {
+                c.payload.data.reset(new uint8_t[len]);  // not zero-filled: pages are touched as bytes arrive
+            } catch (const std::bad_alloc &) {
+                connection_frame_error(c, "the sidecar cannot allocate " + std::to_string(len) +
+                                              " bytes for this frame now (out of memory); retry later or send less");
+                continue;
+            }
             c.payload.size = len;
             c.payload_got  = 0;
             c.in_payload   = true;

@@ -4,6 +4,7 @@
 #include "sidecar-harness.h"
 
 #include <fstream>
+#include <sys/resource.h>
 
 namespace {
 
@@ -55,6 +56,31 @@ TEST_F(sidecar, a_length_over_the_cap_is_refused_at_the_header_before_allocating
     EXPECT_LT(proc_status_kb(p.pid, "VmRSS") - rss_before, 32 * 1024) << "the declared payload was zero-filled";
     client c;
     ASSERT_TRUE(c.open(socket_)) << "the sidecar serves on";
+}
+
+TEST_F(sidecar, a_frame_the_sidecar_cannot_allocate_is_an_E_FRAME_not_a_crash) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "sanitizer runtimes reserve terabytes of address space and abort on a failed allocation, so an "
+                    "address-space cap cannot stand in for running out of memory there";
+#endif
+    sidecar_proc p;
+    start(p);
+    // Cap the running sidecar's address space a little above what it uses: a legal 201392128-byte frame
+    // can no longer be allocated.
+    const long vm_kb = proc_status_kb(p.pid, "VmSize");
+    ASSERT_GT(vm_kb, 0);
+    const rlimit lim{static_cast<rlim_t>(vm_kb + 64 * 1024) * 1024, static_cast<rlim_t>(vm_kb + 64 * 1024) * 1024};
+    ASSERT_EQ(prlimit(p.pid, RLIMIT_AS, &lim, nullptr), 0) << std::strerror(errno);
+    client c;
+    ASSERT_TRUE(c.open(socket_));
+    c.send_raw({0x00, 0x00, 0x01, 0x0c});
+    message              r;
+    std::vector<uint8_t> s;
+    ASSERT_TRUE(c.recv_msg(r, s, 3000));
+    EXPECT_EQ(r.error_code, rfdetr::wire_error::WIRE_ERROR_FRAME);
+    EXPECT_NE(r.error_message.find("cannot allocate 201392128 bytes"), std::string::npos) << r.error_message;
+    EXPECT_TRUE(c.at_eof());
+    EXPECT_TRUE(serves_a_ping(socket_, 2));
 }
 
 TEST_F(sidecar, a_stalled_partial_frame_gets_E_FRAME_and_is_closed_after_the_frame_timeout) {
