@@ -118,11 +118,15 @@ struct timed_reply {
 std::vector<timed_reply> run_big_images(const std::string & socket, int n) {
     client c;
     EXPECT_TRUE(c.open(socket));
-    const auto rgb = noise_rgb(4000, 3000, 11);
-    const auto t0  = clk::now();
+    const auto                        rgb = noise_rgb(4000, 3000, 11);
+    std::vector<std::vector<uint8_t>> frames(static_cast<size_t>(n));  // encoded first: sending is then only send()
+    for (int i = 0; i < n; i++) {
+        rfdetr::encode_frame(make_image_infer(static_cast<uint64_t>(i + 1), 4000, 3000, rgb), frames[i]);
+    }
+    const auto  t0 = clk::now();
     std::thread sender([&] {
-        for (int i = 0; i < n; i++) {
-            c.send_msg(make_image_infer(static_cast<uint64_t>(i + 1), 4000, 3000, rgb));
+        for (const auto & f : frames) {
+            c.send_raw(f);
         }
     });
     std::vector<timed_reply> out;
@@ -141,15 +145,16 @@ std::vector<timed_reply> run_big_images(const std::string & socket, int n) {
 TEST_F(sidecar, the_resize_of_the_next_request_overlaps_the_forward_only_off_the_host_cores) {
     // Four 4000x3000 images behind a 400 ms forward (long enough for the frames to be in before the
     // forwards end, even on a loaded machine). Between the first and the last reply there are three
-    // forwards; a resize that overlaps adds nothing there, a serial one adds its own time. Each reply's
-    // preprocess_ms says how long its resize took on this (maybe loaded) machine, so the bound adapts.
+    // forward+resize pairs: serially each adds F + R; overlapped, about max(F, R), i.e. min(F, R) less.
+    // Each reply's preprocess_ms and forward_ms say how long its steps took on this (maybe loaded or
+    // sanitised) machine, so the bound holds whichever of the two is longer.
     const int n = 4;
     for (const char * engine : {"test-sleep", "test-echo"}) {
         sidecar_proc p;
         start(p, {"RFDETR_TEST_FORWARD_MS=400", "RFDETR_TEST_ECHO_FORWARD_MS=400"}, {}, engine);
         const auto replies = run_big_images(socket_, n);
         ASSERT_EQ(replies.size(), static_cast<size_t>(n)) << engine;
-        double forwards = 0.0, resizes = 0.0;
+        double forwards = 0.0, resizes = 0.0, hidden = 0.0;
         for (int i = 0; i < n; i++) {
             ASSERT_TRUE(replies[i].ok) << engine;
             ASSERT_EQ(replies[i].id, static_cast<uint64_t>(i + 1)) << engine << ": FIFO";
@@ -157,18 +162,20 @@ TEST_F(sidecar, the_resize_of_the_next_request_overlaps_the_forward_only_off_the
             if (i > 0) {
                 forwards += replies[i].forward_ms;
                 resizes += replies[i].preprocess_ms;
+                hidden += std::min(replies[i].forward_ms, replies[i].preprocess_ms);
             }
         }
-        ASSERT_GT(resizes, 8.0) << engine << ": the resizes are too quick to tell overlap from none";
+        ASSERT_GT(hidden, 8.0) << engine << ": the resizes are too quick to tell overlap from none";
         const double span = replies[n - 1].at_ms - replies[0].at_ms;
         std::fprintf(stderr, "%s: replies %.1f ms apart over %d forwards of %.1f ms and resizes of %.1f ms\n", engine,
                      span, n - 1, forwards, resizes);
+        const double bound = forwards + resizes - 0.5 * hidden;
         if (std::string(engine) == "test-sleep") {
-            EXPECT_LT(span, forwards + 0.5 * resizes)
+            EXPECT_LT(span, bound)
                 << "overlap: " << n - 1 << " forwards took " << forwards << " ms, their resizes " << resizes
                 << " ms, and the replies came " << span << " ms apart";
         } else {
-            EXPECT_GE(span, forwards + 0.5 * resizes)
+            EXPECT_GE(span, bound)
                 << "no overlap on the host's cores: " << n - 1 << " forwards took " << forwards << " ms, resizes "
                 << resizes << " ms, replies " << span << " ms apart";
         }
@@ -177,7 +184,7 @@ TEST_F(sidecar, the_resize_of_the_next_request_overlaps_the_forward_only_off_the
 
 TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
     sidecar_proc p;
-    start(p, {"RFDETR_TEST_FORWARD_MS=30"}, {}, "test-sleep");
+    start(p, {"RFDETR_TEST_FORWARD_MS=100"}, {}, "test-sleep");
     client a, b;
     ASSERT_TRUE(a.open(socket_));
     ASSERT_TRUE(b.open(socket_));
@@ -203,7 +210,7 @@ TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    // One reader per connection stamps each reply as it arrives (forwards finish >= 30 ms apart).
+    // One reader per connection stamps each reply as it arrives (forwards finish >= 100 ms apart).
     std::mutex  mu;
     auto        reader = [&](client * c) {
         for (int k = 0; k < 4; k++) {
@@ -264,8 +271,9 @@ TEST_F(sidecar, a_client_that_leaves_drops_its_queued_work_and_pings_are_answere
     const std::string log = p.drain_stderr();
     const auto        at  = log.find("client 1 disconnected (");
     ASSERT_NE(at, std::string::npos) << log;
+    // Of five: at most one done, one on the engine and one being resized (finished, then dropped).
     const int dropped = std::atoi(log.c_str() + at + std::strlen("client 1 disconnected ("));
-    EXPECT_GE(dropped, 3) << log.substr(at, 80);
+    EXPECT_GE(dropped, 2) << log.substr(at, 80);
 }
 
 TEST_F(sidecar, sigterm_with_a_resized_request_waiting_answers_it_E_STOPPING) {
