@@ -198,25 +198,14 @@ TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
     const auto px = ramp_pixels();
     std::map<uint64_t, clk::time_point> arrived;
     std::map<uint64_t, bool>            matched;
-    // Ids 1..8 alternate between the connections and between the two input forms; each frame is fully
-    // written before the next is sent, so arrival order at the sidecar is id order.
-    for (uint64_t id = 1; id <= 8; id++) {
-        client &  c = id % 2 ? a : b;
-        const int i = static_cast<int>(id - 1);
-        if (id % 3 == 0) {
-            c.send_msg(make_infer(id, px));
-        } else {
-            c.send_msg(make_image_infer(id, 17 + 61 * i, 640 - 37 * i, images[i]));
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    // One reader per connection stamps each reply as it arrives (forwards finish >= 100 ms apart).
-    std::mutex  mu;
-    auto        reader = [&](client * c) {
+    // One reader per connection, started before anything is sent, stamps each reply as it arrives
+    // (forwards finish >= 100 ms apart).
+    std::mutex mu;
+    auto       reader = [&](client * c) {
         for (int k = 0; k < 4; k++) {
             message              r;
             std::vector<uint8_t> s;
-            if (!c->recv_msg(r, s)) {
+            if (!c->recv_msg(r, s, 30000)) {
                 return;
             }
             const auto                  now = clk::now();
@@ -226,7 +215,19 @@ TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
             matched[r.id] = ok;
         }
     };
+    std::vector<std::vector<uint8_t>> frames(8);  // encoded first: sending is then only send()
+    for (uint64_t id = 1; id <= 8; id++) {
+        const int i = static_cast<int>(id - 1);
+        rfdetr::encode_frame(id % 3 == 0 ? make_infer(id, px) : make_image_infer(id, 17 + 61 * i, 640 - 37 * i, images[i]),
+                             frames[i]);
+    }
     std::thread ta(reader, &a), tb(reader, &b);
+    // Ids 1..8 alternate between the connections and between the two input forms; each frame is fully
+    // written before the next is sent, so arrival order at the sidecar is id order.
+    for (uint64_t id = 1; id <= 8; id++) {
+        (id % 2 ? a : b).send_raw(frames[id - 1]);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     ta.join();
     tb.join();
     ASSERT_EQ(arrived.size(), 8u);
