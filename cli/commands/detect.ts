@@ -25,6 +25,7 @@ import {
   type EngineFlags,
 } from '../options.ts';
 import { ProgressBar } from '../progress.ts';
+import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
 
 export interface DetectFlags extends EngineFlags {
   threshold: number;
@@ -71,13 +72,13 @@ export function formatTable(name: string, r: PredictResponse): string {
   return lines.join('\n');
 }
 
-/** DIR/<base>.png, with -2, -3, … when two inputs share a base name. */
-function savePath(dir: string, input: ImageInput, used: Set<string>): string {
+/** <base>.png, with -2, -3, … when two inputs share a base name. */
+function saveName(input: ImageInput, used: Set<string>): string {
   const base = input.path === null ? 'stdin' : path.basename(input.name, path.extname(input.name)) || 'image';
   let name = `${base}.png`;
   for (let i = 2; used.has(name); i++) name = `${base}-${i}.png`;
   used.add(name);
-  return path.join(dir, name);
+  return name;
 }
 
 interface Runner {
@@ -182,10 +183,15 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
       if (f.json) ctx.stdout.write(`${JSON.stringify({ image: input.name, ...response })}\n`);
       else log(formatTable(input.name, response));
       if (saveDir) {
-        const out = savePath(saveDir, input, used);
         const img = await decodeImage(bytes);
-        fs.writeFileSync(out, await annotatePng(img, response.detections));
-        if (!f.json) log(`  saved ${out}`);
+        try {
+          const out = writeFileInDir(saveDir, saveName(input, used), await annotatePng(img, response.detections));
+          if (!f.json) log(`  saved ${out}`);
+        } catch (e) {
+          if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
+          log(`detect: ${input.name}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
+          failed.push(input.name);
+        }
       }
       bar.tick(input.name);
     }

@@ -170,6 +170,41 @@ test('detect --save: annotated PNGs whose pixels on a detection\'s box edge carr
   }
 });
 
+test('detect --save: a symlink or a file not ours already in DIR is never written through or replaced', async () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-save-link-'));
+  try {
+    const out = path.join(tmp, 'out');
+    fs.mkdirSync(out);
+    const outside = path.join(tmp, 'outside.txt');
+    fs.writeFileSync(outside, 'precious');
+    fs.symlinkSync(outside, path.join(out, 'input.png'));
+    const dangling = path.join(tmp, 'created-through-link');
+    fs.symlinkSync(dangling, path.join(out, 'input-2.png'));
+    const r = await runInProcess(['detect', '--json', '--save', out, caseImage('case-1'), caseImage('case-2'), caseImage('case-3')]);
+    assert.equal(fs.readFileSync(outside, 'utf8'), 'precious', 'the file the link points at is untouched');
+    assert.equal(fs.existsSync(dangling), false, 'nothing was created through a dangling link');
+    assert.equal(fs.lstatSync(path.join(out, 'input.png')).isSymbolicLink(), true, 'the link itself is left alone');
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /input\.png is a symbolic link; refusing to replace it/);
+    assert.match(r.stderr, /input-2\.png is a symbolic link; refusing to replace it/);
+    assert.equal(lines(r.stdout).length, 3, 'every image was still detected');
+    assert.ok((await sharp(path.join(out, 'input-3.png')).metadata()).width! > 0, 'the free name was written');
+    assert.deepEqual(fs.readdirSync(out).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+    if (process.getuid?.() === 0) {
+      // As root: a regular file owned by another user is not ours to replace either.
+      fs.rmSync(path.join(out, 'input.png'));
+      fs.writeFileSync(path.join(out, 'input.png'), 'theirs');
+      fs.chownSync(path.join(out, 'input.png'), 65534, 65534);
+      const r2 = await runInProcess(['detect', '--json', '--save', out, caseImage('case-1')]);
+      assert.equal(r2.code, 1);
+      assert.match(r2.stderr, /input\.png is a file owned by uid 65534, not by this user/);
+      assert.equal(fs.readFileSync(path.join(out, 'input.png'), 'utf8'), 'theirs');
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 test('detect: an unreadable image is reported by name and skipped; the others run; exit 1', async () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-bad-'));
   try {
