@@ -1,6 +1,6 @@
 // What a command needs from the outside world, injectable so tests can run the program in process: output
 // streams, stdin, environment, and the factory that opens an inference backend.
-import type { InferenceBackend } from '../src/sidecar/backend.ts';
+import type { SupervisedBackend } from '../src/sidecar/backend.ts';
 
 export interface BackendRequest {
   /** Engine name (`--engine`): cpu, tt, tt-host, … — whatever the sidecar offers. */
@@ -29,7 +29,7 @@ export interface BackendLogger {
 }
 
 /** Opens a backend and resolves once it is ready to infer (or rejects with what failed). */
-export type BackendFactory = (req: BackendRequest) => Promise<InferenceBackend>;
+export type BackendFactory = (req: BackendRequest) => Promise<SupervisedBackend>;
 
 export interface WritableLike {
   write(chunk: string): unknown;

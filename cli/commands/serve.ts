@@ -5,7 +5,7 @@
 // exits 1 so that systemd or the container runtime restarts the process.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createJsonLogger, createServer, isLogLevel, LOG_LEVELS, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
-import type { InferenceBackend } from '../../src/sidecar/backend.ts';
+import type { SupervisedBackend } from '../../src/sidecar/backend.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import type { CliContext } from '../context.ts';
@@ -69,18 +69,19 @@ async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     backend.destroy(e as Error);
     throw e;
   }
-  const failed = await waitForStop(server, backend, f.deadlineMs, logger);
-  if (failed) throw new BackendFailedError('rfdetr serve: the engine failed (it crashed repeatedly) and the server stopped; the log above has the sidecar\'s exit status and stderr');
+  const failure = await waitForStop(server, backend, f.deadlineMs, logger);
+  if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
 }
 
 /**
- * Resolves after a drain triggered by SIGTERM/SIGINT (false) or by the backend reaching `failed` (true). A
- * second signal while draining destroys the backend and exits 1 at once. The handlers are removed afterwards.
+ * Resolves after a drain triggered by SIGTERM/SIGINT (null) or by the backend reaching `failed` (its failure
+ * reason). A second signal while draining destroys the backend and exits 1 at once. The handlers are removed
+ * afterwards.
  */
-function waitForStop(server: RfdetrServer, backend: InferenceBackend, drainMs: number, logger: Logger): Promise<boolean> {
-  return new Promise<boolean>((resolve) => {
+function waitForStop(server: RfdetrServer, backend: SupervisedBackend, drainMs: number, logger: Logger): Promise<string | null> {
+  return new Promise<string | null>((resolve) => {
     let draining = false;
-    let failed = false;
+    let failed: string | null = null;
     const stop = (why: string) => {
       if (draining) {
         logger.log('warn', `${why} again while draining: exiting now`, { event: 'forced_exit' });
@@ -90,7 +91,7 @@ function waitForStop(server: RfdetrServer, backend: InferenceBackend, drainMs: n
       draining = true;
       logger.log('info', `${why}: draining (up to ${drainMs} ms)`, { event: 'stopping', reason: why });
       void server.drain(drainMs).finally(() => {
-        clearInterval(watch);
+        offState();
         process.off('SIGTERM', onTerm);
         process.off('SIGINT', onInt);
         resolve(failed);
@@ -100,12 +101,14 @@ function waitForStop(server: RfdetrServer, backend: InferenceBackend, drainMs: n
     const onInt = () => stop('SIGINT');
     process.on('SIGTERM', onTerm);
     process.on('SIGINT', onInt);
-    const watch = setInterval(() => {
-      if (backend.state === 'failed' && !draining) {
-        failed = true;
-        stop('the engine failed and is not restarting');
-      }
-    }, 500);
+    const onFailed = () => {
+      failed = backend.failureReason ?? 'the sidecar failed (no reason given)';
+      stop('the engine failed and is not restarting');
+    };
+    const offState = backend.onStateChange((s) => {
+      if (s === 'failed' && !draining) onFailed();
+    });
+    if (backend.state === 'failed') onFailed();
   });
 }
 

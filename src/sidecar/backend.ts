@@ -45,3 +45,21 @@ export interface InferenceBackend {
   /** Reject everything at once and kill the sidecar. */
   destroy(err?: Error): void;
 }
+
+/**
+ * A backend whose lifecycle can be watched (the supervisor, spawned or external): what /ready, /health, /info
+ * and the metrics report, and what `serve` waits on. A separate interface so that backends that only infer
+ * (test and bench stand-ins) need not implement it.
+ */
+export interface SupervisedBackend extends InferenceBackend {
+  /** Sidecar (re)starts after the first one (spawn mode) or reconnects (external mode) so far. */
+  readonly restarts: number;
+  /**
+   * Why the backend is not serving, in the sidecar's own words where it said any: the last death while
+   * `restarting`, the final error when `failed` or destroyed. Null while `starting` the first time, `ready`,
+   * or after a clean close().
+   */
+  readonly failureReason: string | null;
+  /** Calls `listener(state, previous)` on every state transition; returns the function that unsubscribes it. */
+  onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
+}

@@ -112,6 +112,6 @@ test('e2e: an engine that cannot start fails the command at once (exit 1) with t
   assert.equal(r.code, 1);
   assert.equal(r.stdout, '');
   assert.match(r.stderr, /no-such-engine/);
-  assert.match(r.stderr, /exited with code \d+ before it was ready/);
+  assert.match(r.stderr, /the sidecar could not start \(exit status 2, usage error; not restarted\): --engine 'no-such-engine' is not built/);
   assert.ok(Date.now() - t0 < 20_000, 'no restart loop for a one-shot command');
 });

@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
 import { detectImage } from '../../src/detect/pipeline.ts';
 import { RfdetrError } from '../../src/errors.ts';
-import type { InferenceBackend, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import type { BackendState, InferResult, SidecarInfo, SupervisedBackend } from '../../src/sidecar/backend.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { runCli } from '../../cli/program.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
@@ -38,8 +38,11 @@ export function fixtureLabels(): string[] {
  * pixel_values equal the input (max-abs <= 1e-4; our preprocess matches them to 1e-5) and returns that case's
  * logits/pred_boxes. Any other input is an E_INFERENCE error, so a wrong preprocess fails the tests.
  */
-export class FixtureReplayBackend implements InferenceBackend {
-  state: InferenceBackend['state'] = 'ready';
+export class FixtureReplayBackend implements SupervisedBackend {
+  state: BackendState = 'ready';
+  readonly restarts = 0;
+  failureReason: string | null = null;
+  readonly #listeners = new Set<(s: BackendState, prev: BackendState) => void>();
   readonly info: SidecarInfo = {
     protocolVersion: 1, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
     numQueries: 300, numClasses: 91, labels: fixtureLabels(),
@@ -62,19 +65,30 @@ export class FixtureReplayBackend implements InferenceBackend {
   }
   async close(): Promise<void> {
     this.closed = true;
-    this.state = 'stopped';
+    this.setState('stopped');
   }
   destroy(): void {
-    this.state = 'stopped';
+    this.setState('stopped');
+  }
+  onStateChange(fn: (s: BackendState, prev: BackendState) => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+  /** Moves to `next` and tells the listeners (tests drive failures with this). */
+  setState(next: BackendState, reason: string | null = null): void {
+    const prev = this.state;
+    this.state = next;
+    this.failureReason = reason;
+    if (prev !== next) for (const l of this.#listeners) l(next, prev);
   }
 }
 
 export interface RunResult { code: number; stdout: string; stderr: string; requests: BackendRequest[] }
 
 export interface InProcessOptions {
-  backend?: InferenceBackend;
+  backend?: SupervisedBackend;
   /** Opens a backend per request (beats `backend`). */
-  factory?: (req: BackendRequest) => InferenceBackend;
+  factory?: (req: BackendRequest) => SupervisedBackend;
   stdin?: Buffer;
   tty?: boolean;
   env?: NodeJS.ProcessEnv;
