@@ -9,7 +9,7 @@ import type { SupervisedBackend } from '../../src/sidecar/backend.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, intParser, type EngineFlags } from '../options.ts';
+import { addEngineOptions, checkEngine, EXIT_HELP, intParser, type EngineFlags } from '../options.ts';
 
 export const DEFAULT_PORT = 20000;
 
@@ -38,6 +38,8 @@ async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   if (f.weights !== undefined && (f.model !== undefined || f.revision !== undefined)) {
     throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
   }
+  // An external sidecar runs whatever engine it was started with; only a spawned one is checked here.
+  if (!f.sidecarSocket) await checkEngine(ctx, f.engine);
   let w: ResolvedWeights | null = null;
   try {
     w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: true, log, progress: null });

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { testFixturesDir } from '../../src/config/paths.ts';
+import { RfdetrError } from '../../src/errors.ts';
 import { detectionIou } from '../../src/detect/iou.ts';
 import { postprocess, type Detection } from '../../src/detect/postprocess.ts';
 import { decodeImage } from '../../src/image/decode.ts';
@@ -20,7 +21,7 @@ import { runSynth } from '../../src/weights/synth.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, backendRequest, EXIT_HELP, parseThreshold, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { addEngineOptions, backendRequest, builtEngines, checkEngine, EXIT_HELP, parseThreshold, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
 
 export const VERIFY_GATE = 98.5;
 const CASES = ['case-1', 'case-2', 'case-3'];
@@ -83,7 +84,20 @@ async function runAll(backend: InferenceBackend, cases: readonly CaseInput[]): P
   return out;
 }
 
-async function runVerify(ctx: CliContext, f: VerifyFlags): Promise<void> {
+/** Without --engine: tt where this build has it, else tt-host (the TT graph on the CPU), never one it lacks. */
+async function defaultEngine(ctx: CliContext): Promise<string> {
+  const built = await builtEngines(ctx);
+  const pick = built === null || built.includes('tt') ? 'tt' : 'tt-host';
+  if (built !== null && !built.includes(pick)) {
+    throw new RfdetrError('E_USAGE', `verify: this build has no accelerator engine to check (built: ${built.join(', ') || 'none'}); pass --engine NAME`);
+  }
+  if (pick !== 'tt') stderrLine(ctx)(`verify: no --engine and this build has no tt engine (built: ${built!.join(', ')}): checking tt-host`);
+  return pick;
+}
+
+async function runVerify(ctx: CliContext, given: Omit<VerifyFlags, 'engine'> & { engine?: string }): Promise<void> {
+  const f: VerifyFlags = { ...given, engine: given.engine ?? (await defaultEngine(ctx)) };
+  await checkEngine(ctx, f.engine);
   const synthetic = f.weights === undefined && f.model === undefined && f.revision === undefined;
   if (!synthetic) return verifyWith(ctx, f, (await weightsFor(ctx, f)).dir, false);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-verify-'));
@@ -157,6 +171,6 @@ export function verifyCommand(ctx: CliContext): Command {
     .addOption(new Option('--gate <iou>', 'minimum mean detection-IoU (×100)').argParser(parseGate).default(VERIFY_GATE))
     .addOption(new Option('--threshold <t>', 'score threshold for both engines\' detections').argParser(parseThreshold).default(0.5))
     .option('--json', 'print one JSON object');
-  addEngineOptions(cmd, 'tt');
-  return cmd.addHelpText('after', `${EXIT_HELP}\n\nverify exits 1 when the mean detection-IoU is below the gate.`).action(async (f: VerifyFlags) => runVerify(ctx, f));
+  addEngineOptions(cmd, { describe: 'tt when this build has it, else tt-host' });
+  return cmd.addHelpText('after', `${EXIT_HELP}\n\nverify exits 1 when the mean detection-IoU is below the gate.`).action(async (f: Omit<VerifyFlags, 'engine'> & { engine?: string }) => runVerify(ctx, f));
 }
