@@ -129,6 +129,13 @@ function remoteRunner(f: DetectFlags, url: string): Runner {
 
 export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlags, cmd: Command): Promise<void> {
   const log = stderrLine(ctx);
+  if (f.url !== undefined) {
+    const local = ['engine', 'threads', 'precision', 'weights', 'model', 'revision'].filter((k) => cmd.getOptionValueSource(k) === 'cli');
+    if (local.length) {
+      const flags = local.map((k) => `--${k}`).join(', ');
+      throw new RfdetrError('E_USAGE', `detect: --url sends the images to a running server, which has its own engine and weights; ${flags} cannot be combined with it (drop ${local.length === 1 ? 'it' : 'them'}, or drop --url to run the engine here)`);
+    }
+  }
   const { images, problems } = expandInputs(inputs, { cwd: ctx.cwd, recursive: f.recursive ?? false });
   if (problems.length) {
     throw new Error(`detect: ${problems.length === 1 ? problems[0] : `${problems.length} inputs name no image:\n  ${problems.join('\n  ')}`}\n(nothing was run; expected image files, directories of images, globs or - for stdin)`);
@@ -141,10 +148,6 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     } catch (e) {
       throw new Error(`detect: --save ${f.save}: cannot create the directory (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     }
-  }
-  if (f.url !== undefined) {
-    const ignored = ['engine', 'threads', 'weights', 'model', 'revision'].filter((k) => cmd.getOptionValueSource(k) === 'cli');
-    if (ignored.length) log(`detect: --url sends the images to a server; ${ignored.map((k) => `--${k}`).join(', ')} ${ignored.length === 1 ? 'does' : 'do'} not apply and ${ignored.length === 1 ? 'is' : 'are'} ignored`);
   }
 
   const runner = f.url !== undefined ? remoteRunner(f, f.url) : await inProcessRunner(ctx, f);

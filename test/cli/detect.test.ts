@@ -238,3 +238,13 @@ test('detect: --weights with --model is a usage error; bad values name the flag 
   assert.equal(m.code, 2);
   assert.match(m.stderr, /--max-detections <n>' argument '0' is invalid. expected an integer from 1 to 300/);
 });
+
+test('detect --url with --engine, --weights, --threads or --precision is refused (exit 2) naming the flags', async () => {
+  const r = await runInProcess(['detect', '--url', 'http://127.0.0.1:9', '--engine', 'cpu', '--threads', '2', '--precision', 'bf16', '--weights', '/w', caseImage('case-1')]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--url sends the images to a running server.*; --engine, --threads, --precision, --weights cannot be combined with it/);
+  assert.equal(r.requests.length, 0);
+  const one = await runInProcess(['detect', '--url', 'http://127.0.0.1:9', '--model', 'a/b', caseImage('case-1')]);
+  assert.equal(one.code, 2);
+  assert.match(one.stderr, /; --model cannot be combined with it \(drop it,/);
+});
