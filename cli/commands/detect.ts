@@ -5,9 +5,11 @@
 // response plus "image") and nothing else; otherwise a table per image on stderr. Progress bar (TTY only)
 // and the closing line (images/s, mean per-stage ms) on stderr.
 //
-// Failures: inputs that name nothing are all reported before any engine starts (exit 1, nothing run). An image
-// that cannot be read or decoded is reported on stderr naming it, gets no stdout line, and the run continues
-// with the other images; the exit status is then 1. An engine or server failure stops the run (exit 1).
+// Failures: an input that names nothing (a missing path, an empty directory, a glob matching nothing) is
+// reported before any engine starts and skipped; when no input names an image nothing is started at all. An
+// image that cannot be read or decoded is reported on stderr naming it, gets no stdout line, and the run
+// continues with the other images. Either way the exit status is then 1, and the closing line counts every
+// input: detected + failed = inputs. An engine or server failure stops the run (exit 1).
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
@@ -137,8 +139,9 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     }
   }
   const { images, problems } = expandInputs(inputs, { cwd: ctx.cwd, recursive: f.recursive ?? false });
-  if (problems.length) {
-    throw new Error(`detect: ${problems.length === 1 ? problems[0] : `${problems.length} inputs name no image:\n  ${problems.join('\n  ')}`}\n(nothing was run; expected image files, directories of images, globs or - for stdin)`);
+  for (const p of problems) log(`detect: skipped ${p}`);
+  if (images.length === 0) {
+    throw new ImagesFailedError(`detect: no input names an image (${problems.length} skipped); nothing was run. Expected image files, directories of images, globs or - for stdin`);
   }
   let saveDir: string | undefined;
   if (f.save !== undefined) {
@@ -155,6 +158,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
   const used = new Set<string>();
   const sums = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 };
   const failed: string[] = [];
+  const notSaved: string[] = [];
   let ok = 0;
   const t0 = performance.now();
   try {
@@ -193,7 +197,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         } catch (e) {
           if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
           log(`detect: ${input.name}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
-          failed.push(input.name);
+          notSaved.push(input.name);
         }
       }
       bar.tick(input.name);
@@ -204,8 +208,20 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
   }
   const s = (performance.now() - t0) / 1000;
   const per = (k: keyof typeof sums) => (ok ? fmt(sums[k] / ok, 1) : '-');
-  log(`detect: ${ok} image${ok === 1 ? '' : 's'}${failed.length ? `, ${failed.length} failed` : ''} in ${fmt(s, 2)} s (${fmt(ok / Math.max(s, 1e-9), 2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}${saveDir ? `; annotated copies in ${saveDir}` : ''}`);
-  if (failed.length) throw new ImagesFailedError(`detect: ${failed.length} of ${images.length} image${images.length === 1 ? '' : 's'} failed: ${failed.join(', ')}`);
+  const total = images.length + problems.length;
+  const bad = failed.length + problems.length;
+  const counts = bad || notSaved.length
+    ? `${ok} of ${total} input${total === 1 ? '' : 's'} detected${bad ? `, ${bad} failed${problems.length ? ` (${problems.length} named no image)` : ''}` : ''}${notSaved.length ? `, ${notSaved.length} not saved` : ''}`
+    : `${ok} image${ok === 1 ? '' : 's'}`;
+  log(`detect: ${counts} in ${fmt(s, 2)} s (${fmt(ok / Math.max(s, 1e-9), 2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}${saveDir ? `; annotated copies in ${saveDir}` : ''}`);
+  if (bad || notSaved.length) {
+    const parts = [
+      ...(failed.length ? [`failed: ${failed.join(', ')}`] : []),
+      ...(problems.length ? [`named no image: ${problems.length}`] : []),
+      ...(notSaved.length ? [`not saved: ${notSaved.join(', ')}`] : []),
+    ];
+    throw new ImagesFailedError(`detect: ${bad} of ${total} input${total === 1 ? '' : 's'} failed${notSaved.length ? ` and ${notSaved.length} not saved` : ''} (${parts.join('; ')})`);
+  }
 }
 
 export function detectCommand(ctx: CliContext): Command {
@@ -221,6 +237,6 @@ export function detectCommand(ctx: CliContext): Command {
     .option('-r, --recursive', 'also take images from subdirectories of directory inputs')
     .option('--url <url>', 'send the images to a running server (rfdetr serve) instead of starting an engine');
   addEngineOptions(cmd);
-  cmd.addHelpText('after', `${EXIT_HELP}\n\nAn image that cannot be read or decoded is reported and skipped (no JSON line); the others still run and the exit status is 1.`);
+  cmd.addHelpText('after', `${EXIT_HELP}\n\nAn input that names no image (missing path, empty directory, glob matching nothing) or an image that cannot be read or decoded is reported and skipped (no JSON line); the others still run and the exit status is 1.`);
   return cmd.action(async (inputs: string[], f: DetectFlags, c: Command) => runDetect(ctx, inputs, f, c));
 }

@@ -215,19 +215,26 @@ test('detect: an unreadable image is reported by name and skipped; the others ru
     const ls = lines(r.stdout);
     assert.deepEqual(ls.map((l) => l.image), [caseImage('case-1'), caseImage('case-2')]);
     assert.match(r.stderr, new RegExp(`detect: ${bad.replace(/[.]/g, '\\.')}: image could not be decoded`));
-    assert.match(r.stderr, /detect: 1 of 3 images failed: .*broken\.png/);
+    assert.match(r.stderr, /detect: 2 of 3 inputs detected, 1 failed in /);
+    assert.match(r.stderr, /detect: 1 of 3 inputs failed \(failed: .*broken\.png\)/);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
 
-test('detect: inputs naming nothing are all reported before any engine starts (exit 1)', async () => {
+test('detect: inputs naming nothing are reported and skipped, the others run, exit 1; counts agree; none at all starts nothing', async () => {
   const r = await runInProcess(['detect', '--json', 'missing-1.png', caseImage('case-1'), 'nowhere/*.jpg']);
   assert.equal(r.code, 1);
-  assert.equal(r.stdout, '');
-  assert.equal(r.requests.length, 0, 'no engine was opened');
-  assert.match(r.stderr, /missing-1\.png: no such file or directory/);
-  assert.match(r.stderr, /nowhere\/\*\.jpg: the pattern matches no image files/);
+  assert.deepEqual(lines(r.stdout).map((l) => l.image), [caseImage('case-1')]);
+  assert.match(r.stderr, /detect: skipped missing-1\.png: no such file or directory/);
+  assert.match(r.stderr, /detect: skipped nowhere\/\*\.jpg: the pattern matches no image files/);
+  assert.match(r.stderr, /detect: 1 of 3 inputs detected, 2 failed \(2 named no image\) in /);
+  assert.match(r.stderr, /detect: 2 of 3 inputs failed \(named no image: 2\)/);
+  const none = await runInProcess(['detect', '--json', 'missing-1.png', 'nowhere/*.jpg']);
+  assert.equal(none.code, 1);
+  assert.equal(none.stdout, '');
+  assert.equal(none.requests.length, 0, 'no engine was opened');
+  assert.match(none.stderr, /no input names an image \(2 skipped\); nothing was run/);
 });
 
 test('detect: --weights with --model is a usage error; bad values name the flag (exit 2)', async () => {
