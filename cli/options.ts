@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { RfdetrError } from '../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../src/weights/resolve.ts';
+import { syntheticWarning } from '../src/weights/synthetic.ts';
 import type { BackendRequest, CliContext } from './context.ts';
 import { sidecarSelfReport } from './sidecar-info.ts';
 
@@ -113,10 +114,12 @@ export async function weightsFor(ctx: CliContext, f: EngineFlags, opts: { downlo
     throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
   }
   await checkEngine(ctx, f.engine);
-  return resolveWeights({
+  const w = await resolveWeights({
     env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision,
     download: opts.download ?? true, log: stderrLine(ctx), progress: ctx.stderr,
   });
+  if (w.synthetic) stderrLine(ctx)(syntheticWarning(w.dir, { synthetic: true, seed: w.syntheticSeed }));
+  return w;
 }
 
 export function backendRequest(ctx: CliContext, f: EngineFlags, weightsDir: string, extra: Partial<BackendRequest> = {}): BackendRequest {

@@ -27,6 +27,7 @@ import {
   type EngineFlags,
 } from '../options.ts';
 import { ProgressBar } from '../progress.ts';
+import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
 
 export interface DetectFlags extends EngineFlags {
@@ -111,8 +112,11 @@ async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner>
   };
 }
 
-function remoteRunner(f: DetectFlags, url: string): Runner {
+async function remoteRunner(ctx: CliContext, f: DetectFlags, url: string): Promise<Runner> {
   const client = new RfdetrClient(url);
+  if (serverHasSyntheticWeights(await client.info().catch(() => undefined))) {
+    stderrLine(ctx)(`WARNING: ${client.baseUrl.origin} serves SYNTHETIC weights (its /info says so): detections are meaningless`);
+  }
   const labels = cocoLabels();
   const classes = resolveClasses(f.classes, labels);
   return {
@@ -153,7 +157,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     }
   }
 
-  const runner = f.url !== undefined ? remoteRunner(f, f.url) : await inProcessRunner(ctx, f);
+  const runner = f.url !== undefined ? await remoteRunner(ctx, f, f.url) : await inProcessRunner(ctx, f);
   const bar = new ProgressBar(ctx.stderr, images.length);
   const used = new Set<string>();
   const sums = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 };

@@ -6,6 +6,7 @@ import os from 'node:os';
 import { Command } from 'commander';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights } from '../../src/weights/resolve.ts';
+import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
 import { packageVersion } from '../version.ts';
@@ -49,7 +50,8 @@ async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
   let weights: Record<string, unknown>;
   try {
     const w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: false });
-    weights = { found: true, dir: w.dir, source: w.source, repo: w.repo, revision: w.revision, commit: w.commit, chain: w.chain };
+    weights = { found: true, dir: w.dir, source: w.source, repo: w.repo, revision: w.revision, commit: w.commit, synthetic: w.synthetic, chain: w.chain };
+    if (w.synthetic) ctx.stderr.write(`${syntheticWarning(w.dir, { synthetic: true, seed: w.syntheticSeed })}\n`);
   } catch (e) {
     if (!(e instanceof RfdetrError)) throw e;
     weights = { found: false, error: e.message, chain: (e.details?.chain as string[] | undefined) ?? [] };
@@ -75,7 +77,7 @@ async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
   out(`protocol  ${PROTOCOL_VERSION} (this client), ${sidecar.protocol ?? 'unknown'} (the sidecar)`);
   out(`engines   ${sidecar.engines ? sidecar.engines.join(', ') : '(unknown: the sidecar did not list them)'}`);
   if (weights.found) {
-    out(`weights   ${String(weights.dir)} (${String(weights.source)}${weights.commit ? `, commit ${String(weights.commit)}` : ''})`);
+    out(`weights   ${String(weights.dir)} (${String(weights.source)}${weights.commit ? `, commit ${String(weights.commit)}` : ''})${weights.synthetic ? ' SYNTHETIC: detections are meaningless' : ''}`);
   } else {
     out('weights   NOT FOUND; tried:');
     for (const c of weights.chain as string[]) out(`            - ${c}`);

@@ -8,6 +8,7 @@ import { createJsonLogger, createServer, isLogLevel, LOG_LEVELS, type Logger, ty
 import type { SupervisedBackend } from '../../src/sidecar/backend.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
+import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions, checkEngine, EXIT_HELP, intParser, type EngineFlags } from '../options.ts';
 
@@ -48,8 +49,9 @@ async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     if (!f.sidecarSocket) throw e;
     log(`weights: not resolved here (${(e as Error).message.split('\n')[0]}); the external sidecar at ${f.sidecarSocket} loads its own`);
   }
+  if (w?.synthetic) logger.log('warn', syntheticWarning(w.dir, { synthetic: true, seed: w.syntheticSeed }), { event: 'synthetic_weights' });
   const weights: WeightsInfo | undefined = w
-    ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files }
+    ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files, synthetic: w.synthetic }
     : undefined;
   const backend = await ctx.openBackend({
     engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false,

@@ -9,6 +9,7 @@ import sharp from 'sharp';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import type { PredictResponse } from '../../src/detect/pipeline.ts';
+import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT_HELP, intParser, parseThreshold, positiveNumber } from '../options.ts';
 
@@ -116,7 +117,9 @@ async function runSmoke(ctx: CliContext, f: SmokeFlags): Promise<void> {
       throw new SmokeFailure(`n=${r.num_detections} detections, expected at least ${f.minDetections} (--min-detections) on ${path.basename(imagePath)}`);
     }
     const top = r.detections[0];
-    ctx.stdout.write(`PASS n=${r.num_detections} counts=${counts}${top ? ` top=${top.label}:${top.score.toFixed(3)}` : ''} total_ms=${r.timing_ms?.total?.toFixed(1) ?? '?'} url=${client.baseUrl.origin}\n`);
+    const synthetic = serverHasSyntheticWeights(await client.info().catch(() => undefined));
+    if (synthetic) ctx.stderr.write(`WARNING: ${client.baseUrl.origin} serves SYNTHETIC weights (its /info says so): detections are meaningless\n`);
+    ctx.stdout.write(`PASS n=${r.num_detections} counts=${counts}${top ? ` top=${top.label}:${top.score.toFixed(3)}` : ''} total_ms=${r.timing_ms?.total?.toFixed(1) ?? '?'} url=${client.baseUrl.origin}${synthetic ? ' (synthetic weights: detections are meaningless)' : ''}\n`);
   } finally {
     await client.close().catch(() => {});
   }
