@@ -15,7 +15,7 @@ import path from 'node:path';
 import { Command, Option } from 'commander';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
-import { annotatePng } from '../../src/draw/annotate.ts';
+import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { buildPredictResponse, detectImage, selectDetections, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
@@ -75,11 +75,12 @@ export function formatTable(name: string, r: PredictResponse): string {
   return lines.join('\n');
 }
 
-/** <base>.png, with -2, -3, … when two inputs share a base name. */
+/** <base>.jpg for a JPEG input (written as JPEG), else <base>.png; -2, -3, … when two inputs share a name. */
 function saveName(input: ImageInput, used: Set<string>): string {
   const base = input.path === null ? 'stdin' : path.basename(input.name, path.extname(input.name)) || 'image';
-  let name = `${base}.png`;
-  for (let i = 2; used.has(name); i++) name = `${base}-${i}.png`;
+  const ext = formatForName(input.name) === 'jpeg' ? '.jpg' : '.png';
+  let name = `${base}${ext}`;
+  for (let i = 2; used.has(name); i++) name = `${base}-${i}${ext}`;
   used.add(name);
   return name;
 }
@@ -195,9 +196,11 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
       else log(formatTable(input.name, response));
       if (saveDir) {
         const img = await decodeImage(bytes);
+        const name = saveName(input, used);
+        const skipped = layoutLabels(img.width, img.height, response.detections).skipped.length;
         try {
-          const out = writeFileInDir(saveDir, saveName(input, used), await annotatePng(img, response.detections));
-          if (!f.json) log(`  saved ${out}`);
+          const out = writeFileInDir(saveDir, name, await annotate(img, response.detections, formatForName(name)));
+          if (!f.json) log(`  saved ${out}${skipped ? ` (${skipped} label${skipped === 1 ? '' : 's'} left out: no room without covering another)` : ''}`);
         } catch (e) {
           if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
           log(`detect: ${input.name}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
@@ -237,7 +240,7 @@ export function detectCommand(ctx: CliContext): Command {
     .addOption(new Option('--classes <names>', 'keep only these classes: names or ids, comma-separated (cat,dog)').argParser(parseClasses))
     .option('--raw', 'include raw logits [300][91] and pred_boxes [300][4] (as /predict return_raw)')
     .option('--json', 'stdout: one compact JSON line per image (the /predict response plus "image"), nothing else')
-    .option('--save <dir>', 'write annotated PNG copies (boxes, labels, scores) into dir')
+    .option('--save <dir>', 'write annotated copies (boxes, labels, scores) into dir: JPEG for .jpg/.jpeg inputs, PNG otherwise')
     .option('-r, --recursive', 'also take images from subdirectories of directory inputs')
     .option('--url <url>', 'send the images to a running server (rfdetr serve) instead of starting an engine');
   addEngineOptions(cmd);

@@ -188,7 +188,7 @@ test('info --json: versions, sidecar, weights resolution (never downloads), devi
 });
 
 test('annotate: colours are fixed per class and distinct for neighbours; labels are XML-escaped; empty list is the image', async () => {
-  const { annotatePng, classColour, overlaySvg } = await import('../../src/draw/annotate.ts');
+  const { annotate, classColour, overlaySvg } = await import('../../src/draw/annotate.ts');
   const sharp = (await import('sharp')).default;
   assert.deepEqual(classColour(17), classColour(17));
   const cols = Array.from({ length: 91 }, (_, i) => classColour(i).join(','));
@@ -196,9 +196,9 @@ test('annotate: colours are fixed per class and distinct for neighbours; labels 
   const svg = overlaySvg(100, 80, [{ label: 'a<b>&"c"', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }]);
   assert.ok(svg.includes('a&lt;b&gt;&amp;&quot;c&quot; 0.50'));
   const img = { data: new Uint8Array(100 * 80 * 3).fill(200), width: 100, height: 80 };
-  const plain = await sharp(await annotatePng(img, [])).raw().toBuffer();
+  const plain = await sharp(await annotate(img, [], 'png')).raw().toBuffer();
   assert.ok(plain.every((v) => v === 200), 'no detections: the image unchanged');
-  const drawn = await sharp(await annotatePng(img, [{ label: 'a<b>', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }])).raw().toBuffer({ resolveWithObject: true });
+  const drawn = await sharp(await annotate(img, [{ label: 'a<b>', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }], 'png')).raw().toBuffer({ resolveWithObject: true });
   assert.equal(drawn.info.channels, 3);
   const o = (35 * 100 + 50) * 3; // the right edge, below the label tag
   assert.deepEqual([...drawn.data.subarray(o, o + 3)], classColour(3));
