@@ -2,10 +2,12 @@
 // names the flag, what was expected and what was received.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { RfdetrError } from '../src/errors.ts';
-import { resolveWeights, type ResolvedWeights } from '../src/weights/resolve.ts';
+import type { ResolvedWeights } from '../src/weights/resolve.ts';
 import { syntheticWarning } from '../src/weights/synthetic.ts';
 import type { BackendRequest, CliContext } from './context.ts';
 import { sidecarSelfReport } from './sidecar-info.ts';
+import { stage } from './stage.ts';
+import type { SupervisedBackend } from '../src/sidecar/backend.ts';
 
 function received(v: string): string {
   return JSON.stringify(v);
@@ -114,12 +116,19 @@ export async function weightsFor(ctx: CliContext, f: EngineFlags, opts: { downlo
     throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
   }
   await checkEngine(ctx, f.engine);
+  const { resolveWeights } = await import('../src/weights/resolve.ts');
   const w = await resolveWeights({
     env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision,
     download: opts.download ?? true, log: stderrLine(ctx), progress: ctx.stderr,
   });
   if (w.synthetic) stderrLine(ctx)(syntheticWarning(w.dir, { synthetic: true, seed: w.syntheticSeed }));
   return w;
+}
+
+/** Opens the engine for a one-shot command, telling the slow start (load + warm-up) on stderr. */
+export function openEngine(ctx: CliContext, command: string, req: BackendRequest): Promise<SupervisedBackend> {
+  return stage(ctx.stderr, `${command}: starting the ${req.engine} engine (loading the weights, warm-up)`, () => ctx.openBackend(req),
+    (b) => `ready${b.info ? ` (${b.info.engine} on ${b.info.device})` : ''}`);
 }
 
 export function backendRequest(ctx: CliContext, f: EngineFlags, weightsDir: string, extra: Partial<BackendRequest> = {}): BackendRequest {

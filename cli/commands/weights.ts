@@ -3,9 +3,9 @@
 // errors (exit 2), other errors are runtime errors (exit 1); `exitCodeFor` states that mapping for cli/main.ts.
 import { Command, CommanderError, Option } from 'commander';
 import { RfdetrError } from '../../src/errors.ts';
-import { resolveWeights, type ResolvedWeights, type ResolveWeightsOptions } from '../../src/weights/resolve.ts';
-import { verifyWeights, type VerifyReport } from '../../src/weights/verify.ts';
-import { formatSeed, parseNumClasses, parseSeed, runSynth } from '../../src/weights/synth.ts';
+import type { ResolvedWeights, ResolveWeightsOptions } from '../../src/weights/resolve.ts';
+import type { VerifyReport } from '../../src/weights/verify.ts';
+// The work (undici, execa) is imported inside each action: --help must not load it.
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { ProgressStream } from '../../src/weights/hub-download.ts';
 
@@ -89,6 +89,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .description('download model.safetensors + config.json into the Hub cache (or confirm the cache has them); prints the snapshot directory')
     .option('--json', 'print the resolution as one JSON object')
     .action(async (f: HubFlags) => {
+      const { resolveWeights } = await import('../../src/weights/resolve.ts');
       const r = await resolveWeights({ ...base(f), hubOnly: true, refresh: true });
       warnSynthetic(r);
       if (f.json) line(JSON.stringify(r));
@@ -101,6 +102,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .option('--json', 'print the report as one JSON object')
     .option('--no-hashes', 'skip hashing the files (schema and config checks only)')
     .action(async (f: HubFlags & { hashes: boolean }) => {
+      const [{ resolveWeights }, { verifyWeights }] = await Promise.all([import('../../src/weights/resolve.ts'), import('../../src/weights/verify.ts')]);
       const r = await resolveWeights({ ...base(f), download: false });
       const v = await verifyWeights(r.files, { hashes: f.hashes });
       warnSynthetic(r);
@@ -118,6 +120,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .action(async (f: HubFlags) => {
       let r: ResolvedWeights;
       try {
+        const { resolveWeights } = await import('../../src/weights/resolve.ts');
         r = await resolveWeights({ ...base(f), log: undefined, download: false });
         warnSynthetic(r);
       } catch (e) {
@@ -140,6 +143,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .requiredOption('--out <dir>', 'output directory')
     .option('--num-classes <n>', 'class count (default 91, COCO)')
     .action(async (f: HubFlags & { seed: string; out: string; numClasses?: string }) => {
+      const { formatSeed, parseNumClasses, parseSeed, runSynth } = await import('../../src/weights/synth.ts');
       const seed = parseSeed(f.seed);
       const numClasses = f.numClasses !== undefined ? parseNumClasses(f.numClasses) : undefined;
       if (f.model !== undefined || f.revision !== undefined) logLine('weights synth: --model/--revision do not apply to a synthetic checkpoint; ignored');

@@ -130,8 +130,25 @@ test('detect: table per image on stderr, stdout empty without --json; no progres
   assert.match(r.stderr, new RegExp(`\\s1  ${top.label_name}\\s+${top.label}  ${top.score.toFixed(3)}`));
   assert.ok(!r.stderr.includes('\r') && !r.stderr.includes('\x1b'), 'no control characters when stderr is not a TTY');
   const tty = await runInProcess(['detect', '--json', caseImage('case-1'), caseImage('case-2')], { tty: true });
-  assert.match(tty.stderr, /\r\x1b\[2K\[#{12}-{12}\] 1\/2 /, 'a bar on a TTY');
+  assert.match(tty.stderr, /\r\x1b\[2K\[#{12}-{12}\] 1\/2 \d+\.\d s /, 'a bar with the elapsed time on a TTY');
   assert.equal(lines(tty.stdout).length, 2, 'the bar never reaches stdout');
+});
+
+test('detect: the engine start is told on stderr: redrawn with the elapsed time on a TTY, one plain line each way otherwise', async () => {
+  const what = 'detect: starting the cpu engine (loading the weights, warm-up)';
+  const esc = (s: string) => s.replace(/[()]/g, '\\$&');
+  const plain = await runInProcess(['detect', '--json', caseImage('case-1')]);
+  assert.equal(plain.code, 0, plain.stderr);
+  assert.match(plain.stderr, new RegExp(`^${esc(what)} …\n`, 'm'));
+  assert.match(plain.stderr, new RegExp(`^${esc(what)}: ready \\(fixture-replay on recorded outputs\\) in \\d+\\.\\d s\n`, 'm'));
+  assert.ok(!plain.stderr.includes('\r') && !plain.stderr.includes('\x1b'));
+  const tty = await runInProcess(['detect', '--json', caseImage('case-1')], { tty: true });
+  assert.ok(tty.stderr.includes(`\r\x1b[2K${what} … 0.`), tty.stderr);
+  assert.match(tty.stderr, new RegExp(`\r\x1b\\[2K${esc(what)}: ready .* in \\d+\\.\\d s\n`));
+  const failed = await runInProcess(['detect', '--json', caseImage('case-1')], { factory: () => { throw new Error('no engine today'); } });
+  assert.equal(failed.code, 1);
+  assert.match(failed.stderr, new RegExp(`${esc(what)}: failed after \\d+\\.\\d s\n`));
+  assert.match(failed.stderr, /no engine today/);
 });
 
 test('detect --save: annotated PNGs whose pixels on a detection\'s box edge carry the class colour', async () => {
