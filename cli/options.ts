@@ -73,7 +73,7 @@ export interface EngineFlags {
 
 /** --engine, --threads, --weights, --model, --revision. */
 export function addEngineOptions(cmd: Command, defaultEngine: string | { describe: string } = 'cpu'): Command {
-  const engine = new Option('--engine <name>', `engine the sidecar runs: cpu, tt, tt-host, … (rfdetr info lists those built)${typeof defaultEngine === 'string' ? '' : ` (default: ${defaultEngine.describe})`}`);
+  const engine = new Option('--engine <name>', `engine the sidecar runs: cpu, tt (Blackhole; compiles and links against ttnn 0.70.1, calls checked against 0.78.0, never run on a card), tt-host, … (rfdetr info lists those built)${typeof defaultEngine === 'string' ? '' : ` (default: ${defaultEngine.describe})`}`);
   return cmd
     .addOption(typeof defaultEngine === 'string' ? engine.default(defaultEngine) : engine)
     .addOption(new Option('--threads <n>', 'CPU threads for the engine, 0 = physical cores').argParser(intParser(0, 1024)))
@@ -86,7 +86,7 @@ export function addEngineOptions(cmd: Command, defaultEngine: string | { describ
 /** Engines a full build can have; the ones a given build lacks are named with how to get them. */
 const KNOWN_ENGINES: Record<string, string> = {
   cpu: 'the CPU engine is always built; rebuild the sidecar (npm run build:sidecar)',
-  tt: "tt needs a sidecar built against tt-metal: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' (with TT_METAL_HOME set) npm run build:sidecar; --engine tt-host runs the same graph on the CPU",
+  tt: "tt needs a sidecar built with RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' against ttnn (SERVING.md, \"TT engine\"); --engine tt-host runs the same graph on the CPU",
   'tt-host': 'rebuild the sidecar (npm run build:sidecar)',
 };
 
