@@ -3,11 +3,10 @@
 // -n requests measured, --concurrency of them in flight at once. Prints a table (or --json) on stdout.
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, Option } from 'commander';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, backendRequest, EXIT_HELP, intParser, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { backendRequest, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
 import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 
 export interface BenchFlags extends EngineFlags {

@@ -12,7 +12,7 @@
 // input: detected + failed = inputs. An engine or server failure stops the run (exit 1).
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
 import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
@@ -22,10 +22,7 @@ import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
-import {
-  addEngineOptions, backendRequest, EXIT_HELP, intParser, parseClasses, parseThreshold, resolveClasses, stderrLine, weightsFor,
-  openEngine, type EngineFlags,
-} from '../options.ts';
+import { backendRequest, openEngine, resolveClasses, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
 import { ProgressBar } from '../progress.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';

@@ -3,7 +3,6 @@
 // missing (that is information: it prints the chain tried and the commands that fix it).
 import fs from 'node:fs';
 import os from 'node:os';
-import { Command } from 'commander';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';

@@ -3,14 +3,13 @@
 // → drain (readiness 503, in-flight requests finish within --deadline-ms, the sidecar is closed) → exit 0; a
 // second signal while draining exits 1 at once. A backend that reaches `failed` (crash loop) drains and
 // exits 1 so that systemd or the container runtime restarts the process.
-import { Command, InvalidArgumentError, Option } from 'commander';
-import { createJsonLogger, createServer, isLogLevel, LOG_LEVELS, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
+import { createJsonLogger, createServer, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
 import type { SupervisedBackend } from '../../src/sidecar/backend.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, checkEngine, EXIT_HELP, intParser, type EngineFlags } from '../options.ts';
+import { checkEngine, type EngineFlags } from '../options.ts';
 
 
 export interface ServeFlags extends EngineFlags {

@@ -4,14 +4,11 @@
 // `FAIL <reason>` — and exits 0 or 1. --out writes the full response JSON (also on a FAIL with a response).
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, InvalidArgumentError, Option } from 'commander';
 import sharp from 'sharp';
 import { RfdetrClient } from '../../src/client/client.ts';
-import { testFixturesDir } from '../../src/config/paths.ts';
 import type { PredictResponse } from '../../src/detect/pipeline.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
-import { EXIT_HELP, intParser, parseThreshold, positiveNumber } from '../options.ts';
 import { SmokeFailure } from '../failures.ts';
 import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 

@@ -10,7 +10,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Command, InvalidArgumentError, Option } from 'commander';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { detectionIou } from '../../src/detect/iou.ts';
@@ -21,7 +20,7 @@ import { runSynth } from '../../src/weights/synth.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, backendRequest, builtEngines, checkEngine, EXIT_HELP, openEngine, parseThreshold, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { backendRequest, builtEngines, checkEngine, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
 import { VerifyFailure } from '../failures.ts';
 
 const CASES = ['case-1', 'case-2', 'case-3'];
