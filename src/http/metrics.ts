@@ -1,5 +1,6 @@
 // Prometheus metrics for one server instance (its own Registry, so several servers can live in one process,
-// as in the tests). Names are prefixed `rfdetr_`; seconds and bytes per Prometheus convention.
+// as in the tests). Our series are prefixed `rfdetr_`; prom-client's process_* and nodejs_* keep their standard
+// names. Seconds and bytes per Prometheus convention.
 import client from 'prom-client';
 import type { BackendState } from '../sidecar/backend.ts';
 
@@ -20,6 +21,7 @@ export class ServerMetrics {
   readonly inFlight: client.Gauge;
   readonly engineForwardsInFlight: client.Gauge;
   readonly engineBusySeconds: client.Counter;
+  readonly engineForwardSeconds: client.Counter;
   readonly sidecarRestarts: client.Counter;
   readonly engineState: client.Gauge<'state'>;
   readonly rejected: client.Counter<'code'>;
@@ -64,7 +66,12 @@ export class ServerMetrics {
     });
     this.engineBusySeconds = new client.Counter({
       name: 'rfdetr_engine_busy_seconds_total',
-      help: 'Wall time during which a forward was in flight; its rate is the engine utilisation',
+      help: 'Wall time during which a request was in the sidecar (being resized or on the engine); its rate is the sidecar utilisation',
+      registers,
+    });
+    this.engineForwardSeconds = new client.Counter({
+      name: 'rfdetr_engine_forward_seconds_total',
+      help: 'Sum of the engine forward times the sidecar reported (timing_ms.inference); its rate is the time the engine itself computed',
       registers,
     });
     this.sidecarRestarts = new client.Counter({
@@ -86,7 +93,8 @@ export class ServerMetrics {
     });
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
     for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);
-    if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'rfdetr_' });
+    // Unprefixed: process_* and nodejs_* are the names standard Node dashboards and alerts query.
+    if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: this.registry });
   }
 
   setEngineState(state: BackendState): void {

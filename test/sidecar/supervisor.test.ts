@@ -1,7 +1,8 @@
 // The supervisor and client against a scripted fake sidecar (test/sidecar/fake-sidecar.ts) on real Unix sockets.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +11,7 @@ import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '
 import type { BackendState } from '../../src/sidecar/backend.ts';
 import { RfdetrError, isRfdetrError } from '../../src/errors.ts';
 import { rampPixels } from './pixels.ts';
+import { encodeFrame } from '../../src/protocol/codec.ts';
 
 const fakePath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fake-sidecar.ts');
 
@@ -60,7 +62,7 @@ function checkEcho(px: Float32Array, r: { logits: Float32Array; predBoxes: Float
   for (let i = 0; i < r.predBoxes.length; i++) assert.equal(r.predBoxes[i], Math.fround(px[27300 + i]! * 0.5));
 }
 
-test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', async (t) => {
+test('fake sidecar: ready, hello info, infer echo, close via SIGTERM', async (t) => {
   const { b, logs } = fake(t, 'ok');
   await b.ready();
   assert.equal(b.state, 'ready');
@@ -69,7 +71,7 @@ test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', a
   assert.deepEqual(b.info?.inputShape, [3, 560, 560]);
   assert.equal(b.info?.labels.length, 91);
   const px = rampPixels();
-  const r = await b.infer(px);
+  const r = await b.infer({ pixelValues: px });
   checkEcho(px, r);
   assert.equal(r.forwardMs, 0.25);
   assert.ok(r.transferMs >= 0);
@@ -77,9 +79,9 @@ test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', a
   await b.close();
   assert.equal(b.state, 'stopped');
   assert.ok(logs.some((l) => l.includes('sidecar state starting → ready')), logs.join('\n'));
-  assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"shutdown op"')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"SIGTERM"')), logs.join('\n'));
   assert.equal(existsSync(socketDir), false, 'the temp socket dir is removed');
-  await rejectsWith(b.infer(px), 'E_CLOSED');
+  await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
 });
 
 test('fake sidecar: a crash mid-request rejects every pending request within 1 s, then it restarts', async (t) => {
@@ -88,7 +90,7 @@ test('fake sidecar: a crash mid-request rejects every pending request within 1 s
   const firstPid = b.pid;
   const px = rampPixels();
   const t0 = performance.now();
-  const results = await Promise.allSettled([b.infer(px), b.infer(px)]);
+  const results = await Promise.allSettled([b.infer({ pixelValues: px }), b.infer({ pixelValues: px })]);
   const elapsed = performance.now() - t0;
   assert.ok(elapsed < 1000, `pending requests took ${elapsed} ms to fail`);
   for (const r of results) {
@@ -102,41 +104,41 @@ test('fake sidecar: a crash mid-request rejects every pending request within 1 s
   await waitState(b, 'ready');
   assert.notEqual(b.pid, firstPid);
   assert.equal(b.restarts, 1);
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a hang gives a deadline error, missed pings kill it, the restart serves', async (t) => {
   const { b, logs } = fake(t, 'hang,ok', { pingIntervalMs: 100, pingTimeoutMs: 150, maxMissedPings: 2 });
   await b.ready();
   const firstPid = b.pid!;
-  const e = await rejectsWith(b.infer(rampPixels(), { deadlineMs: 300 }), 'E_DEADLINE');
+  const e = await rejectsWith(b.infer({ pixelValues: rampPixels() }, { deadlineMs: 300 }), 'E_DEADLINE');
   assert.match(e.message, /within 300 ms/);
   await waitState(b, 'restarting', 5000);
   await waitState(b, 'ready');
   assert.notEqual(b.pid, firstPid);
   assert.ok(logs.some((l) => l.includes('missed 2 pings')), logs.join('\n'));
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a garbage frame is a protocol error, the sidecar is replaced', async (t) => {
   const { b } = fake(t, 'garbage,ok');
   await b.ready();
-  const e = await rejectsWith(b.infer(rampPixels()), 'E_PROTOCOL');
+  const e = await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_PROTOCOL');
   assert.match(e.message, /bad frame/);
   await waitState(b, 'ready');
   assert.equal(b.restarts, 1);
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a protocol version mismatch fails at once, naming both versions', async (t) => {
   const { b } = fake(t, 'bad-version');
   await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /protocol version 99, this client speaks version 1/);
+  assert.match(b.failure!.message, /protocol version 99, this client speaks version 2/);
   assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
-  await rejectsWith(b.infer(rampPixels()), 'E_VERSION_MISMATCH');
+  await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_VERSION_MISMATCH');
 });
 
 test('fake sidecar: a first frame that is not a hello is a protocol error and a restart', async (t) => {
@@ -147,16 +149,18 @@ test('fake sidecar: a first frame that is not a hello is a protocol error and a 
 });
 
 test('fake sidecar: more than maxCrashes deaths in the window → failed, with backoff and the stderr reason', async (t) => {
-  const { b, logs } = fake(t, 'exit-at-start', { restart: { initialDelayMs: 30, maxDelayMs: 1000, maxCrashes: 2, windowMs: 60_000 } });
+  const { b, logs } = fake(t, 'crash-at-start', { restart: { initialDelayMs: 30, maxDelayMs: 1000, maxCrashes: 2, windowMs: 60_000 } });
   await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
   assert.equal(b.state, 'failed');
   assert.match(b.failure!.message, /crashed 3 times in the last 60 s; not restarting/);
   assert.match(b.failure!.message, /cannot open device 0/);
-  assert.match(b.failure!.message, /exited with code 1 before it was ready/);
+  assert.match(b.failure!.message, /exited with code 3 before it was ready/);
+  assert.equal(b.failureReason, b.failure!.message);
+  assert.equal(b.restarts, 2);
   const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
   assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
   assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
-  await rejectsWith(b.infer(rampPixels()), 'E_SIDECAR_FAILED');
+  await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_SIDECAR_FAILED');
 });
 
 test('fake sidecar: no READY within the startup deadline → killed and counted as a crash', async (t) => {
@@ -165,15 +169,15 @@ test('fake sidecar: no READY within the startup deadline → killed and counted 
   assert.match(b.failure!.message, /no READY line within 1500 ms/);
 });
 
-test('fake sidecar: close() escalates shutdown op → SIGTERM → SIGKILL when ignored', async (t) => {
-  const { b, logs } = fake(t, 'stubborn', { closeTimeouts: { shutdownMs: 300, termMs: 300, killMs: 2000 } });
+test('fake sidecar: close() escalates SIGTERM → SIGKILL when ignored', async (t) => {
+  const { b, logs } = fake(t, 'stubborn', { closeTimeouts: { termMs: 300, killMs: 2000 } });
   await b.ready();
   const t0 = performance.now();
   await b.close();
   const ms = performance.now() - t0;
   assert.equal(b.state, 'stopped');
-  assert.ok(ms >= 600 && ms < 4000, `close took ${ms} ms`);
-  assert.ok(logs.some((l) => l.includes('sending SIGTERM')), logs.join('\n'));
+  assert.ok(ms >= 300 && ms < 4000, `close took ${ms} ms`);
+  assert.ok(logs.some((l) => l.includes('ignored SIGTERM')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('sending SIGKILL')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('"how":"SIGKILL"') && l.includes('"signal":"SIGKILL"')), logs.join('\n'));
 });
@@ -182,17 +186,17 @@ test('fake sidecar: close() drains in-flight requests; destroy(err) rejects at o
   const { b } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '400' });
   await b.ready();
   const px = rampPixels();
-  const inflight = b.infer(px);
+  const inflight = b.infer({ pixelValues: px });
   await new Promise((r) => setTimeout(r, 50));
   const closing = b.close();
-  await rejectsWith(b.infer(px), 'E_CLOSED');
+  await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
   checkEcho(px, await inflight);
   await closing;
   assert.equal(b.state, 'stopped');
 
   const { b: b2 } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '5000' });
   await b2.ready();
-  const p = b2.infer(px);
+  const p = b2.infer({ pixelValues: px });
   await new Promise((r) => setTimeout(r, 50));
   const t0 = performance.now();
   b2.destroy(new RfdetrError('E_DRAINING', 'test is over'));
@@ -207,10 +211,10 @@ test('fake sidecar: an aborted request rejects E_ABORTED and the connection keep
   await b.ready();
   const ac = new AbortController();
   const px = rampPixels();
-  const p = b.infer(px, { signal: ac.signal });
+  const p = b.infer({ pixelValues: px }, { signal: ac.signal });
   setTimeout(() => ac.abort(), 50);
   await rejectsWith(p, 'E_ABORTED');
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   assert.equal(b.state, 'ready');
 });
 
@@ -234,16 +238,101 @@ test('external mode: connects without spawning, reconnects with backoff, close()
   await b.ready();
   assert.equal(b.pid, undefined, 'nothing spawned');
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   side.kill('SIGKILL');
   await side;
   assert.equal(b.state === 'ready' || b.state === 'restarting', true);
   await waitState(b, 'restarting', 5000);
   side = (await startFake()).p;
   await waitState(b, 'ready', 10_000);
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   await b.close();
   assert.equal(b.state, 'stopped');
   assert.doesNotThrow(() => process.kill(side.pid!, 0), 'the external sidecar keeps running after close()');
-  assert.ok(isRfdetrError(await b.infer(px).catch((e: unknown) => e), 'E_CLOSED'));
+  assert.ok(isRfdetrError(await b.infer({ pixelValues: px }).catch((e: unknown) => e), 'E_CLOSED'));
+});
+
+for (const [scenario, status, kind, said] of [
+  ['exit-at-start', 1, 'startup failure', /engine 'fake' failed to start: config\.json: id2label is missing/],
+  ['exit-usage', 2, 'usage error', /--engine 'nope' is not built into this sidecar/],
+] as const) {
+  test(`fake sidecar: exit status ${status} before READY (${kind}) fails at once with the sidecar's own message, no restart`, async (t) => {
+    const states: string[] = [];
+    const { b, dir } = fake(t, `${scenario},ok`, { restart: { initialDelayMs: 20, maxCrashes: 5 } });
+    b.onStateChange((s) => states.push(s));
+    const e = await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
+    assert.match(e.message, new RegExp(`could not start \\(exit status ${status}, ${kind}; not restarted\\)`));
+    assert.match(e.message, said);
+    assert.doesNotMatch(e.message, /crashed|load_weights/, 'its own line, not a crash count or engine log lines');
+    assert.equal(b.failureReason, e.message);
+    assert.deepEqual(states, ['failed']);
+    assert.equal(b.restarts, 0);
+    assert.equal(readFileSync(path.join(dir, 'counter'), 'utf8'), '1', 'started exactly once');
+  });
+}
+
+test('fake sidecar: a clean exit 0 while serving (a shutdown op from another client) is restarted and not counted as a crash', async (t) => {
+  // maxCrashes 0: one crash would fail the backend, so reaching ready again proves the stop was not counted.
+  const { b } = fake(t, 'ok', { restart: { initialDelayMs: 20, maxCrashes: 0 } });
+  await b.ready();
+  const firstPid = b.pid;
+  assert.equal(b.failureReason, null);
+  const restarting = waitState(b, 'restarting', 5000);
+  const sock = net.createConnection(b.socketPath);
+  sock.on('error', () => {});
+  sock.write(encodeFrame({ kind: 'request', id: 7, op: 'shutdown' }));
+  await restarting;
+  assert.match(b.failureReason ?? '', /exited with code 0 while serving/);
+  await waitState(b, 'ready');
+  sock.destroy();
+  assert.notEqual(b.pid, firstPid);
+  assert.equal(b.restarts, 1);
+  assert.equal(b.failureReason, null);
+  const px = rampPixels();
+  checkEcho(px, await b.infer({ pixelValues: px }));
+});
+
+test('fake sidecar: Hub credentials in this process are not passed into the sidecar\'s environment', async (t) => {
+  const saved = { HF_TOKEN: process.env.HF_TOKEN, HUGGING_FACE_HUB_TOKEN: process.env.HUGGING_FACE_HUB_TOKEN };
+  process.env.HF_TOKEN = 'hf_secret';
+  process.env.HUGGING_FACE_HUB_TOKEN = 'hf_secret2';
+  t.after(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'rfdetr-env-')), 'env.json');
+  t.after(() => rmSync(path.dirname(out), { recursive: true, force: true }));
+  const { b } = fake(t, 'ok', {}, { FAKE_ENV_OUT: out });
+  await b.ready();
+  const names = JSON.parse(readFileSync(out, 'utf8')) as string[];
+  assert.ok(names.includes('FAKE_SCENARIO') && names.includes('PATH'), 'the rest of the environment is there');
+  assert.equal(names.includes('HF_TOKEN'), false);
+  assert.equal(names.includes('HUGGING_FACE_HUB_TOKEN'), false);
+});
+
+test('supervisor: socket directories of processes that died without closing are removed by the next supervisor', async (t) => {
+  // A supervisor in a child process, killed with SIGKILL once its sidecar is ready: nothing of ours runs to clean up.
+  const script = `
+    import { createBackend } from ${JSON.stringify(path.join(path.dirname(fakePath), '../../src/sidecar/index.ts'))};
+    const b = createBackend({ engine: 'fake', weightsDir: '/nonexistent', command: { file: process.execPath, args: ['--import', 'tsx', ${JSON.stringify(fakePath)}] } });
+    await b.ready();
+    process.stdout.write(b.socketPath + '\\n');
+    setInterval(() => {}, 1000);
+  `;
+  const child = execa(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { reject: false, buffer: false, stdout: 'pipe', stderr: 'inherit' });
+  t.after(() => void child.kill('SIGKILL'));
+  const socketPath = await new Promise<string>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim())));
+  const dir = path.dirname(socketPath);
+  assert.match(path.basename(dir), new RegExp(`^rfdetr-sidecar-${child.pid}-`));
+  child.kill('SIGKILL');
+  await child;
+  // The orphaned sidecar notices its parent is gone and removes its socket; the directory stays behind.
+  for (let i = 0; i < 50 && existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(existsSync(socketPath), false, 'the sidecar removed its socket');
+  assert.equal(existsSync(dir), true, 'the directory was left behind');
+  const { b } = fake(t, 'ok');
+  assert.equal(existsSync(dir), false, 'the next supervisor removed the dead process\'s directory');
+  assert.equal(existsSync(path.dirname(b.socketPath)), true, 'and kept its own');
 });

@@ -37,6 +37,7 @@ class cpu_engine final : public engine {
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return model_.num_classes(); }
     const std::vector<std::string> & labels() const override { return ckpt_->labels(); }
+    bool forward_uses_host_cores() const override { return true; }
     void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
         model_.forward(pixel_values, logits, pred_boxes);
     }
