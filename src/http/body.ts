@@ -8,7 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { decodeBase64Image, imageTooLargeError, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+import { decodeBase64Image, imageTooLargeError, parsePredictJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -101,11 +101,8 @@ export function createBodyReader(limits: BodyLimits) {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw schemaError('the request body', 'a JSON object like {"image": "<base64>"}', body);
     }
-    const fields = body as Record<string, unknown>;
-    // The image is checked first: a request without one is the most common client mistake.
-    if (typeof fields.image !== 'string') decodeBase64Image(fields.image, limits.maxImageBytes);
-    const params = parsePredictParams(fields, false);
-    return { image: decodeBase64Image(fields.image, limits.maxImageBytes), params, form: 'json' };
+    const { image, params } = parsePredictJson(body as Record<string, unknown>);
+    return { image: decodeBase64Image(image, limits.maxImageBytes), params, form: 'json' };
   }
 
   async function readRaw(req: Request, res: Response): Promise<PredictInput> {

@@ -1,11 +1,12 @@
-// The /predict request schema (seed 000 §3): field names, defaults, ranges, and the base64 rules. Every
-// rejection names the field, what was expected and what was received (sharp's invalidParameterError style),
-// and carries the code from the one error table (src/errors.ts) so HTTP derives the status from it.
+// /predict field validation: the request schema (schema.ts) compiled by ajv, and the base64 rules. Every
+// rejection names the field, what was expected (the schema's `x-expected`) and what was received (sharp's
+// invalidParameterError style), and carries the code from the one error table (src/errors.ts).
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
+import { PredictParamsOnly, PredictRequest } from './schema.ts';
 
-export const DEFAULT_THRESHOLD = 0.5;
-export const DEFAULT_MAX_DETECTIONS = 100;
-export const MAX_DETECTIONS_LIMIT = 300;
+export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
 
 export interface PredictParams {
   threshold: number;
@@ -33,54 +34,100 @@ export function schemaError(field: string, expected: string, received: unknown):
   });
 }
 
+// `useDefaults` fills the schema's defaults in; `verbose` gives each error its schema (for `x-expected`) and
+// its data. One error is reported: the first field in schema order, so a missing image comes first.
+const ajv = new Ajv({ useDefaults: true, verbose: true, allErrors: false, strict: true });
+ajv.addVocabulary(['x-expected', 'x-expected-text']);
+
+const compiled = new Map<TSchema, ValidateFunction>();
+function validatorOf(schema: TSchema): ValidateFunction {
+  let v = compiled.get(schema);
+  if (!v) compiled.set(schema, (v = ajv.compile(schema)));
+  return v;
+}
+
+/** `/images/2` → `images[2]`; `` → `the request body`. */
+function fieldOf(path: string): string {
+  if (path === '') return 'the request body';
+  return path.slice(1).split('/').map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+function expectedOf(schema: unknown, textForm: boolean): string {
+  const s = (schema ?? {}) as Record<string, unknown>;
+  const text = (textForm ? s['x-expected-text'] : undefined) ?? s['x-expected'];
+  return typeof text === 'string' ? text : `a value matching ${JSON.stringify(s)}`;
+}
+
+function toSchemaError(e: ErrorObject, originals: Record<string, unknown> | undefined): RfdetrError {
+  const textForm = originals !== undefined;
+  if (e.keyword === 'required') {
+    const name = (e.params as { missingProperty: string }).missingProperty;
+    const prop = (e.parentSchema as { properties?: Record<string, unknown> }).properties?.[name];
+    const field = fieldOf(`${e.instancePath}/${name}`);
+    return schemaError(field, expectedOf(prop, textForm), undefined);
+  }
+  // A failed branch of a union reports on the union itself: its `x-expected` covers every branch.
+  const field = fieldOf(e.instancePath);
+  const top = e.instancePath.split('/')[1];
+  const received = textForm && top !== undefined && e.instancePath === `/${top}` ? originals[top] : e.data;
+  return schemaError(field, expectedOf(e.parentSchema, textForm), received);
+}
+
+/** Validates `data` against `schema` (filling defaults in), or throws the 422 naming the first bad field. */
+export function validate<T>(schema: TSchema, data: unknown, originals?: Record<string, unknown>): T {
+  const v = validatorOf(schema);
+  if (v(data)) return data as T;
+  const errors = v.errors ?? [];
+  // Inside a union ajv reports each branch, then the union: the union's own error carries its `x-expected`.
+  const union = errors.find((e) => e.keyword === 'anyOf');
+  throw toSchemaError(union ?? errors[0]!, originals);
+}
+
 // A decimal number as text (multipart fields, query strings). JSON numbers never go through this.
 const NUMBER_TEXT = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * Multipart fields and query parameters arrive as strings: numbers and booleans written as text become JSON
+ * values, anything else stays a string (and fails the schema, reported with the text as received).
+ */
+export function fromTextFields(fields: Record<string, unknown>, schema: TSchema): Record<string, unknown> {
+  const props = (schema as { properties?: Record<string, { type?: string }> }).properties ?? {};
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(fields)) {
+    const type = props[k]?.type;
+    if (typeof v !== 'string') out[k] = v;
+    else if ((type === 'number' || type === 'integer') && NUMBER_TEXT.test(v.trim())) out[k] = Number(v.trim());
+    else if (type === 'boolean' && /^(true|1)$/i.test(v.trim())) out[k] = true;
+    else if (type === 'boolean' && /^(false|0)$/i.test(v.trim())) out[k] = false;
+    else out[k] = v;
+  }
+  return out;
+}
+
+interface ParamFields {
+  threshold: number;
+  max_detections: number;
+  return_raw: boolean;
+}
+
+function paramsOf(f: ParamFields): PredictParams {
+  return { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
+}
 
 /**
  * Validates threshold / max_detections / return_raw. `textForm` is true for multipart fields and query
  * parameters, where every value arrives as a string; JSON values must already have the right JSON type.
  */
 export function parsePredictParams(fields: Record<string, unknown>, textForm: boolean): PredictParams {
-  return {
-    threshold: parseThreshold(fields.threshold, textForm),
-    maxDetections: parseMaxDetections(fields.max_detections, textForm),
-    returnRaw: parseReturnRaw(fields.return_raw, textForm),
-  };
+  const { image: _image, ...rest } = fields;
+  const data = textForm ? fromTextFields(rest, PredictParamsOnly) : { ...rest };
+  return paramsOf(validate<ParamFields>(PredictParamsOnly, data, textForm ? rest : undefined));
 }
 
-function asNumber(v: unknown, textForm: boolean): number | undefined {
-  if (typeof v === 'number') return v;
-  if (textForm && typeof v === 'string' && NUMBER_TEXT.test(v.trim())) return Number(v.trim());
-  return undefined;
-}
-
-function parseThreshold(v: unknown, textForm: boolean): number {
-  if (v === undefined) return DEFAULT_THRESHOLD;
-  const n = asNumber(v, textForm);
-  if (n === undefined || !Number.isFinite(n) || n < 0 || n > 1) {
-    throw schemaError('threshold', 'a number between 0 and 1 (inclusive; default 0.5)', v);
-  }
-  return n;
-}
-
-function parseMaxDetections(v: unknown, textForm: boolean): number {
-  if (v === undefined) return DEFAULT_MAX_DETECTIONS;
-  const n = asNumber(v, textForm);
-  if (n === undefined || !Number.isInteger(n) || n < 1 || n > MAX_DETECTIONS_LIMIT) {
-    throw schemaError('max_detections', `an integer between 1 and ${MAX_DETECTIONS_LIMIT} (inclusive; default 100)`, v);
-  }
-  return n;
-}
-
-function parseReturnRaw(v: unknown, textForm: boolean): boolean {
-  if (v === undefined) return false;
-  if (typeof v === 'boolean') return v;
-  if (textForm && typeof v === 'string') {
-    const s = v.trim().toLowerCase();
-    if (s === 'true' || s === '1') return true;
-    if (s === 'false' || s === '0') return false;
-  }
-  throw schemaError('return_raw', textForm ? 'a boolean (true/false/1/0; default false)' : 'a boolean (default false)', v);
+/** Validates a JSON /predict body (an object) against the request schema: the image's type and the params. */
+export function parsePredictJson(body: Record<string, unknown>): { image: string; params: PredictParams } {
+  const f = validate<ParamFields & { image: string }>(PredictRequest, body);
+  return { image: f.image, params: paramsOf(f) };
 }
 
 // RFC 2397: the scheme and the ;base64 token are case-insensitive.

@@ -21,6 +21,7 @@ import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
 import { MODEL_ID, registerProbes, type WeightsInfo } from './probes.ts';
+import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
 
@@ -171,10 +172,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   });
 
   // Known paths with the wrong method → 405 with Allow; anything else → 404.
-  const METHODS: Record<string, string> = {
-    '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
-    '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/predict': 'POST',
-  };
+  const METHODS: Record<string, string> = ROUTES;
   app.use((req: Request, res: Response) => {
     const allow = METHODS[req.path];
     if (allow && !(req.method === 'HEAD' && allow === 'GET')) {
