@@ -4,6 +4,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
+import { resolveClassList, someNames } from '../detect/classes.ts';
 import { PredictParamsOnly, PredictRequest } from './schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
@@ -12,6 +13,8 @@ export interface PredictParams {
   threshold: number;
   maxDetections: number;
   returnRaw: boolean;
+  /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
+  classes?: Array<number | string>;
 }
 
 /** Describes a received value the way sharp does: `1.1 of type number`, `"x" of type string`. */
@@ -96,6 +99,7 @@ export function fromTextFields(fields: Record<string, unknown>, schema: TSchema)
   for (const [k, v] of Object.entries(fields)) {
     const type = props[k]?.type;
     if (typeof v !== 'string') out[k] = v;
+    else if (type === 'array') out[k] = v.split(',').map((x) => x.trim()).filter((x) => x !== '').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
     else if ((type === 'number' || type === 'integer') && NUMBER_TEXT.test(v.trim())) out[k] = Number(v.trim());
     else if (type === 'boolean' && /^(true|1)$/i.test(v.trim())) out[k] = true;
     else if (type === 'boolean' && /^(false|0)$/i.test(v.trim())) out[k] = false;
@@ -108,10 +112,24 @@ interface ParamFields {
   threshold: number;
   max_detections: number;
   return_raw: boolean;
+  classes?: Array<number | string>;
 }
 
 function paramsOf(f: ParamFields): PredictParams {
-  return { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
+  const p: PredictParams = { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
+  if (f.classes !== undefined) p.classes = f.classes;
+  return p;
+}
+
+/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither. */
+export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[]): Set<number> | undefined {
+  if (classes === undefined) return undefined;
+  const { ids, unknown, known } = resolveClassList(classes, labels);
+  if (unknown.length) {
+    const first = classes.indexOf(unknown[0]!);
+    throw schemaError(`classes[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
+  }
+  return ids;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { InferenceBackend } from '../sidecar/backend.ts';
 import { detectDecoded } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type PredictInput } from './body.ts';
+import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import { STAGES, type ServerMetrics, type Stage } from './metrics.ts';
@@ -86,6 +87,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
 
   async function run(req: Request, res: Response, signal: AbortSignal, t0: number, deadlineAt: number, inEngine: () => void): Promise<object> {
     const { input, bytes } = await receiveBody(req, res, signal);
+    let classes: Set<number> | undefined;
+    try {
+      classes = classFilterOf(input.params.classes, d.labels());
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
     const releases: Array<() => void> = [];
     try {
       // Decode: a slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
@@ -120,7 +128,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             inEngine();
             return engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs });
           },
-          d.backend.info, image, input.params,
+          d.backend.info, image, { ...input.params, classes },
           { t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
         d.onForward(r.response.timing_ms.inference);

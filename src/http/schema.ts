@@ -35,6 +35,14 @@ export const PredictParamsProps = {
     description: 'also return raw.logits [300][91] and raw.pred_boxes [300][4] (normalised cxcywh)',
     ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
   })),
+  classes: Type.Optional(Type.Array(
+    Type.Union([Type.Integer({ minimum: 0 }), Type.String({ minLength: 1 })], expected('a class id (integer >= 0) or a label name')),
+    {
+      minItems: 1, maxItems: 91,
+      description: 'keep only these classes: ids (17) or label names ("cat"), case-insensitive; applied before max_detections. In multipart fields and query strings: comma-separated (cat,dog,17)',
+      ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
+    },
+  )),
 };
 
 export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
