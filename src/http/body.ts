@@ -8,7 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { decodeBase64Image, imageTooLargeError, parsePredictJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -25,6 +25,13 @@ export interface PredictInput {
   image: Buffer;
   params: PredictParams;
   form: 'json' | 'multipart' | 'raw';
+}
+
+/** `images: [...]`: each image's bytes, or the error that image alone gets (the others still run). */
+export interface BatchInput {
+  images: Array<Buffer | RfdetrError>;
+  params: PredictParams;
+  form: 'batch';
 }
 
 export interface BodyLimits {
@@ -91,7 +98,7 @@ export function createBodyReader(limits: BodyLimits) {
   const json = express.json({ limit: limits.maxBodyBytes, strict: false, type: () => true });
   const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
 
-  async function readJson(req: Request, res: Response): Promise<PredictInput> {
+  async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput> {
     try {
       await runParser(json, req, res);
     } catch (e) {
@@ -101,8 +108,29 @@ export function createBodyReader(limits: BodyLimits) {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw schemaError('the request body', 'a JSON object like {"image": "<base64>"}', body);
     }
+    if ('images' in body) return readBatch(body as Record<string, unknown>);
     const { image, params } = parsePredictJson(body as Record<string, unknown>);
     return { image: decodeBase64Image(image, limits.maxImageBytes), params, form: 'json' };
+  }
+
+  function readBatch(body: Record<string, unknown>): BatchInput {
+    const { images, params } = parsePredictBatchJson(body);
+    const total = images.reduce((n, s) => n + base64DecodedLength(s), 0);
+    if (total > limits.maxImageBytes) {
+      throw new RfdetrError('E_IMAGE_TOO_LARGE', `the ${images.length} images total about ${total} bytes after base64 decoding; the limit for one request is ${limits.maxImageBytes} bytes (${limits.maxImageBytes / 2 ** 20} MiB) in all: send fewer or smaller images per request`, { bytes: total, max_bytes: limits.maxImageBytes });
+    }
+    return {
+      images: images.map((s) => {
+        try {
+          return decodeBase64Image(s, limits.maxImageBytes);
+        } catch (e) {
+          if (isRfdetrError(e)) return e;
+          throw e;
+        }
+      }),
+      params,
+      form: 'batch',
+    };
   }
 
   async function readRaw(req: Request, res: Response): Promise<PredictInput> {
@@ -221,7 +249,7 @@ export function createBodyReader(limits: BodyLimits) {
     });
   }
 
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput> {
+  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput | BatchInput> {
     if (form === 'json') return readJson(req, res);
     if (form === 'raw') return readRaw(req, res);
     return readMultipart(req);

@@ -73,7 +73,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
       '/openapi.json': get('This document', { description: 'OpenAPI 3.1', content: json({ type: 'object' }) }),
       '/predict': {
         post: {
-          summary: 'Detect objects in one image',
+          summary: 'Detect objects in one image, or in several (images: [...], JSON bodies only)',
           parameters: [
             { name: 'threshold', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: number 0..1, default 0.5' },
             { name: 'max_detections', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: integer 1..300, default 100' },
@@ -84,7 +84,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
           requestBody: {
             required: true,
             content: {
-              'application/json': { schema: ref('PredictRequest') },
+              'application/json': { schema: { oneOf: [ref('PredictRequest'), ref('BatchPredictRequest')] } },
               'multipart/form-data': {
                 schema: {
                   type: 'object',
@@ -104,9 +104,9 @@ export function buildOpenApi(l: OpenApiLimits): object {
           },
           responses: {
             '200': {
-              description: 'detections',
+              description: 'detections (PredictResponse), or for images: [...] one result per image (BatchPredictResponse)',
               headers: { 'Server-Timing': { schema: { type: 'string' }, description: 'the timing_ms stages as name;dur=ms' } },
-              content: json(ref('PredictResponse')),
+              content: json({ oneOf: [ref('PredictResponse'), ref('BatchPredictResponse')] }),
             },
             ...predictErrors,
           },

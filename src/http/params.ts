@@ -5,7 +5,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
-import { PredictParamsOnly, PredictRequest } from './schema.ts';
+import { BatchPredictRequest, PredictParamsOnly, PredictRequest } from './schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
 
@@ -140,6 +140,13 @@ export function parsePredictParams(fields: Record<string, unknown>, textForm: bo
   const { image: _image, ...rest } = fields;
   const data = textForm ? fromTextFields(rest, PredictParamsOnly) : { ...rest };
   return paramsOf(validate<ParamFields>(PredictParamsOnly, data, textForm ? rest : undefined));
+}
+
+/** Validates a JSON /predict body with `images: [...]` against the batch schema. */
+export function parsePredictBatchJson(body: Record<string, unknown>): { images: string[]; params: PredictParams } {
+  if ('image' in body) throw schemaError('image', 'either image (one image) or images (several), not both', body.image);
+  const f = validate<ParamFields & { images: string[] }>(BatchPredictRequest, body);
+  return { images: f.images, params: paramsOf(f) };
 }
 
 /** Validates a JSON /predict body (an object) against the request schema: the image's type and the params. */

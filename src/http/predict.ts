@@ -4,12 +4,12 @@
 // JSON. A per-request deadline covers all of it; a client that leaves before its forward starts costs no
 // forward, and every error ends this request only (4xx/5xx), never the process.
 import type { Request, Response } from 'express';
-import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
-import { detectDecoded } from '../detect/pipeline.ts';
+import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
-import { bodyFormOf, type PredictInput } from './body.ts';
+import { bodyFormOf, type BatchInput, type PredictInput } from './body.ts';
 import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
@@ -24,13 +24,34 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput>;
   decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void> }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Called with each forward's duration (for the Retry-After estimate). */
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
   changed: () => void;
+}
+
+interface RunContext {
+  signal: AbortSignal;
+  /** When the request arrived (performance.now()). */
+  t0: number;
+  deadlineAt: number;
+  /** The request reached the engine queue (its deadline is the queue's from then on). */
+  inEngine: () => void;
+}
+
+// Errors that are about the request, not one of its images: they end a batch as a whole.
+const REQUEST_LEVEL = new Set<ErrorCode>(['E_DEADLINE', 'E_ABORTED', 'E_DRAINING', 'E_CLOSED', 'E_STARTING', 'E_SIDECAR_FAILED']);
+
+/** One failed image of a batch: what a request with that image alone would have been answered. */
+function imageErrorBody(e: unknown): Record<string, unknown> {
+  const err = isRfdetrError(e) ? e : inferenceError(e);
+  const body: Record<string, unknown> = { detail: err.message, code: err.code };
+  if (err.details) for (const [k, v] of Object.entries(err.details)) if (!(k in body) && k !== 'wireCode' && k !== 'type') body[k] = v;
+  body.status = err.status;
+  return body;
 }
 
 /** One /predict request in progress, for the drain. */
@@ -56,7 +77,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput; bytes: BodyBytes }> {
     const form = bodyFormOf(req);
     const body = admission.enterBody();
     let timer: NodeJS.Timeout | undefined;
@@ -85,16 +106,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
   }
 
-  async function run(req: Request, res: Response, signal: AbortSignal, t0: number, deadlineAt: number, inEngine: () => void): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, signal);
-    let classes: Set<number> | undefined;
-    try {
-      classes = classFilterOf(input.params.classes, d.labels());
-    } catch (e) {
-      bytes.release();
-      throw e;
-    }
+  /**
+   * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
+   * way), the engine queue (checked here unless `admitted`), the detect pipeline.
+   */
+  async function runImage(bytes: Buffer, params: DetectParams, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+    const { signal } = r;
     const releases: Array<() => void> = [];
+    let decodedCalled = false;
+    const decodeDone = () => {
+      if (!decodedCalled) (decodedCalled = true), decoded();
+    };
     try {
       // Decode: a slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
       const tWait0 = performance.now();
@@ -104,7 +126,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       let reservedMs = 0;
       let image: RgbImage;
       try {
-        image = await d.decode(input.image, {
+        image = await d.decode(bytes, {
           reserve: async (n) => {
             const r0 = performance.now();
             releases.push(await admission.pixels.acquire(signal, () => signal.reason as Error, n));
@@ -116,34 +138,80 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         throw new RfdetrError('E_IMAGE_UNDECODABLE', `image could not be decoded: ${(e as Error)?.message ?? String(e)}: expected PNG or JPEG bytes`, undefined, { cause: e });
       } finally {
         releases.shift()!(); // the decode slot; the pixels stay reserved until the sidecar has answered
-        bytes.release(); // the encoded body is no longer needed
+        decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
       const decodeMs = performance.now() - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
-      admission.checkEngineQueue(engine.depth);
+      if (!admitted) admission.checkEngineQueue(engine.depth);
       try {
-        const r = await detectDecoded(
+        const result = await detectDecoded(
           (inp, o) => {
-            inEngine();
-            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs });
+            r.inEngine();
+            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
           },
-          d.backend.info, image, { ...input.params, classes },
-          { t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
+          d.backend.info, image, params,
+          { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
-        d.onForward(r.response.timing_ms.inference);
-        const timing = r.response.timing_ms as unknown as Record<Stage, number>;
-        d.metrics.observeStages(timing);
-        res.locals.timing = timing;
-        res.locals.numDetections = r.response.num_detections;
-        return r.response;
+        d.onForward(result.response.timing_ms.inference);
+        d.metrics.observeStages(result.response.timing_ms as unknown as Record<Stage, number>);
+        return result;
       } catch (e) {
         throw inferenceError(e);
       }
     } finally {
+      decodeDone();
       for (const release of releases) release();
       d.changed();
     }
+  }
+
+  async function run(req: Request, res: Response, r: RunContext): Promise<object> {
+    const { input, bytes } = await receiveBody(req, res, r.signal);
+    let params: DetectParams;
+    try {
+      params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
+    if (input.form === 'batch') return runBatch(input, params, bytes, r);
+    const { response } = await runImage(input.image, params, r, () => bytes.release(), false);
+    res.locals.timing = response.timing_ms;
+    res.locals.numDetections = response.num_detections;
+    return response;
+  }
+
+  /**
+   * `images: [...]`: admitted to the engine queue together (all of them fit, or the request is refused), then
+   * each image goes through the decode slots and the engine queue like a request of its own. An image that
+   * fails gets its own error in `results`; an abort or the deadline ends the whole request.
+   */
+  async function runBatch(input: BatchInput, params: DetectParams, bytes: BodyBytes, r: RunContext): Promise<object> {
+    let pending = input.images.length;
+    const decoded = () => {
+      if (--pending === 0) bytes.release();
+    };
+    try {
+      admission.checkEngineQueueFor(engine.depth, input.images.filter(Buffer.isBuffer).length);
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
+    const results = await Promise.all(input.images.map(async (item) => {
+      if (!Buffer.isBuffer(item)) {
+        decoded();
+        return imageErrorBody(item);
+      }
+      try {
+        return (await runImage(item, params, r, decoded, true)).response;
+      } catch (e) {
+        if (r.signal.aborted) throw r.signal.reason;
+        if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
+        return imageErrorBody(e);
+      }
+    }));
+    return { results };
   }
 
   return async function handlePredict(req: Request, res: Response): Promise<void> {
@@ -167,7 +235,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
-      const body = await Promise.race([run(req, res, abort.signal, t0, deadlineAt, () => (queued = true)), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true) }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const t = res.locals.timing as Record<Stage, number> | undefined;

@@ -11,6 +11,7 @@ import type { EngineQueue } from './engine-queue.ts';
 import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { MAX_BATCH_IMAGES } from './schema.ts';
 import type { ErrorResponder } from './respond.ts';
 import { route } from './request-log.ts';
 
@@ -124,7 +125,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       },
       input: {
         input_size: inputSizeOf(info),
-        images_per_request: 1,
+        images_per_request: MAX_BATCH_IMAGES,
         batch: 1,
         max_image_side: d.limits.maxImageSide,
         max_image_bytes: d.limits.maxImageBytes,

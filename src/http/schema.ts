@@ -47,6 +47,15 @@ export const PredictParamsProps = {
 
 export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
 
+export const BatchPredictRequest = Type.Object({
+  images: Type.Array(ImageField, {
+    minItems: 1, maxItems: MAX_BATCH_IMAGES,
+    description: `several images, answered in order as results[]; at most ${MAX_BATCH_IMAGES}, and at most 32 MiB of image bytes in all. The other fields apply to every image`,
+    ...expected(`a non-empty array of at most ${MAX_BATCH_IMAGES} base64 strings (PNG or JPEG bytes)`),
+  }),
+  ...PredictParamsProps,
+}, { description: 'several images in one request' });
+
 /** The params alone: multipart fields and query strings (the image arrives as a file part or the body). */
 export const PredictParamsOnly = Type.Object(PredictParamsProps);
 
@@ -88,6 +97,16 @@ export const PredictResponse = Type.Object({
 });
 
 export const ErrorCode = Type.Union(Object.keys(ERRORS).map((c) => Type.Literal(c)), { description: 'the error table of src/errors.ts; the status derives from it' });
+
+export const ImageError = Type.Object({
+  detail: Type.String({ description: 'what was wrong with this image' }),
+  code: ErrorCode,
+  status: Type.Integer({ description: 'the HTTP status a request with this image alone would have had' }),
+}, { additionalProperties: true, description: 'one image of a batch that failed; the others are answered as usual' });
+
+export const BatchPredictResponse = Type.Object({
+  results: Type.Array(Type.Union([PredictResponse, ImageError]), { description: 'one per image, in the order sent: a PredictResponse, or an ImageError for that image only' }),
+});
 
 export const ErrorBody = Type.Object({
   detail: Type.String({ description: 'what was wrong, what was expected, what to do' }),
@@ -169,5 +188,5 @@ export const Info = Type.Object({
 
 /** Every component of /openapi.json, by name. */
 export const COMPONENTS = {
-  PredictRequest, Detection, Timing, PredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
+  PredictRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
 } as const satisfies Record<string, TSchema>;

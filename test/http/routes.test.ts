@@ -126,7 +126,7 @@ describe('when ready', () => {
       assert.doesNotMatch(JSON.stringify(b), /\/srv\/secret/);
       assert.deepEqual(b.input.input_size, [560, 560]);
       assert.equal(b.input.batch, 1);
-      assert.equal(b.input.images_per_request, 1);
+      assert.equal(b.input.images_per_request, 16);
       assert.equal(b.input.max_image_side, 8192);
       assert.equal(b.input.max_image_bytes, 32 * 1024 * 1024);
       assert.equal(b.labels['17'], 'cat');
