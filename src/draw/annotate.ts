@@ -74,11 +74,17 @@ export function overlaySvg(width: number, height: number, detections: readonly D
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${parts.join('')}</svg>`;
 }
 
-/** A PNG of `image` with `detections` drawn on it. */
-export async function annotatePng(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
+export type AnnotatedFormat = 'png' | 'jpeg';
+
+/** `image` with `detections` drawn on it, encoded as PNG or JPEG (quality 90). */
+export async function annotateImage(image: RgbImage, detections: readonly DrawableDetection[], format: AnnotatedFormat): Promise<Buffer> {
   const { width, height } = image;
-  const base = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
-  if (detections.length === 0) return base.png().toBuffer();
-  const svg = Buffer.from(overlaySvg(width, height, detections));
-  return base.composite([{ input: svg, top: 0, left: 0 }]).removeAlpha().png().toBuffer();
+  let img = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
+  if (detections.length > 0) img = img.composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha();
+  return format === 'png' ? img.png().toBuffer() : img.jpeg({ quality: 90 }).toBuffer();
+}
+
+/** A PNG of `image` with `detections` drawn on it. */
+export function annotatePng(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
+  return annotateImage(image, detections, 'png');
 }

@@ -79,6 +79,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             { name: 'max_detections', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: integer 1..300, default 100' },
             { name: 'return_raw', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'raw image/* bodies only' },
             { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: class ids or label names, comma-separated (cat,dog,17)' },
+            { name: 'return_image', in: 'query', schema: { type: 'string', enum: ['png', 'jpeg'] }, description: 'raw image/* bodies only' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
@@ -95,6 +96,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
                     max_detections: textField('integer 1..300, default 100'),
                     return_raw: textField('true/false/1/0, default false'),
                     classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
+                    return_image: { type: 'string', enum: ['png', 'jpeg'] },
                   },
                 },
               },

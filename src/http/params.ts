@@ -4,6 +4,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
+import type { AnnotatedFormat } from '../draw/annotate.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
 import { BatchPredictRequest, PredictParamsOnly, PredictRequest } from './schema.ts';
 
@@ -15,6 +16,8 @@ export interface PredictParams {
   returnRaw: boolean;
   /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
   classes?: Array<number | string>;
+  /** Draw the detections and return the picture in this format. */
+  returnImage?: AnnotatedFormat;
 }
 
 /** Describes a received value the way sharp does: `1.1 of type number`, `"x" of type string`. */
@@ -113,11 +116,13 @@ interface ParamFields {
   max_detections: number;
   return_raw: boolean;
   classes?: Array<number | string>;
+  return_image?: AnnotatedFormat;
 }
 
 function paramsOf(f: ParamFields): PredictParams {
   const p: PredictParams = { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
   if (f.classes !== undefined) p.classes = f.classes;
+  if (f.return_image !== undefined) p.returnImage = f.return_image;
   return p;
 }
 

@@ -7,6 +7,7 @@ import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
+import { annotateImage, type AnnotatedFormat } from '../draw/annotate.ts';
 import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type BatchInput, type PredictInput } from './body.ts';
@@ -110,7 +111,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
    * way), the engine queue (checked here unless `admitted`), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams, returnImage: AnnotatedFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
@@ -153,6 +154,10 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
           d.backend.info, image, params,
           { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
+        if (returnImage) {
+          const png = await annotateImage(result.image, result.detections, returnImage);
+          result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
+        }
         d.onForward(result.response.timing_ms.inference);
         d.metrics.observeStages(result.response.timing_ms as unknown as Record<Stage, number>);
         return result;
@@ -176,7 +181,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       throw e;
     }
     if (input.form === 'batch') return runBatch(input, params, bytes, r);
-    const { response } = await runImage(input.image, params, r, () => bytes.release(), false);
+    const { response } = await runImage(input.image, params, input.params.returnImage, r, () => bytes.release(), false);
     res.locals.timing = response.timing_ms;
     res.locals.numDetections = response.num_detections;
     return response;
@@ -204,7 +209,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         return imageErrorBody(item);
       }
       try {
-        return (await runImage(item, params, r, decoded, true)).response;
+        return (await runImage(item, params, input.params.returnImage, r, decoded, true)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;

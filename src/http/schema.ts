@@ -43,6 +43,10 @@ export const PredictParamsProps = {
       ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
     },
   )),
+  return_image: Type.Optional(Type.Union([Type.Literal('png'), Type.Literal('jpeg')], {
+    description: 'also return the picture with the detections drawn on it (the drawing of `rfdetr detect --save`), base64 in annotated_image',
+    ...expected('"png" or "jpeg" (default: no picture)'),
+  })),
 };
 
 export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
@@ -94,6 +98,11 @@ export const PredictResponse = Type.Object({
     logits: nested('[300][91] pre-sigmoid'),
     pred_boxes: nested('[300][4] normalised cxcywh'),
   }, { description: 'only with return_raw' })),
+  annotated_image: Type.Optional(Type.Object({
+    format: Type.Union([Type.Literal('png'), Type.Literal('jpeg')]),
+    media_type: Type.Union([Type.Literal('image/png'), Type.Literal('image/jpeg')]),
+    base64: Type.String({ description: 'the encoded picture, original size, detections drawn' }),
+  }, { description: 'only with return_image' })),
 });
 
 export const ErrorCode = Type.Union(Object.keys(ERRORS).map((c) => Type.Literal(c)), { description: 'the error table of src/errors.ts; the status derives from it' });
