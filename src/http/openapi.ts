@@ -13,7 +13,7 @@ export interface OpenApiLimits {
 /** The routes and their one method: the 405 handler and the document both read this. */
 export const ROUTES = {
   '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
-  '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/predict': 'POST',
+  '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST',
 } as const satisfies Record<string, 'GET' | 'POST'>;
 
 const ref = (name: keyof typeof COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
@@ -71,6 +71,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
       '/v1/models': get('OpenAI-shaped model list (so OpenAI-style tooling does not 404)', { description: 'models', content: json(ref('ModelList')) }),
       '/metrics': get('Prometheus metrics: requests by route/method/status, per-stage latency histograms, queue depth, in-flight, engine busy time, sidecar restarts, engine state', { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } }),
       '/openapi.json': get('This document', { description: 'OpenAPI 3.1', content: json({ type: 'object' }) }),
+      '/docs': get('Interactive API documentation (Swagger UI over this document, served from the package: works offline)', { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } }),
       '/predict': {
         post: {
           summary: 'Detect objects in one image, or in several (images: [...], JSON bodies only)',

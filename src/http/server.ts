@@ -1,11 +1,12 @@
 // The HTTP server: seed 000 §3's contract (/health, /info, /v1/models, /predict) plus the probes, metrics and
-// limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json). This file wires the
+// limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json, /docs). This file wires the
 // rooms together; each has its own file:
 //   engine-state.ts  the backend's lifecycle as probes and admission see it
 //   admission.ts     the budgets a request passes through (bodies, decode, pixels, engine queue)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts the FIFO in front of the one engine
+//   schema.ts        the one schema           openapi.ts / docs.ts  the document and its UI
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
 import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -21,6 +22,7 @@ import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
 import { MODEL_ID, registerProbes, type WeightsInfo } from './probes.ts';
+import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
@@ -156,6 +158,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       updateGauges();
     },
   });
+
+  registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
   const handlePredict = createPredictHandler({
