@@ -1,6 +1,6 @@
 // `rfdetr detect` inputs → the ordered list of images to run: files as given, directories (their image files;
 // with `recursive`, also below), globs (`*`, `?`, `[...]`, `**`; for patterns the shell did not expand, e.g.
-// quoted), and `-` for stdin. Every input that names nothing is collected and reported at once, before any
+// quoted), http(s):// URLs, and `-` for stdin. Every input that names nothing is collected and reported at once, before any
 // engine starts: a typo should not cost a model load.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,8 +11,10 @@ export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif
 export interface ImageInput {
   /** As shown in output and the JSON "image" field: the path as given or found, or "-" for stdin. */
   name: string;
-  /** Absolute path; null for stdin. */
+  /** Absolute path; null for stdin or a URL. */
   path: string | null;
+  /** An http(s):// input, fetched when its turn comes. */
+  url?: string;
 }
 
 export interface ExpandResult {
@@ -131,6 +133,10 @@ export function expandInputs(inputs: readonly string[], opts: { cwd: string; rec
       if (stdinSeen) problems.push("'-' (stdin) was given more than once; it can be read only once");
       stdinSeen = true;
       images.push({ name: '-', path: null });
+      continue;
+    }
+    if (/^https?:\/\//i.test(input)) {
+      images.push({ name: input, path: null, url: input });
       continue;
     }
     const abs = path.resolve(opts.cwd, input);

@@ -14,7 +14,8 @@ import { Command, Option } from 'commander';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
 import { annotatePng } from '../../src/draw/annotate.ts';
-import { decodeImage } from '../../src/image/decode.ts';
+import { createUrlFetcher } from '../../src/image/fetch-url.ts';
+import { MAX_IMAGE_BYTES, decodeImage } from '../../src/image/decode.ts';
 import { buildPredictResponse, detectImage, selectDetections, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
@@ -73,7 +74,8 @@ export function formatTable(name: string, r: PredictResponse): string {
 
 /** DIR/<base>.png, with -2, -3, … when two inputs share a base name. */
 function savePath(dir: string, input: ImageInput, used: Set<string>): string {
-  const base = input.path === null ? 'stdin' : path.basename(input.name, path.extname(input.name)) || 'image';
+  const shown = input.url !== undefined ? new URL(input.url).pathname : input.name;
+  const base = input.path === null && input.url === undefined ? 'stdin' : path.basename(shown, path.extname(shown)) || 'image';
   let name = `${base}.png`;
   for (let i = 2; used.has(name); i++) name = `${base}-${i}.png`;
   used.add(name);
@@ -148,6 +150,8 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
 
   const runner = f.url !== undefined ? remoteRunner(f, f.url) : await inProcessRunner(ctx, f);
   const bar = new ProgressBar(ctx.stderr, images.length);
+  // A URL the user typed: any host and address, with the server's size cap and time limit.
+  const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
   const used = new Set<string>();
   const sums = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 };
   const failed: string[] = [];
@@ -157,10 +161,10 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     for (const input of images) {
       let bytes: Uint8Array;
       try {
-        bytes = input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
       } catch (e) {
         bar.clear();
-        log(`detect: ${input.name}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+        log(`detect: ${input.name}: ${input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`}`);
         failed.push(input.name);
         bar.tick(input.name);
         continue;
@@ -202,7 +206,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
 export function detectCommand(ctx: CliContext): Command {
   const cmd = new Command('detect')
     .description('detect objects in images: files, directories, globs or - (stdin)')
-    .argument('<inputs...>', 'image files, directories (--recursive for subdirectories), globs, or - for stdin')
+    .argument('<inputs...>', 'image files, directories (--recursive for subdirectories), globs, http(s):// URLs, or - for stdin')
     .addOption(new Option('--threshold <t>', 'keep detections with score > t').argParser(parseThreshold).default(0.5))
     .addOption(new Option('--max-detections <n>', 'keep at most n detections per image (highest scores)').argParser(intParser(1, 300)).default(100))
     .addOption(new Option('--classes <names>', 'keep only these classes: names or ids, comma-separated (cat,dog)').argParser(parseClasses))

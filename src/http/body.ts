@@ -8,7 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -25,6 +25,13 @@ export interface PredictInput {
   image: Buffer;
   params: PredictParams;
   form: 'json' | 'multipart' | 'raw';
+}
+
+/** `image_url`: fetched after the body is in (when the server allows its host). */
+export interface UrlInput {
+  url: string;
+  params: PredictParams;
+  form: 'url';
 }
 
 /** `images: [...]`: each image's bytes, or the error that image alone gets (the others still run). */
@@ -98,7 +105,7 @@ export function createBodyReader(limits: BodyLimits) {
   const json = express.json({ limit: limits.maxBodyBytes, strict: false, type: () => true });
   const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
 
-  async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput> {
+  async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput | UrlInput> {
     try {
       await runParser(json, req, res);
     } catch (e) {
@@ -107,6 +114,10 @@ export function createBodyReader(limits: BodyLimits) {
     const body: unknown = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw schemaError('the request body', 'a JSON object like {"image": "<base64>"}', body);
+    }
+    if ('image_url' in body) {
+      const { url, params } = parsePredictUrlJson(body as Record<string, unknown>);
+      return { url, params, form: 'url' };
     }
     if ('images' in body) return readBatch(body as Record<string, unknown>);
     const { image, params } = parsePredictJson(body as Record<string, unknown>);
@@ -249,7 +260,7 @@ export function createBodyReader(limits: BodyLimits) {
     });
   }
 
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput | BatchInput> {
+  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput | BatchInput | UrlInput> {
     if (form === 'json') return readJson(req, res);
     if (form === 'raw') return readRaw(req, res);
     return readMultipart(req);

@@ -45,12 +45,14 @@ export function buildOpenApi(l: OpenApiLimits): object {
   });
   const predictErrors = {
     '400': errorResponse(`undecodable or oversized image (max side ${l.maxImageSide} px, max ${mib(l.maxImageBytes)}), or a body whose Content-Encoding does not decompress; an empty image string is undecodable`, codesWithStatus(400).filter((c) => c !== 'E_USAGE')),
+    '403': errorResponse('image_url is off on this server, names a host not in --allow-url-host, redirects to another host or reaches a non-public address', ['E_URL_NOT_ALLOWED']),
     '405': methodNotAllowed,
     '408': errorResponse('the body did not arrive within the body timeout; the connection is closed', ['E_BODY_TIMEOUT']),
     '413': errorResponse(`request body larger than ${mib(l.maxBodyBytes)}`, ['E_BODY_TOO_LARGE']),
     '415': errorResponse('Content-Type is not application/json, multipart/form-data, image/* or application/octet-stream; a compressed multipart body', ['E_UNSUPPORTED_MEDIA']),
     '422': errorResponse('schema violation: `field` names the field, `expected` what it accepts; the detail says what was received', ['E_SCHEMA']),
     '500': errorResponse('the engine failed: detail is "inference failed: <Type>: <text>"; or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_INTERNAL']),
+    '502': errorResponse('image_url could not be fetched: connection failed, not 200, too many redirects, or the time limit passed', ['E_URL_FETCH']),
     '503': errorResponse('not serving, or a budget is full (engine queue, bodies being received, body bytes); carries Retry-After', codesWithStatus(503)),
     '504': errorResponse('the per-request deadline (--deadline-ms) passed', ['E_DEADLINE']),
   };
@@ -86,7 +88,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
           requestBody: {
             required: true,
             content: {
-              'application/json': { schema: { oneOf: [ref('PredictRequest'), ref('BatchPredictRequest')] } },
+              'application/json': { schema: { oneOf: [ref('PredictRequest'), ref('PredictUrlRequest'), ref('BatchPredictRequest')] } },
               'multipart/form-data': {
                 schema: {
                   type: 'object',

@@ -6,7 +6,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
 import type { AnnotatedFormat } from '../draw/annotate.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
-import { BatchPredictRequest, PredictParamsOnly, PredictRequest } from './schema.ts';
+import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest } from './schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
 
@@ -145,6 +145,13 @@ export function parsePredictParams(fields: Record<string, unknown>, textForm: bo
   const { image: _image, ...rest } = fields;
   const data = textForm ? fromTextFields(rest, PredictParamsOnly) : { ...rest };
   return paramsOf(validate<ParamFields>(PredictParamsOnly, data, textForm ? rest : undefined));
+}
+
+/** Validates a JSON /predict body with `image_url` against the URL schema. */
+export function parsePredictUrlJson(body: Record<string, unknown>): { url: string; params: PredictParams } {
+  for (const other of ['image', 'images']) if (other in body) throw schemaError(other, 'one of image, images or image_url, not several', body[other]);
+  const f = validate<ParamFields & { image_url: string }>(PredictUrlRequest, body);
+  return { url: f.image_url, params: paramsOf(f) };
 }
 
 /** Validates a JSON /predict body with `images: [...]` against the batch schema. */

@@ -7,10 +7,11 @@ import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
+import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotateImage, type AnnotatedFormat } from '../draw/annotate.ts';
 import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
-import { bodyFormOf, type BatchInput, type PredictInput } from './body.ts';
+import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
@@ -25,9 +26,11 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput | UrlInput>;
   decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void> }) => Promise<RgbImage>;
   labels: () => readonly string[];
+  /** Fetches an image_url; undefined when the server allows no host. */
+  fetchUrl: UrlFetcher | undefined;
   /** Called with each forward's duration (for the Retry-After estimate). */
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
@@ -78,7 +81,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
     const form = bodyFormOf(req);
     const body = admission.enterBody();
     let timer: NodeJS.Timeout | undefined;
@@ -181,10 +184,26 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       throw e;
     }
     if (input.form === 'batch') return runBatch(input, params, bytes, r);
-    const { response } = await runImage(input.image, params, input.params.returnImage, r, () => bytes.release(), false);
+    const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
+    const { response } = await runImage(image, params, input.params.returnImage, r, () => bytes.release(), false);
     res.locals.timing = response.timing_ms;
     res.locals.numDetections = response.num_detections;
     return response;
+  }
+
+  /** An image_url's bytes, held against the body budget until decoded like a body's. */
+  async function fetchImage(url: string, bytes: BodyBytes, signal: AbortSignal): Promise<Buffer> {
+    try {
+      if (!d.fetchUrl) throw new RfdetrError('E_URL_NOT_ALLOWED', 'image_url is off on this server: send the image itself (image, multipart or a raw body), or start the server with --allow-url-host HOST');
+      const buf = await d.fetchUrl(url, signal);
+      bytes.add(buf.length);
+      if (bytes.over) throw admission.bodyBytesFull();
+      if (buf.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', `image_url ${url} answered 0 bytes: expected PNG or JPEG bytes`);
+      return buf;
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
   }
 
   /**

@@ -51,6 +51,14 @@ export const PredictParamsProps = {
 
 export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
 
+export const PredictUrlRequest = Type.Object({
+  image_url: Type.String({
+    description: 'an http(s) URL of a PNG or JPEG, fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped',
+    ...expected('an http:// or https:// URL string'),
+  }),
+  ...PredictParamsProps,
+}, { description: 'one image by URL' });
+
 export const BatchPredictRequest = Type.Object({
   images: Type.Array(ImageField, {
     minItems: 1, maxItems: MAX_BATCH_IMAGES,
@@ -197,5 +205,5 @@ export const Info = Type.Object({
 
 /** Every component of /openapi.json, by name. */
 export const COMPONENTS = {
-  PredictRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
+  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
 } as const satisfies Record<string, TSchema>;

@@ -12,6 +12,7 @@ import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
+import { createUrlFetcher } from '../image/fetch-url.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import { Admission, DEFAULT_LIMITS } from './admission.ts';
 import { bodyLimitFor, createBodyReader } from './body.ts';
@@ -63,6 +64,10 @@ export interface CreateServerOptions {
   deviceParams?: Record<string, unknown>;
   /** Model id for /v1/models. Default "Roboflow/rf-detr-base". */
   modelId?: string;
+  /** Hosts image_url may name (--allow-url-host); empty or absent: image_url is off. */
+  allowUrlHosts?: readonly string[];
+  /** Time limit of one image_url fetch, ms. Default 10000. */
+  urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
 }
@@ -147,6 +152,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       queue_size: admission.limits.queueSize, deadline_ms: deadlineMs, prep_concurrency: admission.limits.decodeConcurrency,
       engine_concurrency: engineConcurrency, max_bodies: admission.limits.maxBodies, body_timeout_ms: admission.limits.bodyTimeoutMs,
       body_bytes_budget: admission.limits.bodyBytesBudget, pixel_budget_bytes: admission.limits.pixelBudgetBytes,
+      allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,
@@ -166,6 +172,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
     decode: (bytes, o) => decode(bytes, o),
+    fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward: (ms) => {
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
     },
