@@ -74,17 +74,17 @@ export function overlaySvg(width: number, height: number, detections: readonly D
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${parts.join('')}</svg>`;
 }
 
-export type AnnotatedFormat = 'png' | 'jpeg';
+export type ImageFormat = 'png' | 'jpeg';
 
 /** `image` with `detections` drawn on it, encoded as PNG or JPEG (quality 90). */
-export async function annotateImage(image: RgbImage, detections: readonly DrawableDetection[], format: AnnotatedFormat): Promise<Buffer> {
+export async function annotate(image: RgbImage, detections: readonly DrawableDetection[], format: ImageFormat): Promise<Buffer> {
   const { width, height } = image;
   let img = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
   if (detections.length > 0) img = img.composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha();
-  return format === 'png' ? img.png().toBuffer() : img.jpeg({ quality: 90 }).toBuffer();
+  return format === 'jpeg' ? img.jpeg({ quality: 90 }).toBuffer() : img.png().toBuffer();
 }
 
 /** A PNG of `image` with `detections` drawn on it. */
 export function annotatePng(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
-  return annotateImage(image, detections, 'png');
+  return annotate(image, detections, 'png');
 }

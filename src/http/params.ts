@@ -4,7 +4,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { RfdetrError } from '../errors.ts';
-import type { AnnotatedFormat } from '../draw/annotate.ts';
+import type { ImageFormat } from '../draw/annotate.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
 import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest } from './schema.ts';
 
@@ -17,7 +17,7 @@ export interface PredictParams {
   /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
   classes?: Array<number | string>;
   /** Draw the detections and return the picture in this format. */
-  returnImage?: AnnotatedFormat;
+  returnImage?: ImageFormat;
 }
 
 /** Describes a received value the way sharp does: `1.1 of type number`, `"x" of type string`. */
@@ -116,7 +116,7 @@ interface ParamFields {
   max_detections: number;
   return_raw: boolean;
   classes?: Array<number | string>;
-  return_image?: AnnotatedFormat;
+  return_image?: ImageFormat;
 }
 
 function paramsOf(f: ParamFields): PredictParams {

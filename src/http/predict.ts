@@ -8,7 +8,7 @@ import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
-import { annotateImage, type AnnotatedFormat } from '../draw/annotate.ts';
+import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
@@ -114,7 +114,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
    * way), the engine queue (checked here unless `admitted`), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams, returnImage: AnnotatedFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
@@ -158,7 +158,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
           { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
         if (returnImage) {
-          const png = await annotateImage(result.image, result.detections, returnImage);
+          const png = await annotate(result.image, result.detections, returnImage);
           result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
         }
         d.onForward(result.response.timing_ms.inference);

@@ -3,7 +3,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import sharp from 'sharp';
-import { annotatePng } from '../../src/draw/annotate.ts';
+import { annotate } from '../../src/draw/annotate.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { goldens, postJson, start, u8, type Started } from './helpers.ts';
 
@@ -22,8 +22,8 @@ test('return_image "png": the picture detect --save draws for the same detection
   assert.equal(a.format, 'png');
   assert.equal(a.media_type, 'image/png');
   const got = Buffer.from(a.base64, 'base64');
-  const want = await annotatePng(await decodeImage(goldens()[0]!.png), r.json.detections);
-  assert.ok(got.equals(want), 'byte-identical to annotatePng of the decoded image and the returned detections');
+  const want = await annotate(await decodeImage(goldens()[0]!.png), r.json.detections, 'png');
+  assert.ok(got.equals(want), 'byte-identical to annotate() of the decoded image and the returned detections');
   const plain = await postJson(s.url, { image: png });
   assert.equal(plain.json.annotated_image, undefined, 'absent unless asked for');
   assert.ok(!got.equals(goldens()[0]!.png), 'something was drawn');
