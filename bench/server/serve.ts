@@ -3,7 +3,8 @@
 // `test-sleep` is the test build's engine whose forward is a fixed sleep off the host's cores (a TT-like
 // stand-in: the sidecar overlaps the next request's resize with it). Prints `LISTENING <url>` on stdout and
 // answers IPC messages: {cmd:'stats'} → event-loop delay since the last reset, server and sidecar RSS, the
-// engine's busy ms and forward count; {cmd:'reset'} resets the event-loop histogram. Exits on SIGTERM after drain.
+// time requests spent in the sidecar (busy_ms), the sum of the engine's own forward times (forward_ms) and the
+// forward count; {cmd:'reset'} resets the event-loop histogram. Exits on SIGTERM after drain.
 import fs from 'node:fs';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -39,7 +40,7 @@ const rssKiB = (pid: number | undefined) => {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) : null;
 };
-process.on('message', (m: { cmd: string }) => {
+process.on('message', async (m: { cmd: string }) => {
   if (m.cmd === 'reset') {
     eld.reset();
     process.send!({ ok: true });
@@ -49,6 +50,7 @@ process.on('message', (m: { cmd: string }) => {
       server_rss_kib: rssKiB(process.pid),
       sidecar_rss_kib: rssKiB(backend.pid),
       busy_ms: srv.engine.busyMs(),
+      forward_ms: 1000 * ((await srv.metrics.engineForwardSeconds.get()).values[0]?.value ?? 0),
       forwards: srv.engine.forwardCount,
     });
   }

@@ -174,6 +174,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward: (ms) => {
+      metrics.engineForwardSeconds.inc(ms / 1000);
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
     },
     changed: updateGauges,

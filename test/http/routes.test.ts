@@ -212,6 +212,7 @@ describe('when ready', () => {
 
   test('/metrics counts requests by route and status and observes every stage', async () => {
     const s = await start();
+    s.backend.forwardMs = 20;
     try {
       assert.equal((await postJson(s.url, { image: png() })).status, 200);
       assert.equal((await postJson(s.url, { image: png() })).status, 200);
@@ -230,6 +231,8 @@ describe('when ready', () => {
       assert.match(m, /^rfdetr_queue_depth\{stage="engine"\} 0$/m);
       assert.match(m, /^rfdetr_predict_in_flight 0$/m);
       assert.match(m, /^rfdetr_engine_busy_seconds_total [0-9.e-]+$/m);
+      // The engine's own forward times, as the backend reported them: two forwards of 20 ms.
+      assert.match(m, /^rfdetr_engine_forward_seconds_total 0\.04$/m);
       assert.match(m, /^rfdetr_engine_state\{state="ready"\} 1$/m);
     } finally {
       await s.stop();
