@@ -43,3 +43,9 @@ test('detect URL that answers 404: named on stderr, the other inputs still run, 
   assert.match(r.stderr, /missing\.png could not be fetched: the server answered 404/);
   assert.equal(r.stdout.trim().split('\n').length, 1, 'the file input was answered');
 });
+
+test('serve --allow-url-host takes a host name or address, not a URL', async () => {
+  const r = await runInProcess(['serve', '--allow-url-host', 'http://x.com/']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--allow-url-host <host>' argument 'http:\/\/x\.com\/' is invalid\. expected a host name or IP address .* but received "http:\/\/x\.com\/"/);
+});
