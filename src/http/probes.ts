@@ -130,7 +130,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
         max_image_side: d.limits.maxImageSide,
         max_image_bytes: d.limits.maxImageBytes,
         max_body_bytes: d.limits.maxBodyBytes,
-        formats: ['application/json (base64 image)', 'multipart/form-data (image file)', 'image/* raw body'],
+        formats: ['application/json (base64 image, images: [...], or image_url when --allow-url-host is set)', 'multipart/form-data (image file)', 'image/* raw body'],
         num_queries: info?.numQueries ?? 300,
         num_classes: info?.numClasses ?? 91,
       },

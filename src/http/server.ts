@@ -7,6 +7,7 @@
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts the FIFO in front of the one engine
 //   schema.ts        the one schema           openapi.ts / docs.ts  the document and its UI
+//   validate.ts      schema → 422s            params.ts / body.ts   the /predict fields and body forms
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
 import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
