@@ -4,7 +4,7 @@
 import { RfdetrError } from '../errors.ts';
 import type { ImageFormat } from '../draw/annotate.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
-import { fromTextFields, schemaError, validate } from './validate.ts';
+import { fromTextFields, precompile, schemaError, validate } from './validate.ts';
 import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest } from './schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
@@ -19,6 +19,8 @@ export interface PredictParams {
   /** Draw the detections and return the picture in this format. */
   returnImage?: ImageFormat;
 }
+
+for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, PredictParamsOnly]) precompile(schema);
 
 interface ParamFields {
   threshold: number;
