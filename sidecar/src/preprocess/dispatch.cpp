@@ -21,7 +21,7 @@ bool simd_level_supported(simd_level l) {
     switch (l) {
         case simd_level::SIMD_SCALAR: return true;
         case simd_level::SIMD_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        case simd_level::SIMD_AVX512: return __builtin_cpu_supports("avx512f");
+        case simd_level::SIMD_AVX512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     }
     return false;
 }
@@ -50,6 +50,7 @@ const kernel_table & kernels_for(simd_level l) {
 
 width_plan width_plan_make(const axis_weights & a) {
     width_plan p;
+    p.axis          = a;
     p.in_size       = a.in_size;
     p.out_size      = a.out_size;
     p.out_padded    = (a.out_size + k_lanes - 1) / k_lanes * k_lanes;

@@ -14,7 +14,7 @@ namespace rfdetr {
 enum class simd_level {
     SIMD_SCALAR,
     SIMD_AVX2,    // AVX2 + FMA: the build's baseline (CMakeLists.txt)
-    SIMD_AVX512,  // AVX-512F
+    SIMD_AVX512,  // AVX-512F + BW
 };
 
 const char * simd_level_name(simd_level l);
@@ -28,6 +28,7 @@ constexpr int k_lanes = 16;  // outputs per block in the tables; AVX2 runs a blo
 // own taps (and lanes past out_size) repeat a valid offset with weight 0: fmaf(a, 0, acc) == acc for the
 // non-negative finite values of this resize, so padding leaves each chain's result unchanged.
 struct width_plan {
+    axis_weights         axis;  // the plain per-output taps (for kernels with lanes across rows)
     int                  in_size    = 0;
     int                  out_size   = 0;
     int                  out_padded = 0;  // out_size rounded up to 16
@@ -42,8 +43,14 @@ width_plan width_plan_make(const axis_weights & a);
 // Per level. width_row: one image row (u8 RGB, readable up to 4 bytes past its last pixel's first byte)
 // -> three f32 rows of out_padded values. height_row: one output row of one channel from `n` consecutive
 // intermediate rows (`src`, row stride `stride` floats) with weights w[0..n), normalised, `out_size` floats out.
+//
+// A level has exactly one of width_row and width_rows16 (the other is null). width_rows16: 16 image rows at
+// once with lanes across rows, so the taps are plain loads instead of gathers. `rows[k]` is image row k (row_bytes = width*3 readable bytes);
+// `scratch` holds width*3*16 floats; output row k of each plane is at r/g/b + k*stride (out_padded values).
 struct kernel_table {
     void (*width_row)(const width_plan & p, const uint8_t * row, float * r, float * g, float * b);
+    void (*width_rows16)(const width_plan & p, const uint8_t * const * rows, size_t row_bytes, float * scratch,
+                         float * r, float * g, float * b, size_t stride);
     void (*height_row)(const float * src, size_t stride, int n, const float * w, int out_size, float mean,
                        float std, float * out);
 };

@@ -46,6 +46,7 @@ class preprocessor {
     std::vector<axis_weights> height_cache_;
     std::vector<float>        band_;     // 3 planes of the width-pass rows one band of output rows needs
     std::vector<uint8_t>      last_row_;  // the image's last row plus slack, so 4-byte gathers stay inside
+    std::vector<float>        transposed_;  // width*3*16 floats: 16 rows with lanes across rows
 };
 
 }  // namespace rfdetr

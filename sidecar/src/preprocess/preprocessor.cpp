@@ -66,31 +66,48 @@ void preprocessor::run(const uint8_t * rgb, int width, int height, float * out) 
     const int            s      = out_size_;
     const size_t         stride = static_cast<size_t>(wp.out_padded);
 
-    size_t max_rows = 0;
+    // Kernels with lanes across rows write rows in groups of 16: a band's planes are rounded up to that.
+    const bool by16     = kernels_->width_rows16 != nullptr;
+    const auto rounded  = [by16](size_t rows) { return by16 ? (rows + 15) / 16 * 16 : rows; };
+    size_t     max_rows = 0;
     for (int oy0 = 0; oy0 < s; oy0 += k_band_rows) {
         const int oy1 = std::min(s, oy0 + k_band_rows);
         max_rows = std::max<size_t>(max_rows, static_cast<size_t>(hy.start[oy1 - 1] + hy.count[oy1 - 1] - hy.start[oy0]));
     }
-    if (band_.size() < 3 * max_rows * stride) {
-        band_.resize(3 * max_rows * stride);
+    if (band_.size() < 3 * rounded(max_rows) * stride) {
+        band_.resize(3 * rounded(max_rows) * stride);
     }
-    // The kernels read a 4-byte word at each pixel; only the image's last pixel has no byte after it.
+    if (by16 && transposed_.size() < static_cast<size_t>(width) * 3 * 16) {
+        transposed_.resize(static_cast<size_t>(width) * 3 * 16);
+    }
+    // The gather kernels read a 4-byte word at each pixel; only the image's last pixel has no byte after it.
     const size_t row_bytes = static_cast<size_t>(width) * 3;
-    if (last_row_.size() < row_bytes + 4) {
-        last_row_.assign(row_bytes + 4, 0);
+    if (!by16) {
+        if (last_row_.size() < row_bytes + 4) {
+            last_row_.assign(row_bytes + 4, 0);
+        }
+        std::memcpy(last_row_.data(), rgb + (static_cast<size_t>(height) - 1) * row_bytes, row_bytes);
     }
-    std::memcpy(last_row_.data(), rgb + (static_cast<size_t>(height) - 1) * row_bytes, row_bytes);
 
     const size_t plane_out = static_cast<size_t>(s) * s;
     for (int oy0 = 0; oy0 < s; oy0 += k_band_rows) {
         const int    oy1   = std::min(s, oy0 + k_band_rows);
         const int    r0    = hy.start[oy0];
         const int    r1    = hy.start[oy1 - 1] + hy.count[oy1 - 1];
-        const size_t plane = static_cast<size_t>(r1 - r0) * stride;
+        const size_t plane = rounded(static_cast<size_t>(r1 - r0)) * stride;
         float *      band  = band_.data();
-        for (int y = r0; y < r1; y++) {
+        for (int y = r0; y < r1; y += by16 ? 16 : 1) {
+            const size_t o = static_cast<size_t>(y - r0) * stride;
+            if (by16) {
+                const uint8_t * rows[16];
+                for (int k = 0; k < 16; k++) {  // past the band's last row: repeats of it, written to padding
+                    rows[k] = rgb + static_cast<size_t>(std::min(y + k, r1 - 1)) * row_bytes;
+                }
+                kernels_->width_rows16(wp, rows, row_bytes, transposed_.data(), band + o, band + plane + o,
+                                       band + 2 * plane + o, stride);
+                continue;
+            }
             const uint8_t * row = y == height - 1 ? last_row_.data() : rgb + static_cast<size_t>(y) * row_bytes;
-            const size_t    o   = static_cast<size_t>(y - r0) * stride;
             kernels_->width_row(wp, row, band + o, band + plane + o, band + 2 * plane + o);
         }
         for (int oy = oy0; oy < oy1; oy++) {

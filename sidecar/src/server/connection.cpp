@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <new>
 #include <sys/socket.h>
 
 namespace rfdetr {
@@ -58,7 +59,7 @@ std::string connection_stall_text(const connection & c, int timeout_ms) {
            " ms (--frame-timeout-ms); send each frame whole";
 }
 
-bool connection_read(connection & c, const std::function<void(connection &, frame_bytes)> & on_frame) {
+bool connection_read(connection & c, frame_pool & pool, const std::function<void(connection &, frame_bytes)> & on_frame) {
     for (;;) {
         if (c.dead) {
             return false;
@@ -96,8 +97,13 @@ bool connection_read(connection & c, const std::function<void(connection &, fram
                 connection_frame_error(c, r.message);  // before allocating anything for it
                 continue;
             }
-            c.payload.data.reset(new uint8_t[len]);  // not zero-filled: pages are touched as bytes arrive
-            c.payload.size = len;
+            try {
+                c.payload = pool.take(len);
+            } catch (const std::bad_alloc &) {
+                connection_frame_error(c, "the sidecar cannot allocate " + std::to_string(len) +
+                                              " bytes for this frame now (out of memory); retry later or send less");
+                continue;
+            }
             c.payload_got  = 0;
             c.in_payload   = true;
             continue;

@@ -2,7 +2,7 @@
 // frame by the protocol's cap before allocating it, and queueing replies for writing. Knows nothing of ops.
 #pragma once
 
-#include "server/pipeline.h"
+#include "server/frame-pool.h"
 
 #include <chrono>
 #include <cstdint>
@@ -36,7 +36,8 @@ struct connection {
 
 // Reads what is available and passes each complete payload to `on_frame`. False when the connection is
 // finished (EOF, a socket error, or flushed after an E_FRAME).
-bool connection_read(connection & c, const std::function<void(connection &, frame_bytes)> & on_frame);
+// Payload buffers come from `pool`.
+bool connection_read(connection & c, frame_pool & pool, const std::function<void(connection &, frame_bytes)> & on_frame);
 
 // Writes what the socket takes now; false when the connection is finished.
 bool connection_flush(connection & c);

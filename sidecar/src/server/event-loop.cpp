@@ -14,12 +14,20 @@
 
 namespace rfdetr {
 
+namespace {
+// Frames of at least 1 MB (images, pixel_values) reuse their buffers, up to 256 MB kept while idle: one
+// 8192x8192 frame, or seven 4000x3000 ones.
+constexpr size_t k_pool_min_bytes  = 1u << 20;
+constexpr size_t k_pool_keep_bytes = 256u << 20;
+}  // namespace
+
 event_loop::event_loop(engine & eng, int input_size, listener & lst, int signal_fd, int frame_timeout_ms)
     : lst_(lst),
       signal_fd_(signal_fd),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       frame_timeout_ms_(frame_timeout_ms),
-      pipe_(eng, input_size,
+      pool_(k_pool_min_bytes, k_pool_keep_bytes),
+      pipe_(eng, input_size, pool_,
             [this] {
                 const uint64_t one = 1;
                 (void) !write(wake_fd_, &one, sizeof(one));
@@ -219,7 +227,7 @@ void event_loop::run() {
                 }
                 bool alive = true;
                 if (re & (POLLIN | POLLHUP | POLLERR)) {
-                    alive = connection_read(it->second, on_frame);
+                    alive = connection_read(it->second, pool_, on_frame);
                 }
                 if (alive && (re & POLLOUT)) {
                     alive = connection_flush(it->second);

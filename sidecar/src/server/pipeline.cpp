@@ -24,11 +24,12 @@ std::vector<uint8_t> error_frame(uint64_t id, wire_error code, const std::string
 
 }  // namespace
 
-pipeline::pipeline(engine & eng, int input_size, std::function<void()> wake)
+pipeline::pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake)
     : eng_(eng),
       input_size_(input_size),
       pixel_count_(static_cast<size_t>(k_input_channels) * input_size * input_size),
       overlap_(!eng.forward_uses_host_cores()),
+      pool_(pool),
       wake_(std::move(wake)),
       prep_(input_size),
       inputs_(overlap_ ? 2 : 1, std::vector<float>(pixel_count_)),
@@ -166,7 +167,7 @@ void pipeline::run_stage() {
         } catch (const std::exception & e) {
             err = e.what();
         }
-        j.payload = frame_bytes{};  // the request's bytes are no longer needed
+        pool_.give(std::move(j.payload));  // the request's bytes are no longer needed
         std::unique_lock<std::mutex> lock(mu_);
         stage_busy_ = false;
         if (stage_cancel_ == cancel::none && err.empty()) {
@@ -213,6 +214,7 @@ void pipeline::run_forward() {
                 p = {j.conn_serial, j.id, 0, 0.0};
                 try {
                     p.preprocess_ms = prepare(j, 0);
+                    pool_.give(std::move(j.payload));
                 } catch (const std::exception & e) {
                     post({j.conn_serial, error_frame(j.id, wire_error::WIRE_ERROR_FORWARD, std::string("preprocess: ") + e.what())});
                     lock.lock();

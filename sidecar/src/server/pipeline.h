@@ -7,6 +7,7 @@
 
 #include "engines/engine.h"
 #include "preprocess/preprocess.h"
+#include "server/frame-pool.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -18,13 +19,6 @@
 #include <vector>
 
 namespace rfdetr {
-
-// A request frame's payload, not zero-filled on allocation (a declared 200 MB frame costs nothing until
-// its bytes arrive).
-struct frame_bytes {
-    std::unique_ptr<uint8_t[]> data;
-    size_t                     size = 0;
-};
 
 struct infer_job {
     uint64_t        conn_serial = 0;
@@ -48,8 +42,9 @@ struct finished_reply {
 
 class pipeline {
   public:
-    // `wake` is called (from a pipeline thread) after a reply is ready for take_done().
-    pipeline(engine & eng, int input_size, std::function<void()> wake);
+    // `wake` is called (from a pipeline thread) after a reply is ready for take_done(); payloads go back
+    // to `pool` once their input is prepared.
+    pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake);
     ~pipeline();
 
     bool overlaps() const { return overlap_; }
@@ -87,6 +82,7 @@ class pipeline {
     const int                         input_size_;
     const size_t                      pixel_count_;
     const bool                        overlap_;
+    frame_pool &                      pool_;
     std::function<void()>             wake_;
     preprocessor                      prep_;  // used by one thread only: the stage thread, or the forward thread
     std::vector<std::vector<float>>   inputs_;  // two slots with overlap, else one
