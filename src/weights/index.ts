@@ -3,4 +3,5 @@
 export { resolveWeights, weightsRequest, type ResolvedWeights, type ResolveWeightsOptions, type WeightsSource } from './resolve.ts';
 export { assertValidWeights, checkConfig, checkHeaderAgainstSchema, loadSchema, verifyWeights, type VerifyReport } from './verify.ts';
 export { formatSeed, parseSeed, runSynth, type SynthResult } from './synth.ts';
+export { syntheticMark, syntheticWarning, type SyntheticMark } from './synthetic.ts';
 export { DEFAULT_REPO, DEFAULT_REVISION, hubCacheDir } from './hub-cache.ts';
