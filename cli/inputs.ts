@@ -1,9 +1,10 @@
 // `rfdetr detect` inputs → the ordered list of images to run: files as given, directories (their image files;
-// with `recursive`, also below), globs (`*`, `?`, `[...]`, `**`; for patterns the shell did not expand, e.g.
-// quoted), and `-` for stdin. Every input that names nothing is collected and reported at once, before any
-// engine starts: a typo should not cost a model load.
+// with `recursive`, also below), globs (`*`, `?`, `[...]`, `**`, matched by tinyglobby, for patterns the shell
+// did not expand, e.g. quoted), http(s):// URLs, and `-` for stdin. Every input that names nothing is collected
+// and reported at once, before any engine starts: a typo should not cost a model load.
 import fs from 'node:fs';
 import path from 'node:path';
+import { globSync } from 'tinyglobby';
 
 /** Extensions picked from directories and globs (a file named explicitly is tried whatever its name). */
 export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif', '.tif', '.tiff']);
@@ -11,8 +12,10 @@ export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif
 export interface ImageInput {
   /** As shown in output and the JSON "image" field: the path as given or found, or "-" for stdin. */
   name: string;
-  /** Absolute path; null for stdin. */
+  /** Absolute path; null for stdin or a URL. */
   path: string | null;
+  /** An http(s):// input, fetched when its turn comes. */
+  url?: string;
 }
 
 export interface ExpandResult {
@@ -51,75 +54,15 @@ function listDir(dir: string, shown: string, recursive: boolean, out: ImageInput
   }
 }
 
-/** A glob segment as a RegExp: `*` and `?` never cross `/`; `[...]` classes; everything else literal. */
-function segmentRegExp(seg: string): RegExp {
-  let re = '';
-  for (let i = 0; i < seg.length; i++) {
-    const c = seg[i]!;
-    if (c === '*') re += '[^/]*';
-    else if (c === '?') re += '[^/]';
-    else if (c === '[') {
-      const end = seg.indexOf(']', i + 2);
-      if (end < 0) re += '\\[';
-      else {
-        let body = seg.slice(i + 1, end).replace(/\\/g, '\\\\');
-        if (body.startsWith('!')) body = `^${body.slice(1)}`;
-        re += `[${body}]`;
-        i = end;
-      }
-    } else re += c.replace(/[.+^${}()|\\]/g, '\\$&');
-  }
-  return new RegExp(`^${re}$`);
-}
-
 /** Files matching `pattern` (relative to cwd or absolute), sorted; only image files unless the last segment has an extension. */
 export function expandGlob(pattern: string, cwd: string): string[] {
   const abs = path.isAbsolute(pattern);
-  const segs = pattern.split('/').filter((s, i) => s !== '' || i === 0);
-  const root = abs ? '/' : cwd;
-  const start = abs ? segs.slice(1) : segs;
-  const found = new Set<string>();
-  const walk = (dir: string, shown: string, rest: string[]) => {
-    if (rest.length === 0) {
-      if (statOrNull(dir)?.isFile()) found.add(shown);
-      return;
-    }
-    const [seg, ...tail] = rest as [string, ...string[]];
-    if (seg === '**' && tail.length === 0) return walk(dir, shown, ['**', '*']); // a trailing ** means every file below
-    if (seg === '**') {
-      walk(dir, shown, tail); // zero directories
-      for (const e of safeReaddir(dir)) {
-        if (e.isDirectory() && !e.name.startsWith('.')) walk(path.join(dir, e.name), join(shown, e.name), rest);
-      }
-      return;
-    }
-    if (!GLOB_CHARS.test(seg)) {
-      const next = path.join(dir, seg);
-      if (tail.length === 0 ? statOrNull(next)?.isFile() : statOrNull(next)?.isDirectory()) walk(next, join(shown, seg), tail);
-      return;
-    }
-    const re = segmentRegExp(seg);
-    for (const e of safeReaddir(dir)) {
-      if (e.name.startsWith('.') && !seg.startsWith('.')) continue;
-      if (!re.test(e.name)) continue;
-      const next = path.join(dir, e.name);
-      const st = statOrNull(next);
-      if (tail.length === 0 ? st?.isFile() : st?.isDirectory()) walk(next, join(shown, e.name), tail);
-    }
-  };
-  const join = (a: string, b: string) => (a === '' ? b : a === '/' ? `/${b}` : `${a}/${b}`);
-  walk(root, abs ? '/' : '', start);
-  const last = start[start.length - 1] ?? '';
+  // expandDirectories off: a pattern naming a directory is not a glob of its contents (directories are
+  // handled by listDir, with --recursive); dot files only where the pattern itself starts with a dot.
+  const found = globSync(pattern, { cwd, absolute: abs, dot: false, onlyFiles: true, expandDirectories: false });
+  const last = pattern.split('/').pop() ?? '';
   const anyExt = /\.[A-Za-z0-9]+$/.test(last);
-  return [...found].filter((f) => anyExt || isImageName(f)).sort();
-}
-
-function safeReaddir(dir: string): fs.Dirent[] {
-  try {
-    return fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  } catch {
-    return [];
-  }
+  return found.filter((f) => anyExt || isImageName(f)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 export function expandInputs(inputs: readonly string[], opts: { cwd: string; recursive: boolean }): ExpandResult {
@@ -131,6 +74,10 @@ export function expandInputs(inputs: readonly string[], opts: { cwd: string; rec
       if (stdinSeen) problems.push("'-' (stdin) was given more than once; it can be read only once");
       stdinSeen = true;
       images.push({ name: '-', path: null });
+      continue;
+    }
+    if (/^https?:\/\//i.test(input)) {
+      images.push({ name: input, path: null, url: input });
       continue;
     }
     const abs = path.resolve(opts.cwd, input);

@@ -2,6 +2,7 @@
 // names the flag, what was expected and what was received.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { RfdetrError } from '../src/errors.ts';
+import { resolveClassList, someNames } from '../src/detect/classes.ts';
 import type { ResolvedWeights } from '../src/weights/resolve.ts';
 import { syntheticWarning } from '../src/weights/synthetic.ts';
 import type { BackendRequest, CliContext } from './context.ts';
@@ -44,20 +45,9 @@ export function parseClasses(v: string, prev: string[] | undefined): string[] {
 /** Class names (or numeric ids) → class indices in `labels`; unknown names are a usage error naming them. */
 export function resolveClasses(names: readonly string[] | undefined, labels: readonly string[]): Set<number> | undefined {
   if (!names || names.length === 0) return undefined;
-  const byName = new Map<string, number>();
-  labels.forEach((l, i) => {
-    if (l && l !== 'N/A' && !byName.has(l.toLowerCase())) byName.set(l.toLowerCase(), i);
-  });
-  const ids = new Set<number>();
-  const unknown: string[] = [];
-  for (const n of names) {
-    if (/^\d+$/.test(n) && Number(n) < labels.length) ids.add(Number(n));
-    else if (byName.has(n.toLowerCase())) ids.add(byName.get(n.toLowerCase())!);
-    else unknown.push(n);
-  }
+  const { ids, unknown, known } = resolveClassList(names, labels);
   if (unknown.length) {
-    const known = [...byName.keys()];
-    throw new RfdetrError('E_USAGE', `--classes: unknown class ${unknown.map((u) => JSON.stringify(u)).join(', ')}; expected names from the model's labels (${known.slice(0, 12).join(', ')}${known.length > 12 ? `, … ${known.length} in all` : ''}) or class ids 0..${labels.length - 1}`);
+    throw new RfdetrError('E_USAGE', `--classes: unknown class ${unknown.map((u) => JSON.stringify(u)).join(', ')}; expected names from the model's labels (${someNames(known)}) or class ids 0..${labels.length - 1}`);
   }
   return ids;
 }

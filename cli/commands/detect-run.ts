@@ -16,7 +16,8 @@ import type { Command } from 'commander';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
 import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
-import { decodeImage } from '../../src/image/decode.ts';
+import { MAX_IMAGE_BYTES, decodeImage } from '../../src/image/decode.ts';
+import { createUrlFetcher } from '../../src/image/fetch-url.ts';
 import { buildPredictResponse, detectImage, selectDetections, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
@@ -71,8 +72,9 @@ export function formatTable(name: string, r: PredictResponse): string {
 
 /** <base>.jpg for a JPEG input (written as JPEG), else <base>.png; -2, -3, … when two inputs share a name. */
 function saveName(input: ImageInput, used: Set<string>): string {
-  const base = input.path === null ? 'stdin' : path.basename(input.name, path.extname(input.name)) || 'image';
-  const ext = formatForName(input.name) === 'jpeg' ? '.jpg' : '.png';
+  const shown = input.url !== undefined ? new URL(input.url).pathname : input.name;
+  const base = input.path === null && input.url === undefined ? 'stdin' : path.basename(shown, path.extname(shown)) || 'image';
+  const ext = formatForName(shown) === 'jpeg' ? '.jpg' : '.png';
   let name = `${base}${ext}`;
   for (let i = 2; used.has(name); i++) name = `${base}-${i}${ext}`;
   used.add(name);
@@ -154,6 +156,8 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
 
   const runner = f.url !== undefined ? await remoteRunner(ctx, f, f.url) : await inProcessRunner(ctx, f);
   const bar = new ProgressBar(ctx.stderr, images.length);
+  // A URL the user typed: any host and address, with the server's size cap and time limit.
+  const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
   const used = new Set<string>();
   const sums = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 };
   const failed: string[] = [];
@@ -164,10 +168,10 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     for (const input of images) {
       let bytes: Uint8Array;
       try {
-        bytes = input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
       } catch (e) {
         bar.clear();
-        log(`detect: ${input.name}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+        log(`detect: ${input.name}: ${input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`}`);
         failed.push(input.name);
         bar.tick(input.name);
         continue;

@@ -8,7 +8,7 @@ import type { DetectFlags } from './detect-run.ts';
 export function detectCommand(ctx: CliContext): Command {
   const cmd = new Command('detect')
     .description('detect objects in images: files, directories, globs or - (stdin)')
-    .argument('<inputs...>', 'image files, directories (--recursive for subdirectories), globs, or - for stdin')
+    .argument('<inputs...>', 'image files, directories (--recursive for subdirectories), globs, http(s):// URLs, or - for stdin')
     .addOption(new Option('--threshold <t>', 'keep detections with score > t').argParser(parseThreshold).default(0.5))
     .addOption(new Option('--max-detections <n>', 'keep at most n detections per image (highest scores)').argParser(intParser(1, 300)).default(100))
     .addOption(new Option('--classes <names>', 'keep only these classes: names or ids, comma-separated (cat,dog)').argParser(parseClasses))

@@ -19,6 +19,7 @@ export interface ServeFlags extends EngineFlags {
   deadlineMs: number;
   sidecarSocket?: string;
   logLevel: LogLevel;
+  allowUrlHost?: string[];
 }
 
 
@@ -58,7 +59,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     },
   });
   const server = createServer({
-    backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger,
+    backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
   });
   try {

@@ -13,6 +13,15 @@ function parseLogLevel(v: string): LogLevel {
   return v;
 }
 
+/** One --allow-url-host value: a host name or IP address (no scheme, port or path). */
+function parseUrlHost(v: string, prev: string[] | undefined): string[] {
+  const h = v.trim().toLowerCase();
+  if (!/^(\[[0-9a-f:.]+\]|[0-9a-f:.]*:[0-9a-f:.]*|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)$/.test(h)) {
+    throw new InvalidArgumentError(`expected a host name or IP address (e.g. images.example.com or 127.0.0.1, no scheme or port) but received ${JSON.stringify(v)}`);
+  }
+  return [...(prev ?? []), h];
+}
+
 export function serveCommand(ctx: CliContext): Command {
   const cmd = new Command('serve')
     .description('serve the model over HTTP (POST /predict, probes, metrics) with a supervised sidecar')
@@ -21,6 +30,7 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--queue-size <n>', 'requests admitted but not yet on the engine; more → 503 (default 16)').argParser(intParser(1, 100_000)))
     .addOption(new Option('--deadline-ms <ms>', 'per-request deadline → 504, and the drain budget on SIGTERM').argParser(intParser(1, 86_400_000)).default(60_000))
     .addOption(new Option('--sidecar-socket <path>', 'connect to a sidecar someone else runs (systemd) instead of spawning one'))
+    .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from this host (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
     .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
   addEngineOptions(cmd);
   return cmd

@@ -36,6 +36,8 @@ export interface PredictResponse {
   threshold: number;
   timing_ms: PredictTiming;
   raw?: { logits: number[][]; pred_boxes: number[][] };
+  /** The picture with the detections drawn on it (HTTP `return_image`). */
+  annotated_image?: { format: 'png' | 'jpeg'; media_type: 'image/png' | 'image/jpeg'; base64: string };
 }
 
 export interface BuildResponseArgs {

@@ -117,4 +117,14 @@ export class Admission {
       throw new RfdetrError('E_QUEUE_FULL', `the request queue is full (${this.limits.queueSize} decoded images waiting for the engine, --queue-size): retry after the Retry-After delay`, { queue_size: this.limits.queueSize });
     }
   }
+
+  /**
+   * The images of one request are admitted together: all `n` must fit beside the `depth` waiting, except that
+   * an idle queue takes a whole request (its count is capped by MAX_BATCH_IMAGES).
+   */
+  checkEngineQueueFor(depth: number, n: number): void {
+    if (depth > 0 && depth + n > this.limits.queueSize) {
+      throw new RfdetrError('E_QUEUE_FULL', `the request queue cannot take this request's ${n} images (${depth} of ${this.limits.queueSize} places taken, --queue-size): retry after the Retry-After delay, or send fewer images per request`, { queue_size: this.limits.queueSize });
+    }
+  }
 }

@@ -8,7 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { decodeBase64Image, imageTooLargeError, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -25,6 +25,20 @@ export interface PredictInput {
   image: Buffer;
   params: PredictParams;
   form: 'json' | 'multipart' | 'raw';
+}
+
+/** `image_url`: fetched after the body is in (when the server allows its host). */
+export interface UrlInput {
+  url: string;
+  params: PredictParams;
+  form: 'url';
+}
+
+/** `images: [...]`: each image's bytes, or the error that image alone gets (the others still run). */
+export interface BatchInput {
+  images: Array<Buffer | RfdetrError>;
+  params: PredictParams;
+  form: 'batch';
 }
 
 export interface BodyLimits {
@@ -91,7 +105,7 @@ export function createBodyReader(limits: BodyLimits) {
   const json = express.json({ limit: limits.maxBodyBytes, strict: false, type: () => true });
   const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
 
-  async function readJson(req: Request, res: Response): Promise<PredictInput> {
+  async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput | UrlInput> {
     try {
       await runParser(json, req, res);
     } catch (e) {
@@ -101,11 +115,33 @@ export function createBodyReader(limits: BodyLimits) {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw schemaError('the request body', 'a JSON object like {"image": "<base64>"}', body);
     }
-    const fields = body as Record<string, unknown>;
-    // The image is checked first: a request without one is the most common client mistake.
-    if (typeof fields.image !== 'string') decodeBase64Image(fields.image, limits.maxImageBytes);
-    const params = parsePredictParams(fields, false);
-    return { image: decodeBase64Image(fields.image, limits.maxImageBytes), params, form: 'json' };
+    if ('image_url' in body) {
+      const { url, params } = parsePredictUrlJson(body as Record<string, unknown>);
+      return { url, params, form: 'url' };
+    }
+    if ('images' in body) return readBatch(body as Record<string, unknown>);
+    const { image, params } = parsePredictJson(body as Record<string, unknown>);
+    return { image: decodeBase64Image(image, limits.maxImageBytes), params, form: 'json' };
+  }
+
+  function readBatch(body: Record<string, unknown>): BatchInput {
+    const { images, params } = parsePredictBatchJson(body);
+    const total = images.reduce((n, s) => n + base64DecodedLength(s), 0);
+    if (total > limits.maxImageBytes) {
+      throw new RfdetrError('E_IMAGE_TOO_LARGE', `the ${images.length} images total about ${total} bytes after base64 decoding; the limit for one request is ${limits.maxImageBytes} bytes (${limits.maxImageBytes / 2 ** 20} MiB) in all: send fewer or smaller images per request`, { bytes: total, max_bytes: limits.maxImageBytes });
+    }
+    return {
+      images: images.map((s) => {
+        try {
+          return decodeBase64Image(s, limits.maxImageBytes);
+        } catch (e) {
+          if (isRfdetrError(e)) return e;
+          throw e;
+        }
+      }),
+      params,
+      form: 'batch',
+    };
   }
 
   async function readRaw(req: Request, res: Response): Promise<PredictInput> {
@@ -205,7 +241,7 @@ export function createBodyReader(limits: BodyLimits) {
         fields[name] = value;
       });
       bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw) but received more')));
+      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw, classes, return_image) but received more')));
       bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 9 parts in the multipart body but received more')));
       bb.on('error', (e: Error) => {
         fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
@@ -224,7 +260,7 @@ export function createBodyReader(limits: BodyLimits) {
     });
   }
 
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput> {
+  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput | BatchInput | UrlInput> {
     if (form === 'json') return readJson(req, res);
     if (form === 'raw') return readRaw(req, res);
     return readMultipart(req);

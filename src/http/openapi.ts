@@ -1,5 +1,8 @@
-// GET /openapi.json: the whole HTTP surface as OpenAPI 3.1, built from the same limits the server enforces.
-import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './params.ts';
+// GET /openapi.json: the whole HTTP surface as OpenAPI 3.1. Every schema in it is one of schema.ts's, the same
+// objects the request validator compiles; every error response lists the codes of that status from the one
+// error table (src/errors.ts), with the limits the server enforces written into the descriptions.
+import { ERRORS, type ErrorCode } from '../errors.ts';
+import { COMPONENTS } from './schema.ts';
 
 export interface OpenApiLimits {
   maxImageBytes: number;
@@ -7,117 +10,108 @@ export interface OpenApiLimits {
   maxBodyBytes: number;
 }
 
-const json = (schemaRef: string) => ({ 'application/json': { schema: { $ref: `#/components/schemas/${schemaRef}` } } });
-const errorResponse = (description: string) => ({ description, content: json('Error') });
+/** The routes and their one method: the 405 handler and the document both read this. */
+export const ROUTES = {
+  '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
+  '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST',
+} as const satisfies Record<string, 'GET' | 'POST'>;
+
+const ref = (name: keyof typeof COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: object) => ({ 'application/json': { schema } });
+
+/** The codes of the error table that answer with `status`. */
+export function codesWithStatus(status: number): ErrorCode[] {
+  return (Object.keys(ERRORS) as ErrorCode[]).filter((c) => ERRORS[c].status === status);
+}
+
+/** An error response whose `code` is one of `codes` (all of them must share one status). */
+function errorResponse(description: string, codes: readonly ErrorCode[]) {
+  const schema = { allOf: [ref('Error'), { type: 'object', properties: { code: { enum: [...codes] } } }] };
+  const retry = codes.some((c) => (ERRORS[c] as { retryAfter?: true }).retryAfter);
+  return {
+    description: `${description} (${codes.join(', ')})`,
+    ...(retry ? { headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'seconds' } } } : {}),
+    content: json(schema),
+  };
+}
+
+const methodNotAllowed = { $ref: '#/components/responses/MethodNotAllowed' };
+const notServing = errorResponse('not serving: starting or restarting, draining, the sidecar failed, the backend closed; carries Retry-After', ['E_STARTING', 'E_DRAINING', 'E_SIDECAR_FAILED', 'E_CLOSED']);
 
 export function buildOpenApi(l: OpenApiLimits): object {
-  const imageText = `base64 PNG or JPEG bytes (max side ${l.maxImageSide} px, max ${l.maxImageBytes} bytes decoded); a data:image/...;base64, prefix and line-wrapped base64 are accepted`;
-  const paramsProps = {
-    threshold: { type: 'number', minimum: 0, maximum: 1, default: DEFAULT_THRESHOLD, description: 'keep detections with sigmoid(logit) > threshold' },
-    max_detections: { type: 'integer', minimum: 1, maximum: MAX_DETECTIONS_LIMIT, default: DEFAULT_MAX_DETECTIONS, description: 'keep at most this many, highest scores first' },
-    return_raw: { type: 'boolean', default: false, description: 'also return raw.logits [300][91] and raw.pred_boxes [300][4] (normalised cxcywh)' },
-  };
-  const four = { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 };
+  const mib = (b: number) => `${b} bytes (${(b / 2 ** 20).toFixed(1)} MiB)`;
+  const get = (summary: string, ok: object, extra: Record<string, object> = {}) => ({
+    get: { summary, responses: { '200': ok, ...extra, '405': methodNotAllowed } },
+  });
   const predictErrors = {
-    '400': errorResponse('undecodable or oversized image (E_IMAGE_UNDECODABLE, E_IMAGE_TOO_LARGE); an empty image string is undecodable'),
-    '413': errorResponse(`request body larger than ${l.maxBodyBytes} bytes (E_BODY_TOO_LARGE)`),
-    '415': errorResponse('Content-Type is not application/json, multipart/form-data, image/* or application/octet-stream (E_UNSUPPORTED_MEDIA)'),
-    '422': errorResponse('schema violation: missing or non-string image, threshold outside 0..1, max_detections not an integer in 1..300, return_raw not a boolean, body not a JSON object (E_SCHEMA)'),
-    '500': errorResponse('the engine failed: detail is "inference failed: <Type>: <text>"'),
-    '503': {
-      description: 'starting (E_STARTING), queue full (E_QUEUE_FULL), draining (E_DRAINING) or engine failed (E_SIDECAR_FAILED); carries Retry-After',
-      headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'seconds' } },
-      content: json('Error'),
-    },
-    '504': errorResponse('the per-request deadline (--deadline-ms) passed (E_DEADLINE)'),
+    '400': errorResponse(`undecodable or oversized image (max side ${l.maxImageSide} px, max ${mib(l.maxImageBytes)}), or a body whose Content-Encoding does not decompress; an empty image string is undecodable`, codesWithStatus(400).filter((c) => c !== 'E_USAGE')),
+    '403': errorResponse('image_url is off on this server, names a host not in --allow-url-host, redirects to another host or reaches a non-public address', ['E_URL_NOT_ALLOWED']),
+    '405': methodNotAllowed,
+    '408': errorResponse('the body did not arrive within the body timeout; the connection is closed', ['E_BODY_TIMEOUT']),
+    '413': errorResponse(`request body larger than ${mib(l.maxBodyBytes)}`, ['E_BODY_TOO_LARGE']),
+    '415': errorResponse('Content-Type is not application/json, multipart/form-data, image/* or application/octet-stream; a compressed multipart body', ['E_UNSUPPORTED_MEDIA']),
+    '422': errorResponse('schema violation: `field` names the field, `expected` what it accepts; the detail says what was received', ['E_SCHEMA']),
+    '500': errorResponse('the engine failed: detail is "inference failed: <Type>: <text>"; or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_INTERNAL']),
+    '502': errorResponse('image_url could not be fetched: connection failed, not 200, too many redirects, or the time limit passed', ['E_URL_FETCH']),
+    '503': errorResponse('not serving, or a budget is full (engine queue, bodies being received, body bytes); carries Retry-After', codesWithStatus(503)),
+    '504': errorResponse('the per-request deadline (--deadline-ms) passed', ['E_DEADLINE']),
   };
+  const textField = (description: string) => ({ type: 'string', description });
   return {
     openapi: '3.1.0',
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: 'RF-DETR-base (Roboflow/rf-detr-base, COCO-91) object detection. One image per request, batch 1, input 560x560. Every response carries X-Request-Id (a client-sent one is echoed).',
+      description: 'RF-DETR-base (Roboflow/rf-detr-base, COCO-91) object detection, batch 1, input 560x560. Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow.',
     },
     paths: {
-      '/health': {
-        get: {
-          summary: 'Health (seed contract): 200 always; status "ok" only while the engine is ready',
-          responses: { '200': { description: 'health', content: json('Health') } },
-        },
-      },
-      '/tt-liveness': {
-        get: {
-          summary: 'Liveness: answers without touching the engine, also while a forward runs',
-          responses: { '200': { description: 'alive', content: json('Liveness') } },
-        },
-      },
-      '/ready': {
-        get: {
-          summary: 'Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining',
-          responses: { '200': { description: 'ready', content: { 'application/json': { schema: { type: 'object', maxProperties: 0 } } } }, '503': predictErrors['503'] },
-        },
-      },
-      '/v1/health': {
-        get: {
-          summary: 'Readiness (tt-media-server / vLLM shape): same as /ready',
-          responses: { '200': { description: 'ready', content: { 'application/json': { schema: { type: 'object', maxProperties: 0 } } } }, '503': predictErrors['503'] },
-        },
-      },
-      '/info': {
-        get: {
-          summary: 'Model, task, engine and device, weights (repo, revision, files), sources, input limits, labels, serving parameters',
-          responses: { '200': { description: 'info', content: { 'application/json': { schema: { type: 'object' } } } } },
-        },
-      },
-      '/v1/models': {
-        get: {
-          summary: 'OpenAI-shaped model list (so OpenAI-style tooling does not 404)',
-          responses: { '200': { description: 'models', content: json('ModelList') } },
-        },
-      },
-      '/metrics': {
-        get: {
-          summary: 'Prometheus metrics: requests by route/method/status, per-stage latency histograms, queue depth, in-flight, engine busy time, sidecar restarts, engine state',
-          responses: { '200': { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
-        },
-      },
-      '/openapi.json': {
-        get: { summary: 'This document', responses: { '200': { description: 'OpenAPI 3.1', content: { 'application/json': { schema: { type: 'object' } } } } } },
-      },
+      '/health': get('Health (seed contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }),
+      '/tt-liveness': get('Liveness: answers without touching the engine, also while a forward runs', { description: 'alive', content: json(ref('Liveness')) }),
+      '/ready': get('Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),
+      '/v1/health': get('Readiness (tt-media-server / vLLM shape): same as /ready', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),
+      '/info': get('Model, task, engine and device, weights (repo, revision, files), sources, input limits, labels, serving parameters', { description: 'info', content: json(ref('Info')) }),
+      '/v1/models': get('OpenAI-shaped model list (so OpenAI-style tooling does not 404)', { description: 'models', content: json(ref('ModelList')) }),
+      '/metrics': get('Prometheus metrics: requests by route/method/status, per-stage latency histograms, queue depth, in-flight, engine busy time, sidecar restarts, engine state', { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } }),
+      '/openapi.json': get('This document', { description: 'OpenAPI 3.1', content: json({ type: 'object' }) }),
+      '/docs': get('Interactive API documentation (Swagger UI over this document, served from the package: works offline)', { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } }),
       '/predict': {
         post: {
-          summary: 'Detect objects in one image',
+          summary: 'Detect objects in one image, or in several (images: [...], JSON bodies only)',
           parameters: [
-            { name: 'threshold', in: 'query', schema: paramsProps.threshold, description: 'raw image/* bodies only' },
-            { name: 'max_detections', in: 'query', schema: paramsProps.max_detections, description: 'raw image/* bodies only' },
+            { name: 'threshold', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: number 0..1, default 0.5' },
+            { name: 'max_detections', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: integer 1..300, default 100' },
             { name: 'return_raw', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'raw image/* bodies only' },
+            { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: class ids or label names, comma-separated (cat,dog,17)' },
+            { name: 'return_image', in: 'query', schema: { type: 'string', enum: ['png', 'jpeg'] }, description: 'raw image/* bodies only' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
             required: true,
             content: {
-              'application/json': { schema: { $ref: '#/components/schemas/PredictRequest' } },
+              'application/json': { schema: { oneOf: [ref('PredictRequest'), ref('PredictUrlRequest'), ref('BatchPredictRequest')] } },
               'multipart/form-data': {
                 schema: {
                   type: 'object',
                   required: ['image'],
                   properties: {
-                    image: { type: 'string', format: 'binary', description: `the image file (max ${l.maxImageBytes} bytes); a base64 text field is also accepted` },
-                    threshold: { type: 'string', description: 'number 0..1, default 0.5' },
-                    max_detections: { type: 'string', description: 'integer 1..300, default 100' },
-                    return_raw: { type: 'string', description: 'true/false/1/0, default false' },
+                    image: { type: 'string', format: 'binary', description: `the image file (max ${mib(l.maxImageBytes)}); a base64 text field is also accepted` },
+                    threshold: textField('number 0..1, default 0.5'),
+                    max_detections: textField('integer 1..300, default 100'),
+                    return_raw: textField('true/false/1/0, default false'),
+                    classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
+                    return_image: { type: 'string', enum: ['png', 'jpeg'] },
                   },
                 },
               },
-              'image/*': { schema: { type: 'string', format: 'binary', description: `the image bytes (max ${l.maxImageBytes})` } },
+              'image/*': { schema: { type: 'string', format: 'binary', description: `the image bytes (max ${mib(l.maxImageBytes)})` } },
               'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
             },
           },
           responses: {
             '200': {
-              description: 'detections',
+              description: 'detections (PredictResponse), or for images: [...] one result per image (BatchPredictResponse)',
               headers: { 'Server-Timing': { schema: { type: 'string' }, description: 'the timing_ms stages as name;dur=ms' } },
-              content: json('PredictResponse'),
+              content: json({ oneOf: [ref('PredictResponse'), ref('BatchPredictResponse')] }),
             },
             ...predictErrors,
           },
@@ -125,92 +119,12 @@ export function buildOpenApi(l: OpenApiLimits): object {
       },
     },
     components: {
-      schemas: {
-        PredictRequest: {
-          type: 'object',
-          required: ['image'],
-          properties: { image: { type: 'string', description: imageText }, ...paramsProps },
-        },
-        Detection: {
-          type: 'object',
-          required: ['label', 'label_id', 'score', 'box', 'box_cxcywh_norm'],
-          properties: {
-            label: { type: 'string', description: 'COCO name from config.json id2label ("N/A" for unused ids)' },
-            label_id: { type: 'integer', minimum: 0, maximum: 90, description: 'COCO-91 class index' },
-            score: { type: 'number', description: 'max over classes of sigmoid(logit)' },
-            box: { ...four, description: '[x1, y1, x2, y2] in original-image pixels, clamped to the image' },
-            box_cxcywh_norm: { ...four, description: "the model's normalised [cx, cy, w, h], unclamped" },
-          },
-        },
-        PredictResponse: {
-          type: 'object',
-          required: ['detections', 'num_detections', 'image_size', 'input_size', 'threshold', 'timing_ms'],
-          properties: {
-            detections: { type: 'array', items: { $ref: '#/components/schemas/Detection' }, description: 'sorted by score descending' },
-            num_detections: { type: 'integer' },
-            image_size: { type: 'object', properties: { width: { type: 'integer' }, height: { type: 'integer' } }, required: ['width', 'height'] },
-            input_size: { type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 2, description: '[560, 560]' },
-            threshold: { type: 'number' },
-            timing_ms: {
-              type: 'object',
-              description: 'milliseconds, not rounded',
-              required: ['decode', 'preprocess', 'inference', 'postprocess', 'total', 'queue', 'transfer'],
-              properties: {
-                decode: { type: 'number', description: 'image bytes to RGB' },
-                preprocess: { type: 'number', description: 'resize to 560x560 and normalise' },
-                inference: { type: 'number', description: 'the engine forward, as the sidecar measured it' },
-                postprocess: { type: 'number', description: 'scores, threshold, sort, boxes' },
-                total: { type: 'number', description: 'arrival of the request to the response being built (includes the body upload)' },
-                queue: { type: 'number', description: 'waiting for a decode slot and for the engine' },
-                transfer: { type: 'number', description: 'the sidecar round trip minus the forward (framing, socket)' },
-              },
-            },
-            raw: {
-              type: 'object',
-              description: 'only with return_raw',
-              properties: {
-                logits: { type: 'array', items: { type: 'array', items: { type: 'number' } }, description: '[300][91] pre-sigmoid' },
-                pred_boxes: { type: 'array', items: { type: 'array', items: { type: 'number' } }, description: '[300][4] normalised cxcywh' },
-              },
-            },
-          },
-        },
-        Health: {
-          type: 'object',
-          required: ['status', 'model', 'device'],
-          properties: { status: { enum: ['ok', 'starting'] }, model: { const: 'RF-DETR-base' }, device: { type: ['string', 'null'] } },
-        },
-        Liveness: {
-          type: 'object',
-          required: ['status', 'model_ready'],
-          properties: {
-            status: { const: 'alive' },
-            model_ready: { type: 'boolean' },
-            engine_state: { enum: ['starting', 'ready', 'restarting', 'failed', 'stopped'] },
-            draining: { type: 'boolean' },
-            model: { type: 'string' },
-            uptime_s: { type: 'number' },
-            queue_depth: { type: 'integer' },
-            in_flight: { type: 'integer' },
-          },
-        },
-        ModelList: {
-          type: 'object',
-          properties: {
-            object: { const: 'list' },
-            data: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, object: { const: 'model' }, owned_by: { type: 'string' } } } },
-          },
-        },
-        Error: {
-          type: 'object',
-          required: ['detail', 'code', 'request_id'],
-          properties: {
-            detail: { type: 'string', description: 'what was wrong and what was expected' },
-            code: { type: 'string', description: 'error code from the server error table, e.g. E_SCHEMA' },
-            request_id: { type: 'string' },
-            field: { type: 'string', description: 'for E_SCHEMA: the offending field' },
-            expected: { type: 'string', description: 'for E_SCHEMA: what the field accepts' },
-          },
+      schemas: JSON.parse(JSON.stringify(COMPONENTS)) as Record<string, object>,
+      responses: {
+        NotFound: errorResponse('no such route: the detail lists the routes', ['E_NOT_FOUND']),
+        MethodNotAllowed: {
+          ...errorResponse('a known route with another method', ['E_METHOD_NOT_ALLOWED']),
+          headers: { Allow: { schema: { type: 'string' }, description: 'the method the route takes' } },
         },
       },
     },

@@ -1,86 +1,81 @@
-// The /predict request schema (seed 000 §3): field names, defaults, ranges, and the base64 rules. Every
-// rejection names the field, what was expected and what was received (sharp's invalidParameterError style),
-// and carries the code from the one error table (src/errors.ts) so HTTP derives the status from it.
+// The /predict fields: the request schemas (schema.ts) validated (validate.ts) into PredictParams, the class
+// filter resolved against the model's labels, and the base64 rules of the image field. Every rejection names
+// the field, what was expected and what was received, with the code from the one error table (src/errors.ts).
 import { RfdetrError } from '../errors.ts';
+import type { ImageFormat } from '../draw/annotate.ts';
+import { resolveClassList, someNames } from '../detect/classes.ts';
+import { fromTextFields, precompile, schemaError, validate } from './validate.ts';
+import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest } from './schema.ts';
 
-export const DEFAULT_THRESHOLD = 0.5;
-export const DEFAULT_MAX_DETECTIONS = 100;
-export const MAX_DETECTIONS_LIMIT = 300;
+export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
+export { describeValue, schemaError } from './validate.ts';
 
 export interface PredictParams {
   threshold: number;
   maxDetections: number;
   returnRaw: boolean;
+  /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
+  classes?: Array<number | string>;
+  /** Draw the detections and return the picture in this format. */
+  returnImage?: ImageFormat;
 }
 
-/** Describes a received value the way sharp does: `1.1 of type number`, `"x" of type string`. */
-export function describeValue(v: unknown): string {
-  if (v === undefined) return 'nothing (the field is missing)';
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return `an array of length ${v.length}`;
-  if (typeof v === 'string') {
-    const shown = v.length > 40 ? `${JSON.stringify(v.slice(0, 40))}… (${v.length} characters)` : JSON.stringify(v);
-    return `${shown} of type string`;
+for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, PredictParamsOnly]) precompile(schema);
+
+interface ParamFields {
+  threshold: number;
+  max_detections: number;
+  return_raw: boolean;
+  classes?: Array<number | string>;
+  return_image?: ImageFormat;
+}
+
+function paramsOf(f: ParamFields): PredictParams {
+  const p: PredictParams = { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
+  if (f.classes !== undefined) p.classes = f.classes;
+  if (f.return_image !== undefined) p.returnImage = f.return_image;
+  return p;
+}
+
+/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither. */
+export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[]): Set<number> | undefined {
+  if (classes === undefined) return undefined;
+  const { ids, unknown, known } = resolveClassList(classes, labels);
+  if (unknown.length) {
+    const first = classes.indexOf(unknown[0]!);
+    throw schemaError(`classes[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
   }
-  if (typeof v === 'object') return 'an object';
-  return `${String(v)} of type ${typeof v}`;
+  return ids;
 }
-
-export function schemaError(field: string, expected: string, received: unknown): RfdetrError {
-  return new RfdetrError('E_SCHEMA', `Expected ${expected} for ${field} but received ${describeValue(received)}`, {
-    field,
-    expected,
-  });
-}
-
-// A decimal number as text (multipart fields, query strings). JSON numbers never go through this.
-const NUMBER_TEXT = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
 /**
  * Validates threshold / max_detections / return_raw. `textForm` is true for multipart fields and query
  * parameters, where every value arrives as a string; JSON values must already have the right JSON type.
  */
 export function parsePredictParams(fields: Record<string, unknown>, textForm: boolean): PredictParams {
-  return {
-    threshold: parseThreshold(fields.threshold, textForm),
-    maxDetections: parseMaxDetections(fields.max_detections, textForm),
-    returnRaw: parseReturnRaw(fields.return_raw, textForm),
-  };
+  const { image: _image, ...rest } = fields;
+  const data = textForm ? fromTextFields(rest, PredictParamsOnly) : { ...rest };
+  return paramsOf(validate<ParamFields>(PredictParamsOnly, data, textForm ? rest : undefined));
 }
 
-function asNumber(v: unknown, textForm: boolean): number | undefined {
-  if (typeof v === 'number') return v;
-  if (textForm && typeof v === 'string' && NUMBER_TEXT.test(v.trim())) return Number(v.trim());
-  return undefined;
+/** Validates a JSON /predict body with `image_url` against the URL schema. */
+export function parsePredictUrlJson(body: Record<string, unknown>): { url: string; params: PredictParams } {
+  for (const other of ['image', 'images']) if (other in body) throw schemaError(other, 'one of image, images or image_url, not several', body[other]);
+  const f = validate<ParamFields & { image_url: string }>(PredictUrlRequest, body);
+  return { url: f.image_url, params: paramsOf(f) };
 }
 
-function parseThreshold(v: unknown, textForm: boolean): number {
-  if (v === undefined) return DEFAULT_THRESHOLD;
-  const n = asNumber(v, textForm);
-  if (n === undefined || !Number.isFinite(n) || n < 0 || n > 1) {
-    throw schemaError('threshold', 'a number between 0 and 1 (inclusive; default 0.5)', v);
-  }
-  return n;
+/** Validates a JSON /predict body with `images: [...]` against the batch schema. */
+export function parsePredictBatchJson(body: Record<string, unknown>): { images: string[]; params: PredictParams } {
+  if ('image' in body) throw schemaError('image', 'either image (one image) or images (several), not both', body.image);
+  const f = validate<ParamFields & { images: string[] }>(BatchPredictRequest, body);
+  return { images: f.images, params: paramsOf(f) };
 }
 
-function parseMaxDetections(v: unknown, textForm: boolean): number {
-  if (v === undefined) return DEFAULT_MAX_DETECTIONS;
-  const n = asNumber(v, textForm);
-  if (n === undefined || !Number.isInteger(n) || n < 1 || n > MAX_DETECTIONS_LIMIT) {
-    throw schemaError('max_detections', `an integer between 1 and ${MAX_DETECTIONS_LIMIT} (inclusive; default 100)`, v);
-  }
-  return n;
-}
-
-function parseReturnRaw(v: unknown, textForm: boolean): boolean {
-  if (v === undefined) return false;
-  if (typeof v === 'boolean') return v;
-  if (textForm && typeof v === 'string') {
-    const s = v.trim().toLowerCase();
-    if (s === 'true' || s === '1') return true;
-    if (s === 'false' || s === '0') return false;
-  }
-  throw schemaError('return_raw', textForm ? 'a boolean (true/false/1/0; default false)' : 'a boolean (default false)', v);
+/** Validates a JSON /predict body (an object) against the request schema: the image's type and the params. */
+export function parsePredictJson(body: Record<string, unknown>): { image: string; params: PredictParams } {
+  const f = validate<ParamFields & { image: string }>(PredictRequest, body);
+  return { image: f.image, params: paramsOf(f) };
 }
 
 // RFC 2397: the scheme and the ;base64 token are case-insensitive.

@@ -4,12 +4,15 @@
 // JSON. A per-request deadline covers all of it; a client that leaves before its forward starts costs no
 // forward, and every error ends this request only (4xx/5xx), never the process.
 import type { Request, Response } from 'express';
-import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
-import { detectDecoded } from '../detect/pipeline.ts';
+import type { UrlFetcher } from '../image/fetch-url.ts';
+import { annotate, type ImageFormat } from '../draw/annotate.ts';
+import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
-import { bodyFormOf, type PredictInput } from './body.ts';
+import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
+import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import { STAGES, type ServerMetrics, type Stage } from './metrics.ts';
@@ -23,13 +26,36 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput | UrlInput>;
   decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void> }) => Promise<RgbImage>;
   labels: () => readonly string[];
+  /** Fetches an image_url; undefined when the server allows no host. */
+  fetchUrl: UrlFetcher | undefined;
   /** Called with each forward's duration (for the Retry-After estimate). */
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
   changed: () => void;
+}
+
+interface RunContext {
+  signal: AbortSignal;
+  /** When the request arrived (performance.now()). */
+  t0: number;
+  deadlineAt: number;
+  /** The request reached the engine queue (its deadline is the queue's from then on). */
+  inEngine: () => void;
+}
+
+// Errors that are about the request, not one of its images: they end a batch as a whole.
+const REQUEST_LEVEL = new Set<ErrorCode>(['E_DEADLINE', 'E_ABORTED', 'E_DRAINING', 'E_CLOSED', 'E_STARTING', 'E_SIDECAR_FAILED']);
+
+/** One failed image of a batch: what a request with that image alone would have been answered. */
+function imageErrorBody(e: unknown): Record<string, unknown> {
+  const err = isRfdetrError(e) ? e : inferenceError(e);
+  const body: Record<string, unknown> = { detail: err.message, code: err.code };
+  if (err.details) for (const [k, v] of Object.entries(err.details)) if (!(k in body) && k !== 'wireCode' && k !== 'type') body[k] = v;
+  body.status = err.status;
+  return body;
 }
 
 /** One /predict request in progress, for the drain. */
@@ -55,7 +81,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
     const form = bodyFormOf(req);
     const body = admission.enterBody();
     let timer: NodeJS.Timeout | undefined;
@@ -84,9 +110,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
   }
 
-  async function run(req: Request, res: Response, signal: AbortSignal, t0: number, deadlineAt: number, inEngine: () => void): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, signal);
+  /**
+   * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
+   * way), the engine queue (checked here unless `admitted`), the detect pipeline.
+   */
+  async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+    const { signal } = r;
     const releases: Array<() => void> = [];
+    let decodedCalled = false;
+    const decodeDone = () => {
+      if (!decodedCalled) (decodedCalled = true), decoded();
+    };
     try {
       // Decode: a slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
       const tWait0 = performance.now();
@@ -96,7 +130,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       let reservedMs = 0;
       let image: RgbImage;
       try {
-        image = await d.decode(input.image, {
+        image = await d.decode(bytes, {
           reserve: async (n) => {
             const r0 = performance.now();
             releases.push(await admission.pixels.acquire(signal, () => signal.reason as Error, n));
@@ -108,34 +142,100 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         throw new RfdetrError('E_IMAGE_UNDECODABLE', `image could not be decoded: ${(e as Error)?.message ?? String(e)}: expected PNG or JPEG bytes`, undefined, { cause: e });
       } finally {
         releases.shift()!(); // the decode slot; the pixels stay reserved until the sidecar has answered
-        bytes.release(); // the encoded body is no longer needed
+        decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
       const decodeMs = performance.now() - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
-      admission.checkEngineQueue(engine.depth);
+      if (!admitted) admission.checkEngineQueue(engine.depth);
       try {
-        const r = await detectDecoded(
+        const result = await detectDecoded(
           (inp, o) => {
-            inEngine();
-            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs });
+            r.inEngine();
+            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
           },
-          d.backend.info, image, input.params,
-          { t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
+          d.backend.info, image, params,
+          { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
-        d.onForward(r.response.timing_ms.inference);
-        const timing = r.response.timing_ms as unknown as Record<Stage, number>;
-        d.metrics.observeStages(timing);
-        res.locals.timing = timing;
-        res.locals.numDetections = r.response.num_detections;
-        return r.response;
+        if (returnImage) {
+          const png = await annotate(result.image, result.detections, returnImage);
+          result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
+        }
+        d.onForward(result.response.timing_ms.inference);
+        d.metrics.observeStages(result.response.timing_ms as unknown as Record<Stage, number>);
+        return result;
       } catch (e) {
         throw inferenceError(e);
       }
     } finally {
+      decodeDone();
       for (const release of releases) release();
       d.changed();
     }
+  }
+
+  async function run(req: Request, res: Response, r: RunContext): Promise<object> {
+    const { input, bytes } = await receiveBody(req, res, r.signal);
+    let params: DetectParams;
+    try {
+      params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
+    if (input.form === 'batch') return runBatch(input, params, bytes, r);
+    const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
+    const { response } = await runImage(image, params, input.params.returnImage, r, () => bytes.release(), false);
+    res.locals.timing = response.timing_ms;
+    res.locals.numDetections = response.num_detections;
+    return response;
+  }
+
+  /** An image_url's bytes, held against the body budget until decoded like a body's. */
+  async function fetchImage(url: string, bytes: BodyBytes, signal: AbortSignal): Promise<Buffer> {
+    try {
+      if (!d.fetchUrl) throw new RfdetrError('E_URL_NOT_ALLOWED', 'image_url is off on this server: send the image itself (image, multipart or a raw body), or start the server with --allow-url-host HOST');
+      const buf = await d.fetchUrl(url, signal);
+      bytes.add(buf.length);
+      if (bytes.over) throw admission.bodyBytesFull();
+      if (buf.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', `image_url ${url} answered 0 bytes: expected PNG or JPEG bytes`);
+      return buf;
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
+  }
+
+  /**
+   * `images: [...]`: admitted to the engine queue together (all of them fit, or the request is refused), then
+   * each image goes through the decode slots and the engine queue like a request of its own. An image that
+   * fails gets its own error in `results`; an abort or the deadline ends the whole request.
+   */
+  async function runBatch(input: BatchInput, params: DetectParams, bytes: BodyBytes, r: RunContext): Promise<object> {
+    let pending = input.images.length;
+    const decoded = () => {
+      if (--pending === 0) bytes.release();
+    };
+    try {
+      admission.checkEngineQueueFor(engine.depth, input.images.filter(Buffer.isBuffer).length);
+    } catch (e) {
+      bytes.release();
+      throw e;
+    }
+    const results = await Promise.all(input.images.map(async (item) => {
+      if (!Buffer.isBuffer(item)) {
+        decoded();
+        return imageErrorBody(item);
+      }
+      try {
+        return (await runImage(item, params, input.params.returnImage, r, decoded, true)).response;
+      } catch (e) {
+        if (r.signal.aborted) throw r.signal.reason;
+        if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
+        return imageErrorBody(e);
+      }
+    }));
+    return { results };
   }
 
   return async function handlePredict(req: Request, res: Response): Promise<void> {
@@ -159,7 +259,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
-      const body = await Promise.race([run(req, res, abort.signal, t0, deadlineAt, () => (queued = true)), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true) }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const t = res.locals.timing as Record<Stage, number> | undefined;

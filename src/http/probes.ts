@@ -11,6 +11,7 @@ import type { EngineQueue } from './engine-queue.ts';
 import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
+import { MAX_BATCH_IMAGES } from './schema.ts';
 import type { ErrorResponder } from './respond.ts';
 import { route } from './request-log.ts';
 
@@ -124,12 +125,12 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       },
       input: {
         input_size: inputSizeOf(info),
-        images_per_request: 1,
+        images_per_request: MAX_BATCH_IMAGES,
         batch: 1,
         max_image_side: d.limits.maxImageSide,
         max_image_bytes: d.limits.maxImageBytes,
         max_body_bytes: d.limits.maxBodyBytes,
-        formats: ['application/json (base64 image)', 'multipart/form-data (image file)', 'image/* raw body'],
+        formats: ['application/json (base64 image, images: [...], or image_url when --allow-url-host is set)', 'multipart/form-data (image file)', 'image/* raw body'],
         num_queries: info?.numQueries ?? 300,
         num_classes: info?.numClasses ?? 91,
       },

@@ -7,7 +7,7 @@ import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
-const QUIET_ROUTES = new Set(['/metrics', '/tt-liveness', '/health', '/ready', '/v1/health']);
+const QUIET_ROUTES = new Set(['/metrics', '/tt-liveness', '/health', '/ready', '/v1/health', '/docs']);
 
 function round3(ms: number): number {
   return Math.round(ms * 1000) / 1000;

@@ -1,16 +1,19 @@
 // The HTTP server: seed 000 §3's contract (/health, /info, /v1/models, /predict) plus the probes, metrics and
-// limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json). This file wires the
+// limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json, /docs). This file wires the
 // rooms together; each has its own file:
 //   engine-state.ts  the backend's lifecycle as probes and admission see it
 //   admission.ts     the budgets a request passes through (bodies, decode, pixels, engine queue)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts the FIFO in front of the one engine
+//   schema.ts        the one schema           openapi.ts / docs.ts  the document and its UI
+//   validate.ts      schema → 422s            params.ts / body.ts   the /predict fields and body forms
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
 import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
+import { createUrlFetcher } from '../image/fetch-url.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import { Admission, DEFAULT_LIMITS } from './admission.ts';
 import { bodyLimitFor, createBodyReader } from './body.ts';
@@ -21,6 +24,8 @@ import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
 import { MODEL_ID, registerProbes, type WeightsInfo } from './probes.ts';
+import { registerDocs } from './docs.ts';
+import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
 
@@ -60,6 +65,10 @@ export interface CreateServerOptions {
   deviceParams?: Record<string, unknown>;
   /** Model id for /v1/models. Default "Roboflow/rf-detr-base". */
   modelId?: string;
+  /** Hosts image_url may name (--allow-url-host); empty or absent: image_url is off. */
+  allowUrlHosts?: readonly string[];
+  /** Time limit of one image_url fetch, ms. Default 10000. */
+  urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
 }
@@ -144,6 +153,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       queue_size: admission.limits.queueSize, deadline_ms: deadlineMs, prep_concurrency: admission.limits.decodeConcurrency,
       engine_concurrency: engineConcurrency, max_bodies: admission.limits.maxBodies, body_timeout_ms: admission.limits.bodyTimeoutMs,
       body_bytes_budget: admission.limits.bodyBytesBudget, pixel_budget_bytes: admission.limits.pixelBudgetBytes,
+      allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,
@@ -156,11 +166,14 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     },
   });
 
+  registerDocs(app);
+
   const decode = opts.decode ?? decodeImage;
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
     decode: (bytes, o) => decode(bytes, o),
+    fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward: (ms) => {
       metrics.engineForwardSeconds.inc(ms / 1000);
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
@@ -172,10 +185,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   });
 
   // Known paths with the wrong method → 405 with Allow; anything else → 404.
-  const METHODS: Record<string, string> = {
-    '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
-    '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/predict': 'POST',
-  };
+  const METHODS: Record<string, string> = ROUTES;
   app.use((req: Request, res: Response) => {
     const allow = METHODS[req.path];
     if (allow && !(req.method === 'HEAD' && allow === 'GET')) {

@@ -9,6 +9,10 @@ import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
+import { assertCapturedMatch, captureResponses } from '../helpers/openapi-check.ts';
+
+// Every JSON response of a server started here is checked against /openapi.json when it stops.
+captureResponses();
 
 export const fixtureDir = path.join(testFixturesDir, 'rfdetr-synth');
 
@@ -160,7 +164,13 @@ export async function start(opts: Partial<CreateServerOptions> & { backend?: Fak
     backend,
   });
   const { url } = await srv.listen('127.0.0.1', 0);
-  return { srv, backend, url, logs, stop: () => srv.drain(2000) };
+  return {
+    srv, backend, url, logs,
+    stop: async () => {
+      await srv.drain(2000);
+      assertCapturedMatch(srv.app);
+    },
+  };
 }
 
 export async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {

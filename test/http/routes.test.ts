@@ -126,7 +126,7 @@ describe('when ready', () => {
       assert.doesNotMatch(JSON.stringify(b), /\/srv\/secret/);
       assert.deepEqual(b.input.input_size, [560, 560]);
       assert.equal(b.input.batch, 1);
-      assert.equal(b.input.images_per_request, 1);
+      assert.equal(b.input.images_per_request, 16);
       assert.equal(b.input.max_image_side, 8192);
       assert.equal(b.input.max_image_bytes, 32 * 1024 * 1024);
       assert.equal(b.labels['17'], 'cat');
@@ -134,7 +134,7 @@ describe('when ready', () => {
       assert.equal(Object.keys(b.labels).length, 91);
       assert.deepEqual(b.serving, {
         queue_size: 7, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
-        body_timeout_ms: 30000, body_bytes_budget: 512 * 1024 * 1024, pixel_budget_bytes: 768 * 1024 * 1024,
+        body_timeout_ms: 30000, body_bytes_budget: 512 * 1024 * 1024, pixel_budget_bytes: 768 * 1024 * 1024, allow_url_hosts: [],
       });
       assert.equal(b.device_params.threads, 2);
       assert.equal(b.source.tt_port.commit, '5b0149869465892477141b4c1dfc4622db0d1ec5');
@@ -148,12 +148,12 @@ describe('when ready', () => {
     try {
       const b: any = await (await fetch(`${s.url}/openapi.json`)).json();
       assert.equal(b.openapi, '3.1.0');
-      assert.deepEqual(Object.keys(b.paths).sort(), ['/health', '/info', '/metrics', '/openapi.json', '/predict', '/ready', '/tt-liveness', '/v1/health', '/v1/models']);
+      assert.deepEqual(Object.keys(b.paths).sort(), ['/docs', '/health', '/info', '/metrics', '/openapi.json', '/predict', '/ready', '/tt-liveness', '/v1/health', '/v1/models']);
       const req = b.components.schemas.PredictRequest;
       assert.deepEqual(req.required, ['image']);
       assert.equal(req.properties.threshold.default, 0.5);
       assert.equal(req.properties.max_detections.maximum, 300);
-      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '413', '415', '422', '500', '503', '504']);
+      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '403', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
       assert.deepEqual(Object.keys(b.paths['/predict'].post.requestBody.content).sort(), ['application/json', 'application/octet-stream', 'image/*', 'multipart/form-data']);
     } finally {
       await s.stop();

@@ -1,0 +1,209 @@
+// The one schema of the HTTP surface (TypeBox: each schema is a plain JSON Schema object). The same objects are
+// compiled by ajv to validate /predict requests and are the components of /openapi.json, so the document and
+// the validator cannot disagree. `x-expected` is the "Expected … for FIELD" text of the 422 a field gets
+// (`x-expected-text` where multipart and query strings word it otherwise); error codes are an enum of the one
+// error table (src/errors.ts).
+import { Type, type TSchema } from '@sinclair/typebox';
+import { ERRORS } from '../errors.ts';
+
+export const DEFAULT_THRESHOLD = 0.5;
+export const DEFAULT_MAX_DETECTIONS = 100;
+export const MAX_DETECTIONS_LIMIT = 300;
+/** Images in one `images: [...]` request: the default engine queue size, so one batch fits an idle queue. */
+export const MAX_BATCH_IMAGES = 16;
+
+const expected = (text: string, extra: Record<string, unknown> = {}) => ({ 'x-expected': text, ...extra });
+
+export const ImageField = Type.String({
+  description: 'base64 PNG or JPEG bytes; a data:image/...;base64, prefix and line-wrapped base64 are accepted',
+  ...expected('a base64 string (PNG or JPEG bytes, optionally a data: URL)'),
+});
+
+export const PredictParamsProps = {
+  threshold: Type.Optional(Type.Number({
+    minimum: 0, maximum: 1, default: DEFAULT_THRESHOLD,
+    description: 'keep detections with sigmoid(logit) > threshold',
+    ...expected(`a number between 0 and 1 (inclusive; default ${DEFAULT_THRESHOLD})`),
+  })),
+  max_detections: Type.Optional(Type.Integer({
+    minimum: 1, maximum: MAX_DETECTIONS_LIMIT, default: DEFAULT_MAX_DETECTIONS,
+    description: 'keep at most this many, highest scores first (after the class filter)',
+    ...expected(`an integer between 1 and ${MAX_DETECTIONS_LIMIT} (inclusive; default ${DEFAULT_MAX_DETECTIONS})`),
+  })),
+  return_raw: Type.Optional(Type.Boolean({
+    default: false,
+    description: 'also return raw.logits [300][91] and raw.pred_boxes [300][4] (normalised cxcywh)',
+    ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
+  })),
+  classes: Type.Optional(Type.Array(
+    Type.Union([Type.Integer({ minimum: 0 }), Type.String({ minLength: 1 })], expected('a class id (integer >= 0) or a label name')),
+    {
+      minItems: 1, maxItems: 91,
+      description: 'keep only these classes: ids (17) or label names ("cat"), case-insensitive; applied before max_detections. In multipart fields and query strings: comma-separated (cat,dog,17)',
+      ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
+    },
+  )),
+  return_image: Type.Optional(Type.Union([Type.Literal('png'), Type.Literal('jpeg')], {
+    description: 'also return the picture with the detections drawn on it (the drawing of `rfdetr detect --save`), base64 in annotated_image',
+    ...expected('"png" or "jpeg" (default: no picture)'),
+  })),
+};
+
+export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
+
+export const PredictUrlRequest = Type.Object({
+  image_url: Type.String({
+    description: 'an http(s) URL of a PNG or JPEG, fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped',
+    ...expected('an http:// or https:// URL string'),
+  }),
+  ...PredictParamsProps,
+}, { description: 'one image by URL' });
+
+export const BatchPredictRequest = Type.Object({
+  images: Type.Array(ImageField, {
+    minItems: 1, maxItems: MAX_BATCH_IMAGES,
+    description: `several images, answered in order as results[]; at most ${MAX_BATCH_IMAGES}, and at most 32 MiB of image bytes in all. The other fields apply to every image`,
+    ...expected(`a non-empty array of at most ${MAX_BATCH_IMAGES} base64 strings (PNG or JPEG bytes)`),
+  }),
+  ...PredictParamsProps,
+}, { description: 'several images in one request' });
+
+/** The params alone: multipart fields and query strings (the image arrives as a file part or the body). */
+export const PredictParamsOnly = Type.Object(PredictParamsProps);
+
+const four = (description: string) => Type.Array(Type.Number(), { minItems: 4, maxItems: 4, description });
+
+export const Detection = Type.Object({
+  label: Type.String({ description: 'name from config.json id2label ("N/A" for unused ids)' }),
+  label_id: Type.Integer({ minimum: 0, description: 'class index (COCO-91 for RF-DETR-base)' }),
+  score: Type.Number({ description: 'max over classes of sigmoid(logit)' }),
+  box: four('[x1, y1, x2, y2] in original-image pixels, clamped to the image'),
+  box_cxcywh_norm: four("the model's normalised [cx, cy, w, h], unclamped"),
+});
+
+const ms = (description: string) => Type.Number({ description });
+
+export const Timing = Type.Object({
+  decode: ms('image bytes to RGB'),
+  preprocess: ms('resize to 560x560 and normalise (measured in the sidecar)'),
+  inference: ms('the engine forward, as the sidecar measured it'),
+  postprocess: ms('scores, threshold, sort, boxes'),
+  total: ms('arrival of the request to the response being built (includes the body upload)'),
+  queue: ms('waiting for a decode slot, the pixel budget and the engine'),
+  transfer: ms('the sidecar round trip minus preprocess and forward'),
+}, { description: 'milliseconds, not rounded' });
+
+const nested = (description: string) => Type.Array(Type.Array(Type.Number()), { description });
+
+export const PredictResponse = Type.Object({
+  detections: Type.Array(Detection, { description: 'sorted by score descending' }),
+  num_detections: Type.Integer({ minimum: 0 }),
+  image_size: Type.Object({ width: Type.Integer({ minimum: 1 }), height: Type.Integer({ minimum: 1 }) }),
+  input_size: Type.Array(Type.Integer(), { minItems: 2, maxItems: 2, description: '[height, width] of the model input: [560, 560]' }),
+  threshold: Type.Number(),
+  timing_ms: Timing,
+  raw: Type.Optional(Type.Object({
+    logits: nested('[300][91] pre-sigmoid'),
+    pred_boxes: nested('[300][4] normalised cxcywh'),
+  }, { description: 'only with return_raw' })),
+  annotated_image: Type.Optional(Type.Object({
+    format: Type.Union([Type.Literal('png'), Type.Literal('jpeg')]),
+    media_type: Type.Union([Type.Literal('image/png'), Type.Literal('image/jpeg')]),
+    base64: Type.String({ description: 'the encoded picture, original size, detections drawn' }),
+  }, { description: 'only with return_image' })),
+});
+
+export const ErrorCode = Type.Union(Object.keys(ERRORS).map((c) => Type.Literal(c)), { description: 'the error table of src/errors.ts; the status derives from it' });
+
+export const ImageError = Type.Object({
+  detail: Type.String({ description: 'what was wrong with this image' }),
+  code: ErrorCode,
+  status: Type.Integer({ description: 'the HTTP status a request with this image alone would have had' }),
+}, { additionalProperties: true, description: 'one image of a batch that failed; the others are answered as usual' });
+
+export const BatchPredictResponse = Type.Object({
+  results: Type.Array(Type.Union([PredictResponse, ImageError]), { description: 'one per image, in the order sent: a PredictResponse, or an ImageError for that image only' }),
+});
+
+export const ErrorBody = Type.Object({
+  detail: Type.String({ description: 'what was wrong, what was expected, what to do' }),
+  code: ErrorCode,
+  request_id: Type.String(),
+  field: Type.Optional(Type.String({ description: 'for E_SCHEMA: the offending field' })),
+  expected: Type.Optional(Type.String({ description: 'for E_SCHEMA: what the field accepts' })),
+}, { additionalProperties: true, description: 'further fields name the limit involved (limit, max_bytes, queue_size, deadline_ms, …)' });
+
+export const Health = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('starting')]),
+  model: Type.Literal('RF-DETR-base'),
+  device: Type.Union([Type.String(), Type.Null()]),
+});
+
+export const EngineStateName = Type.Union(['starting', 'ready', 'restarting', 'failed', 'stopped'].map((s) => Type.Literal(s)));
+
+export const Liveness = Type.Object({
+  status: Type.Literal('alive'),
+  model_ready: Type.Boolean(),
+  engine_state: EngineStateName,
+  draining: Type.Boolean(),
+  model: Type.String(),
+  uptime_s: Type.Number({ minimum: 0 }),
+  queue_depth: Type.Integer({ minimum: 0 }),
+  in_flight: Type.Integer({ minimum: 0 }),
+});
+
+export const Ready = Type.Object({}, { additionalProperties: false });
+
+export const ModelList = Type.Object({
+  object: Type.Literal('list'),
+  data: Type.Array(Type.Object({ id: Type.String(), object: Type.Literal('model'), owned_by: Type.String() })),
+});
+
+const nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+
+export const Info = Type.Object({
+  model: Type.String(),
+  model_id: Type.String(),
+  task: Type.Literal('object-detection'),
+  state: EngineStateName,
+  hardware: Type.Object({
+    engine: nullable(Type.String()),
+    device: nullable(Type.String()),
+    host_cpu: nullable(Type.String()),
+    host_cores: Type.Integer({ minimum: 1 }),
+  }),
+  weights: nullable(Type.Object({
+    repo: Type.String(),
+    revision: nullable(Type.String()),
+    commit: Type.Optional(nullable(Type.String())),
+    source: Type.Optional(Type.String({ description: 'hub, local, synth, …' })),
+    synthetic: Type.Boolean({ description: 'a checkpoint made by `rfdetr weights synth`: its detections are meaningless' }),
+    files: Type.Optional(Type.Union([Type.Array(Type.String()), Type.Record(Type.String(), Type.String())], { description: 'file names (no directories)' })),
+    dir: Type.Optional(Type.String({ description: 'only at log level debug' })),
+  })),
+  sidecar: nullable(Type.Object({ version: Type.String(), protocol_version: Type.Integer() })),
+  source: Type.Object({
+    server: Type.String(),
+    reference: Type.Object({ repo: Type.String(), commit: Type.String() }),
+    tt_port: Type.Object({ repo: Type.String(), commit: Type.String() }),
+  }),
+  input: Type.Object({
+    input_size: Type.Array(Type.Integer(), { minItems: 2, maxItems: 2 }),
+    images_per_request: Type.Integer({ minimum: 1, description: 'the most images one request may carry (images: [...])' }),
+    batch: Type.Integer({ description: 'the engine batch: images of one request run one after another' }),
+    max_image_side: Type.Integer(),
+    max_image_bytes: Type.Integer(),
+    max_body_bytes: Type.Integer(),
+    formats: Type.Array(Type.String()),
+    num_queries: Type.Integer(),
+    num_classes: Type.Integer(),
+  }),
+  serving: Type.Record(Type.String(), Type.Unknown(), { description: 'the serving limits in force (queue size, deadline, budgets)' }),
+  labels: Type.Record(Type.String(), Type.String(), { description: 'class id → label' }),
+  device_params: Type.Record(Type.String(), Type.Unknown()),
+});
+
+/** Every component of /openapi.json, by name. */
+export const COMPONENTS = {
+  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
+} as const satisfies Record<string, TSchema>;

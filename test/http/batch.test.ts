@@ -1,0 +1,102 @@
+// `images: [...]` on /predict: results in order, one per image, each with its own errors; the caps on count and
+// bytes; the images of one request admitted to the engine queue together, then run one forward each.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { goldenResponder, goldens, postJson, start, waitFor, type Started } from './helpers.ts';
+
+let s: Started;
+const b64 = (i: number) => goldens()[i]!.png.toString('base64');
+before(async () => {
+  s = await start();
+  s.backend.respond = goldenResponder;
+});
+after(() => s.stop());
+
+test('three images → three results in order, each as the single-image form answers it', async () => {
+  const calls = s.backend.calls;
+  const r = await postJson(s.url, { images: [b64(2), b64(0), b64(1)], threshold: 0.3 });
+  assert.equal(r.status, 200, r.text.slice(0, 300));
+  assert.equal(r.json.results.length, 3);
+  assert.equal(s.backend.calls - calls, 3, 'one forward per image');
+  for (const [k, i] of [2, 0, 1].entries()) {
+    const single = await postJson(s.url, { image: b64(i), threshold: 0.3 });
+    const g = goldens()[i]!;
+    assert.deepEqual(r.json.results[k].image_size, { width: g.width, height: g.height });
+    assert.deepEqual(r.json.results[k].detections, single.json.detections, `results[${k}] is ${g.name}`);
+    assert.equal(r.json.results[k].threshold, 0.3);
+  }
+});
+
+test('a bad image gets its own error; the others are answered', async () => {
+  const r = await postJson(s.url, { images: [b64(0), Buffer.from('not an image').toString('base64'), '!!', b64(1)] });
+  assert.equal(r.status, 200, r.text.slice(0, 300));
+  const [a, bad, notB64, b] = r.json.results;
+  assert.equal(a.num_detections, goldens()[0]!.detections['0.5']!.length);
+  assert.equal(bad.code, 'E_IMAGE_UNDECODABLE');
+  assert.equal(bad.status, 400);
+  assert.match(bad.detail, /image could not be decoded/);
+  assert.equal(notB64.code, 'E_IMAGE_UNDECODABLE');
+  assert.match(notB64.detail, /not valid base64/);
+  assert.deepEqual(b.image_size, { width: goldens()[1]!.width, height: goldens()[1]!.height });
+});
+
+test('the caps: at most 16 images, 32 MiB in all; image and images together, an empty list, a non-string → 422', async () => {
+  const calls = s.backend.calls;
+  const many = await postJson(s.url, { images: Array.from({ length: 17 }, () => 'AAAA') });
+  assert.equal(many.status, 422);
+  assert.match(many.json.detail, /Expected a non-empty array of at most 16 base64 strings .* for images but received an array of length 17/);
+  const big = await postJson(s.url, { images: [Buffer.alloc(17 << 20).toString('base64'), Buffer.alloc(17 << 20).toString('base64')] });
+  assert.equal(big.status, 400);
+  assert.equal(big.json.code, 'E_IMAGE_TOO_LARGE');
+  assert.match(big.json.detail, /the 2 images total about 35651584 bytes .* the limit for one request is 33554432 bytes/);
+  const both = await postJson(s.url, { image: b64(0), images: [b64(0)] });
+  assert.equal(both.status, 422);
+  assert.match(both.json.detail, /Expected either image \(one image\) or images \(several\), not both for image/);
+  const empty = await postJson(s.url, { images: [] });
+  assert.equal(empty.status, 422);
+  const num = await postJson(s.url, { images: [b64(0), 7] });
+  assert.equal(num.json.field, 'images[1]');
+  assert.match(num.json.detail, /Expected a base64 string .* for images\[1\] but received 7 of type number/);
+  const thr = await postJson(s.url, { images: [b64(0)], threshold: 2 });
+  assert.match(thr.json.detail, /for threshold but received 2 of type number/);
+  assert.equal(s.backend.calls, calls, 'no refused request reaches the engine');
+});
+
+test('admitted together: a batch that does not fit beside the waiting images is refused whole (503)', async () => {
+  const q = await start({ queueSize: 2 });
+  try {
+    const release = q.backend.block();
+    const first = postJson(q.url, { image: b64(0) });
+    await waitFor(() => q.backend.calls === 1, 'the first forward to start');
+    const second = postJson(q.url, { image: b64(0) });
+    await waitFor(() => q.srv.engine.depth === 1, 'one image waiting');
+    const refused = await postJson(q.url, { images: [b64(0), b64(0)] });
+    assert.equal(refused.status, 503);
+    assert.equal(refused.json.code, 'E_QUEUE_FULL');
+    assert.match(refused.json.detail, /cannot take this request's 2 images \(1 of 2 places taken/);
+    assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    release();
+    assert.equal((await first).status, 200);
+    assert.equal((await second).status, 200);
+    // An idle queue takes a batch larger than --queue-size; its images still run one forward each.
+    const calls = q.backend.calls;
+    const r = await postJson(q.url, { images: [b64(0), b64(0), b64(0)] });
+    assert.equal(r.status, 200, r.text.slice(0, 200));
+    assert.equal(q.backend.calls - calls, 3);
+  } finally {
+    await q.stop();
+  }
+});
+
+test('an engine failure is that image\'s error; the response still validates', async () => {
+  s.backend.fail = new Error('boom');
+  try {
+    const r = await postJson(s.url, { images: [b64(0)] });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.results[0].code, 'E_INFERENCE');
+    assert.equal(r.json.results[0].status, 500);
+    assert.match(r.json.results[0].detail, /inference failed: Error: boom/);
+  } finally {
+    s.backend.fail = undefined;
+  }
+});
