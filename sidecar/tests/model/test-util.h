@@ -27,10 +27,10 @@ struct fake_tensor {
     std::string          dtype = "F32";
 };
 
-// The schema's tensors for `num_classes` classes.
-inline std::vector<fake_tensor> schema_tensors(int num_classes = 91) {
+// The variant schema's tensors for `num_classes` classes.
+inline std::vector<fake_tensor> schema_tensors(int num_classes = 91, const std::string & variant = "base") {
     std::vector<fake_tensor> out;
-    for (const auto & st : rfdetr::schema_get().tensors) {
+    for (const auto & st : rfdetr::schema_get(variant).tensors) {
         out.push_back({ st.name, st.shape_for(num_classes) });
     }
     return out;

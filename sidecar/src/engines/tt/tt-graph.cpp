@@ -129,6 +129,10 @@ tt_tensor tt_graph::up_vec(const checkpoint & ck, const std::string & name) {
 }
 
 tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : ops_(ops), plan_(plan) {
+    if (ck.variant().variant != "base") {
+        throw error("tt_graph: " + ck.dir() + " holds an " + ck.variant().model +
+                    " checkpoint; the TT graph is built for RF-DETR-base only (560x560); use a RF-DETR-base checkpoint");
+    }
     num_classes_ = ck.num_classes();
     ops_.set_math(plan_.decoder);
 
