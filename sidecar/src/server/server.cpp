@@ -46,7 +46,6 @@ double ms_since(clock_type::time_point t0) {
     return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
-constexpr size_t k_pixel_count = static_cast<size_t>(k_input_channels) * k_input_size * k_input_size;
 
 struct job {
     uint64_t             conn_serial;
@@ -64,7 +63,8 @@ struct done {
 class worker {
   public:
     explicit worker(engine & eng, int wake_fd)
-        : eng_(eng), wake_fd_(wake_fd), pixels_(k_pixel_count),
+        : eng_(eng), wake_fd_(wake_fd), pixel_count_(static_cast<size_t>(k_input_channels) * eng.input_size() * eng.input_size()),
+          pixels_(pixel_count_),
           logits_(static_cast<size_t>(eng.num_queries()) * eng.num_classes()),
           boxes_(static_cast<size_t>(eng.num_queries()) * 4) {
         thread_ = std::thread([this] { run(); });
@@ -131,7 +131,7 @@ class worker {
                 busy_ = true;
             }
             done d{j.conn_serial, {}};
-            std::memcpy(pixels_.data(), j.pixels, k_pixel_count * sizeof(float));  // the bin may be misaligned
+            std::memcpy(pixels_.data(), j.pixels, pixel_count_ * sizeof(float));  // the bin may be misaligned
             j.payload = std::vector<uint8_t>();
             const auto t0 = clock_type::now();
             try {
@@ -160,6 +160,7 @@ class worker {
 
     engine &                eng_;
     int                     wake_fd_;
+    size_t                  pixel_count_;  // 3 * S * S for the loaded variant
     std::vector<float>      pixels_;
     std::vector<float>      logits_;
     std::vector<float>      boxes_;
@@ -200,7 +201,7 @@ class server {
         hello.sidecar_version  = RFDETR_SIDECAR_VERSION;
         hello.engine           = eng.name();
         hello.device           = eng.device();
-        hello.input_shape      = {k_input_channels, k_input_size, k_input_size};
+        hello.input_shape      = {k_input_channels, static_cast<uint64_t>(eng.input_size()), static_cast<uint64_t>(eng.input_size())};
         hello.num_queries      = static_cast<uint64_t>(eng.num_queries());
         hello.num_classes      = static_cast<uint64_t>(eng.num_classes());
         hello.labels           = eng.labels();
@@ -499,11 +500,12 @@ class server {
                 return;
             }
             case wire_op::WIRE_OP_INFER: {
-                const size_t want = k_pixel_count * sizeof(float);
+                const size_t want = static_cast<size_t>(k_input_channels) * eng_.input_size() * eng_.input_size() * sizeof(float);
                 if (req.pixel_values.size != want) {
                     reply_error(c.serial, req.id, wire_error::WIRE_ERROR_FIELD,
                                 "pixel_values has " + std::to_string(req.pixel_values.size) + " bytes; expected " +
-                                    std::to_string(want) + " (f32 [3,560,560] little-endian CHW)");
+                                    std::to_string(want) + " (f32 [3," + std::to_string(eng_.input_size()) + "," +
+                                    std::to_string(eng_.input_size()) + "] little-endian CHW)");
                     return;
                 }
                 if (stopping_) {
@@ -627,7 +629,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         eng          = factory.create(opts.engine, opts.weights_dir, eo);
         load_ms      = ms_since(t_load);
         // Warm-up: two forwards on a fixed synthetic input (page-faults buffers, fills caches; TT captures its trace).
-        std::vector<float> pixels(k_pixel_count);
+        std::vector<float> pixels(static_cast<size_t>(k_input_channels) * eng->input_size() * eng->input_size());
         for (size_t i = 0; i < pixels.size(); i++) {
             pixels[i] = static_cast<float>(std::sin(0.001 * static_cast<double>(i)));
         }

@@ -24,6 +24,7 @@ enum stage {
 const char * stage_str(stage s);
 
 // Geometry of RF-DETR-base at 560x560.
+constexpr int k_input_size = 560;              // pixel_values [3,560,560]
 constexpr int k_grid     = 40;                 // patches per side
 constexpr int k_pixels   = k_grid * k_grid;    // 1600
 constexpr int k_windows  = 16;                 // 4x4
