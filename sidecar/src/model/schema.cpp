@@ -77,26 +77,22 @@ schema parse_schema(const embedded_text & e) {
         s.config_json  = j.value("config", nlohmann::json::object()).dump();
         const auto & a = j.at("architecture");
         model_arch & m = s.arch;
-        m.encoder      = a.at("encoder").get<std::string>();
-        m.resolution   = a.at("resolution").get<int>();
-        m.patch_size   = a.at("patch_size").get<int>();
-        m.num_windows  = a.at("num_windows").get<int>();
-        m.pos_grid     = a.at("pos_grid").get<int>();
-        m.vit_layers   = a.at("vit_layers").get<int>();
-        m.vit_hidden   = a.at("vit_hidden").get<int>();
-        m.vit_heads    = a.at("vit_heads").get<int>();
-        m.vit_mlp      = a.at("vit_mlp").get<int>();
+        m.encoder             = a.at("encoder").get<std::string>();
         m.out_feature_indexes = a.at("out_feature_indexes").get<std::vector<int>>();
-        m.d_model      = a.at("d_model").get<int>();
-        m.projector_scale = a.at("projector_scale").get<std::vector<std::string>>();
-        m.c2f_blocks   = a.at("c2f_blocks").get<int>();
-        m.dec_layers   = a.at("dec_layers").get<int>();
-        m.sa_heads     = a.at("sa_heads").get<int>();
-        m.ca_heads     = a.at("ca_heads").get<int>();
-        m.dec_points   = a.at("dec_points").get<int>();
-        m.ffn          = a.at("ffn").get<int>();
-        m.num_queries  = a.at("num_queries").get<int>();
-        m.group_detr   = a.at("group_detr").get<int>();
+        m.projector_scale     = a.at("projector_scale").get<std::vector<std::string>>();
+        const std::pair<const char *, int model_arch::*> ints[] = {
+            { "resolution", &model_arch::resolution }, { "patch_size", &model_arch::patch_size },
+            { "num_windows", &model_arch::num_windows }, { "pos_grid", &model_arch::pos_grid },
+            { "vit_layers", &model_arch::vit_layers }, { "vit_hidden", &model_arch::vit_hidden },
+            { "vit_heads", &model_arch::vit_heads }, { "vit_mlp", &model_arch::vit_mlp }, { "d_model", &model_arch::d_model },
+            { "c2f_blocks", &model_arch::c2f_blocks }, { "dec_layers", &model_arch::dec_layers },
+            { "sa_heads", &model_arch::sa_heads }, { "ca_heads", &model_arch::ca_heads },
+            { "dec_points", &model_arch::dec_points }, { "ffn", &model_arch::ffn },
+            { "num_queries", &model_arch::num_queries }, { "group_detr", &model_arch::group_detr },
+        };
+        for (const auto & [key, field] : ints) {
+            m.*field = a.at(key).get<int>();
+        }
         for (const auto & t : j.at("tensors")) {
             schema_tensor st;
             st.name       = t.at("name").get<std::string>();

@@ -14,18 +14,6 @@ using namespace rfdetr_test;
 
 namespace {
 
-// Opens DIR and returns the error message ("" when it loads).
-std::string open_error(const std::string & dir) {
-    try {
-        rfdetr::checkpoint::open(dir);
-    } catch (const rfdetr::error & e) {
-        return e.what();
-    }
-    return "";
-}
-
-#define EXPECT_HAS(msg, fragment) EXPECT_NE((msg).find(fragment), std::string::npos) << "missing '" << (fragment) << "' in:\n" << (msg)
-
 std::string labels_config(int n) {
     return coco_config([n](nlohmann::ordered_json & j) {
         nlohmann::ordered_json m = nlohmann::ordered_json::object();

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "engines/engine.h"
+#include "model/checkpoint.h"
 #include "model/schema.h"
 
 namespace rfdetr_test {
@@ -121,5 +123,17 @@ template <typename F> inline std::string coco_config(F edit) {
 inline std::string coco_config() {
     return coco_config([](nlohmann::ordered_json &) {});
 }
+
+// Opens DIR and returns the error message ("" when it loads).
+inline std::string open_error(const std::string & dir) {
+    try {
+        rfdetr::checkpoint::open(dir);
+    } catch (const rfdetr::error & e) {
+        return e.what();
+    }
+    return "";
+}
+
+#define EXPECT_HAS(msg, fragment) EXPECT_NE((msg).find(fragment), std::string::npos) << "missing '" << (fragment) << "' in:\n" << (msg)
 
 }  // namespace rfdetr_test

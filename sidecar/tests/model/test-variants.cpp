@@ -18,17 +18,6 @@ using namespace rfdetr_test;
 
 namespace {
 
-std::string open_error(const std::string & dir) {
-    try {
-        rfdetr::checkpoint::open(dir);
-    } catch (const rfdetr::error & e) {
-        return e.what();
-    }
-    return "";
-}
-
-#define EXPECT_HAS(msg, fragment) EXPECT_NE((msg).find(fragment), std::string::npos) << "missing '" << (fragment) << "' in:\n" << (msg)
-
 const std::vector<std::string> k_variants = { "base", "nano", "small", "medium", "large", "large_deprecated" };
 
 // The COCO config.json with the variant's own fields, as a synthetic checkpoint of it carries.
