@@ -70,7 +70,7 @@ export interface EngineFlags {
 /** --engine, --threads, --weights, --model, --revision. */
 export function addEngineOptions(cmd: Command, defaultEngine = 'cpu'): Command {
   return cmd
-    .addOption(new Option('--engine <name>', 'engine the sidecar runs: cpu, tt, tt-host, … (rfdetr info lists those built)').default(defaultEngine))
+    .addOption(new Option('--engine <name>', 'engine the sidecar runs: cpu, tt (Blackhole; compiles and links against ttnn 0.70.1, calls checked against 0.78.0, never run on a card), tt-host, … (rfdetr info lists those built)').default(defaultEngine))
     .addOption(new Option('--threads <n>', 'CPU threads for the engine, 0 = physical cores').argParser(intParser(0, 1024)))
     .addOption(new Option('--precision <p>', 'host-engine arithmetic (tt-host validation engine): fp32 (default) or bf16').choices(['fp32', 'bf16']))
     .addOption(new Option('--weights <dir>', 'checkpoint directory with model.safetensors + config.json (beats TT_RF_DETR_WEIGHTS)'))

@@ -15,6 +15,8 @@
 # Env: RFDETR_CMAKE_ARGS is passed to the sidecar's CMake by scripts/build-sidecar.sh (e.g.
 # "-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF"); RFDETR_SIDECAR names another sidecar binary to stage.
 # Libraries under TT_METAL_HOME (default /opt/tt-metal) are never bundled: the tt-metal image provides them.
+# Nor are those of a ttnn wheel (RFDETR_TTNN_WHEEL, default /opt/ttnn-sdk/wheel: the Dockerfile's ttnn-sdk stage),
+# which the runtime stage copies to the path the sidecar's rpath names; their system dependencies are listed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -100,6 +102,7 @@ chmod 0755 "$dest/bin/rfdetr"
 # The sidecar's shared-library closure, minus the C/C++ runtime every base has, tt-metal's own libraries and
 # everything those need (the tt-metal image provides its libraries' dependencies: MPI, hwloc, numa, ...).
 tt_home=$(readlink -f "${TT_METAL_HOME:-/opt/tt-metal}" 2>/dev/null || echo "${TT_METAL_HOME:-/opt/tt-metal}")
+ttnn_wheel=$(readlink -f "${RFDETR_TTNN_WHEEL:-/opt/ttnn-sdk/wheel}" 2>/dev/null || echo "${RFDETR_TTNN_WHEEL:-/opt/ttnn-sdk/wheel}")
 resolved() { ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'; }
 closure() {
   local all tt_deps
@@ -112,6 +115,7 @@ closure() {
       libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*) continue ;;
     esac
     if printf '%s\n' "$tt_deps" | grep -qxF "$lib"; then continue; fi
+    case "$(readlink -f "$lib")" in "$ttnn_wheel"/*) continue ;; esac
     echo "$lib"
   done
 }

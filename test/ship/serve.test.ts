@@ -1,5 +1,5 @@
 // The staged serving tree, run the way the container and tt-model run it: `bin/rfdetr serve` (CPU engine,
-// synthetic weights) prints tt-model.yaml's ready_line exactly once, /ready then answers 200 (so the Docker
+// synthetic weights) prints the ready text tt-model waits for (its kind's ready line) exactly once, /ready then answers 200 (so the Docker
 // HEALTHCHECK passes), and SIGTERM — what `docker stop` and Kubernetes send to PID 1 — ends it with exit 0.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +11,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { parse } from 'yaml';
 import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
 import { ROUTES, readText, skipOrFail } from './ship-helpers.ts';
+import { KINDS } from './tt-model-rules.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 
 async function freePort(): Promise<number> {
@@ -21,7 +22,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
+test('serve: the staged tree prints tt-model\'s ready text once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
   const missing = [
     !fs.existsSync(path.join(packageRoot, 'cli', 'main.ts')) && 'cli/main.ts (CLI branch)',
     !fs.existsSync(path.join(packageRoot, 'src', 'http')) && 'src/http (HTTP branch)',
@@ -29,7 +30,8 @@ test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on S
   ].filter(Boolean);
   if (missing.length) return skipOrFail(t, `needs ${missing.join(', ')}; not merged yet`);
 
-  const readyLine = (parse(readText('tt-model.yaml')) as { runtime: { ready_line: string } }).runtime.ready_line;
+  // tt-model's tt-dit-server kind waits for this text in the container log (tt-model.yaml's kind).
+  const readyLine = KINDS[(parse(readText('tt-model.yaml')) as { kind: string }).kind]!.readyLine;
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-serve-'));
   t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
   const dest = path.join(tmp, 'rfdetr');
@@ -54,7 +56,7 @@ test('serve: the staged tree prints ready_line once, serves /ready, exits 0 on S
     await new Promise((r) => setTimeout(r, 200));
   }
   const base = `http://127.0.0.1:${port}`;
-  assert.equal((await fetch(base + ROUTES.readiness)).status, 200, 'ready_line printed but /ready is not 200');
+  assert.equal((await fetch(base + ROUTES.readiness)).status, 200, 'the ready line printed but /ready is not 200');
   assert.equal((await fetch(base + ROUTES.liveness)).status, 200);
   const health = await (await fetch(base + ROUTES.health)).json() as { status: string };
   assert.equal(health.status, 'ok');

@@ -29,7 +29,7 @@ export async function readyLineFromHttp(): Promise<ReadyLineSource | undefined> 
   if (!fs.existsSync(file)) return undefined;
   const mod = (await import(pathToFileURL(file).href)) as { READY_MESSAGE?: unknown };
   if (typeof mod.READY_MESSAGE !== 'string') {
-    throw new Error(`src/http/log.ts exports no string READY_MESSAGE; tt-model.yaml's ready_line must match the server's ready log line`);
+    throw new Error(`src/http/log.ts exports no string READY_MESSAGE; the server's ready log line must contain the text tt-model waits for (tt-model.yaml's kind)`);
   }
   return { value: mod.READY_MESSAGE, from: 'src/http/log.ts READY_MESSAGE' };
 }

@@ -54,8 +54,9 @@ const char * tt_engine_unbuilt_reason() {
     return nullptr;
 #else
     return "engine 'tt': this rfdetr-sidecar was built without Tenstorrent support (RFDETR_WITH_TTNN=OFF). "
-                "Rebuild against a tt-metal tree: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' with TT_METAL_HOME set "
-                "(or an installed TT-NN package on CMAKE_PREFIX_PATH), then 'npm run build:sidecar'. "
+                "Rebuild against ttnn 0.78.0: RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON' with RFDETR_TTNN_HEADERS and "
+                "RFDETR_TTNN_WHEEL (scripts/fetch-ttnn-sdk.sh fetches both), or with TT_METAL_HOME set to a built "
+                "tt-metal tree, then 'npm run build:sidecar' (SERVING.md, \"TT engine\"). "
                 "To validate the TT graph without a card use --engine tt-host; use --engine cpu to serve on the CPU.";
 #endif
 }
