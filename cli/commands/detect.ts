@@ -119,7 +119,7 @@ function remoteRunner(f: DetectFlags, url: string): Runner {
       const r = await client.predict(bytes, { threshold: f.threshold, maxDetections: classes ? 300 : f.maxDetections, returnRaw: f.raw });
       if (!classes) return { response: r, detections: r.detections };
       const kept = selectDetections(r.detections, classes, f.maxDetections);
-      const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });
+      const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, inputSize: r.input_size, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });
       return { response, detections: kept };
     },
     close: () => client.close(),

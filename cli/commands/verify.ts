@@ -14,8 +14,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { detectionIou } from '../../src/detect/iou.ts';
 import { postprocess, type Detection } from '../../src/detect/postprocess.ts';
-import { decodeImage } from '../../src/image/decode.ts';
-import { preprocess } from '../../src/image/preprocess.ts';
+import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
 import { runSynth } from '../../src/weights/synth.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
@@ -67,14 +66,14 @@ export function pcc(a: Float32Array, b: Float32Array): number {
   return saa === 0 || sbb === 0 ? (saa === sbb ? 1 : 0) : sab / Math.sqrt(saa * sbb);
 }
 
-interface CaseInput { name: string; width: number; height: number; pixels: Float32Array }
+interface CaseInput { name: string; image: RgbImage }
 interface CaseOutput { logits: Float32Array; predBoxes: Float32Array; forwardMs: number }
 
 async function runAll(backend: InferenceBackend, cases: readonly CaseInput[]): Promise<CaseOutput[]> {
   const out: CaseOutput[] = [];
   try {
     for (const c of cases) {
-      const r = await backend.infer(c.pixels);
+      const r = await backend.infer({ image: c.image });
       out.push({ logits: r.logits, predBoxes: r.predBoxes, forwardMs: r.forwardMs });
     }
   } finally {
@@ -102,7 +101,7 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
   const cases: CaseInput[] = [];
   for (const name of CASES) {
     const img = await decodeImage(fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', name, 'input.png')));
-    cases.push({ name, width: img.width, height: img.height, pixels: preprocess(img) });
+    cases.push({ name, image: img });
   }
   // The engine under test first: a build that cannot run it fails in seconds, before the slower reference.
   log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
@@ -125,7 +124,7 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
   const numClasses = info?.numClasses ?? 91;
   const rows = cases.map((c, i) => {
     const det = (o: CaseOutput): Detection[] => postprocess({ logits: o.logits, predBoxes: o.predBoxes, numQueries, numClasses },
-      { width: c.width, height: c.height, threshold: f.threshold, maxDetections: numQueries, labels });
+      { width: c.image.width, height: c.image.height, threshold: f.threshold, maxDetections: numQueries, labels });
     const r = ref[i]!, g = got[i]!;
     const dr = det(r), dg = det(g);
     return {

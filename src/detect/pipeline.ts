@@ -1,15 +1,15 @@
-// One image through the whole detector in process: bytes → decode → preprocess → backend.infer → postprocess →
-// the POST /predict response object (seed 000 §3). `buildPredictResponse` is the one place that response shape
-// is written; the CLI's in-process path and anything else answering like /predict use it.
+// One image through the whole detector: bytes → decode (sharp) → the sidecar's infer (resize, normalise and
+// forward in C++) → postprocess → the POST /predict response object (seed 000 §3). The CLI and the HTTP server
+// both run `detectDecoded`; `buildPredictResponse` is the one place that response shape is written.
 //
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`
 // gives the two best cats, not the cats among the two best detections.
 import { decodeImage, type RgbImage } from '../image/decode.ts';
-import { preprocess } from '../image/preprocess.ts';
-import type { InferenceBackend, InferOptions } from '../sidecar/backend.ts';
+import type { InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
 import { postprocess, rawToNested, type Detection } from './postprocess.ts';
 
-export const INPUT_SIZE: [number, number] = [560, 560];
+/** RF-DETR-base's input side, used only when no engine has said its own (a backend before its first hello). */
+export const DEFAULT_INPUT_SIDE = 560;
 const DEFAULT_NUM_QUERIES = 300;
 const DEFAULT_NUM_CLASSES = 91;
 
@@ -31,6 +31,7 @@ export interface PredictResponse {
   detections: PredictDetection[];
   num_detections: number;
   image_size: { width: number; height: number };
+  /** The model's input [height, width] (560×560 for RF-DETR-base). */
   input_size: [number, number];
   threshold: number;
   timing_ms: PredictTiming;
@@ -41,6 +42,7 @@ export interface BuildResponseArgs {
   detections: readonly Detection[] | readonly PredictDetection[];
   width: number;
   height: number;
+  inputSize: [number, number];
   threshold: number;
   timing: PredictTiming;
   raw?: { logits: number[][]; pred_boxes: number[][] } | undefined;
@@ -52,7 +54,7 @@ export function buildPredictResponse(a: BuildResponseArgs): PredictResponse {
     detections: a.detections.map((d) => ({ label: d.label, label_id: d.label_id, score: d.score, box: d.box, box_cxcywh_norm: d.box_cxcywh_norm })),
     num_detections: a.detections.length,
     image_size: { width: a.width, height: a.height },
-    input_size: INPUT_SIZE,
+    input_size: a.inputSize,
     threshold: a.threshold,
     timing_ms: {
       decode: a.timing.decode, preprocess: a.timing.preprocess, inference: a.timing.inference, postprocess: a.timing.postprocess,
@@ -79,6 +81,18 @@ export interface DetectOptions extends InferOptions {
   labels?: readonly string[];
 }
 
+/** One forward as the detector sees it: the backend's infer, or the HTTP server's engine queue in front of it. */
+export type Forward = (input: InferInput, opts: InferOptions) => Promise<InferResult & { queueMs?: number }>;
+
+export interface DecodedRun extends DetectOptions {
+  /** When the request started (performance.now()): `total` is measured from here. */
+  t0: number;
+  /** Time the decode took. */
+  decodeMs: number;
+  /** Time spent waiting before the forward was asked for (e.g. for a decode slot); reported in `queue`. */
+  waitMs?: number;
+}
+
 export interface DetectResult {
   response: PredictResponse;
   /** The decoded image (RGB u8 at the original size), e.g. to draw the detections on. */
@@ -94,19 +108,19 @@ export function selectDetections<T extends { label_id: number }>(detections: rea
   return kept;
 }
 
-/** Decodes, preprocesses, runs one forward on `backend` and postprocesses one image. */
-export async function detectImage(backend: InferenceBackend, bytes: Uint8Array, params: DetectParams, opts: DetectOptions = {}): Promise<DetectResult> {
-  const t0 = performance.now();
-  const image = await decodeImage(bytes);
+/** [height, width] of the model input, from the engine's hello. */
+export function inputSizeOf(info: SidecarInfo | null): [number, number] {
+  return info ? [info.inputShape[1], info.inputShape[2]] : [DEFAULT_INPUT_SIDE, DEFAULT_INPUT_SIDE];
+}
+
+/** Runs one forward on a decoded image and postprocesses it into the /predict response. */
+export async function detectDecoded(forward: Forward, info: SidecarInfo | null, image: RgbImage, params: DetectParams, run: DecodedRun): Promise<DetectResult> {
   const t1 = performance.now();
-  const pixels = preprocess(image);
+  const out = await forward({ image }, { signal: run.signal, deadlineMs: run.deadlineMs });
   const t2 = performance.now();
-  const out = await backend.infer(pixels, { signal: opts.signal, deadlineMs: opts.deadlineMs });
-  const t3 = performance.now();
-  const info = backend.info;
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;
-  const labels = info?.labels?.length ? info.labels : opts.labels ?? [];
+  const labels = info?.labels?.length ? info.labels : run.labels ?? [];
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
   const all = postprocess(raw, {
     width: image.width, height: image.height, threshold: params.threshold, labels,
@@ -114,16 +128,29 @@ export async function detectImage(backend: InferenceBackend, bytes: Uint8Array, 
   });
   const detections = selectDetections(all, params.classes, params.maxDetections);
   const nested = params.returnRaw ? rawToNested(out.logits, out.predBoxes, numQueries, numClasses) : undefined;
-  const t4 = performance.now();
+  const t3 = performance.now();
+  // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
+  // trip the sidecar did not account for (its own queue behind another client's forward).
+  const unaccounted = t2 - t1 - (out.queueMs ?? 0) - out.preprocessMs - out.forwardMs - out.transferMs;
   const timing: PredictTiming = {
-    decode: t1 - t0,
-    preprocess: t2 - t1,
+    decode: run.decodeMs,
+    preprocess: out.preprocessMs,
     inference: out.forwardMs,
-    postprocess: t4 - t3,
-    total: t4 - t0,
-    queue: Math.max(0, t3 - t2 - out.forwardMs - out.transferMs),
+    postprocess: t3 - t2,
+    total: t3 - run.t0,
+    queue: (run.waitMs ?? 0) + (out.queueMs ?? 0) + Math.max(0, unaccounted),
     transfer: out.transferMs,
   };
-  const response = buildPredictResponse({ detections, width: image.width, height: image.height, threshold: params.threshold, timing, raw: nested });
+  const response = buildPredictResponse({
+    detections, width: image.width, height: image.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
+  });
   return { response, image, detections };
+}
+
+/** Decodes one image and runs it through `backend` (the CLI's in-process path). */
+export async function detectImage(backend: InferenceBackend, bytes: Uint8Array, params: DetectParams, opts: DetectOptions = {}): Promise<DetectResult> {
+  const t0 = performance.now();
+  const image = await decodeImage(bytes);
+  const decodeMs = performance.now() - t0;
+  return detectDecoded((input, o) => backend.infer(input, o), backend.info, image, params, { ...opts, t0, decodeMs });
 }

@@ -15,7 +15,7 @@
 //   float32, times (W, H, W, H) in float32, then x clamped to [0, W] and y to [0, H]. Boxes entirely outside the
 //   image clamp to zero area and are kept (the reference keeps them).
 // * box_cxcywh_norm is the raw model box (normalised cxcywh, unclamped, may fall outside [0, 1]).
-import { fmaf } from '../image/fmaf.ts';
+import { fmaf } from './fmaf.ts';
 
 export interface Detection {
   label: string;

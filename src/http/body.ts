@@ -46,7 +46,7 @@ function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): 
   const err = e as { type?: string; message?: string; length?: number; limit?: number };
   switch (err.type) {
     case 'entity.too.large':
-      return form === 'raw' ? imageTooLargeError(err.length ?? limits.maxImageBytes + 1, limits.maxImageBytes) : bodyTooLarge(limits.maxBodyBytes, err.length);
+      return form === 'raw' ? imageTooLargeError(err.length ?? limits.maxImageBytes + 1, limits.maxImageBytes, 'bytes') : bodyTooLarge(limits.maxBodyBytes, err.length);
     case 'entity.parse.failed':
       return new RfdetrError('E_SCHEMA', `request body is not valid JSON (${err.message}): expected a JSON object like {"image": "<base64 PNG/JPEG>", "threshold": 0.5}`);
     case 'encoding.unsupported':
@@ -56,8 +56,14 @@ function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): 
       return new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body');
     case 'request.size.invalid':
       return new RfdetrError('E_SCHEMA', `request body length does not match Content-Length (${err.message})`);
-    default:
+    default: {
+      // A corrupt gzip/deflate/br/zstd body: body-parser passes zlib's error on with status 400 and no type.
+      const z = e as { code?: unknown; errno?: unknown; status?: unknown };
+      if (z.status === 400 && (typeof z.errno === 'number' || (typeof z.code === 'string' && /^(Z_|ERR_)/.test(z.code)))) {
+        return new RfdetrError('E_BODY_ENCODING', `the request body could not be decompressed as its Content-Encoding says (${err.message}): send the body uncompressed or correctly encoded`);
+      }
       return e instanceof Error ? e : new Error(String(e));
+    }
   }
 }
 
@@ -116,6 +122,11 @@ export function createBodyReader(limits: BodyLimits) {
 
   function readMultipart(req: Request): Promise<PredictInput> {
     return new Promise((resolve, reject) => {
+      const enc = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+      if (enc !== 'identity') {
+        reject(new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected no Content-Encoding for a multipart/form-data body but received ${JSON.stringify(enc)}: send it uncompressed, or use a JSON body`));
+        return;
+      }
       let bb: busboy.Busboy;
       try {
         bb = busboy({
@@ -177,7 +188,13 @@ export function createBodyReader(limits: BodyLimits) {
           size += c.length;
           chunks.push(c);
         });
-        stream.on('limit', () => fail(imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes)));
+        stream.on('limit', () => fail(imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes, 'bytes')));
+        // A part cut off before its closing boundary errors on the part's stream as well as on busboy: without
+        // this listener that error would be unhandled and take the process down.
+        stream.on('error', (e: Error) => {
+          fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data whose "image" part ends with the closing boundary`));
+          finish();
+        });
         stream.on('end', () => {
           if (!stream.truncated) file = Buffer.concat(chunks, size);
         });
@@ -195,6 +212,10 @@ export function createBodyReader(limits: BodyLimits) {
         finish();
       });
       bb.on('close', finish);
+      req.on('error', (e: Error) => {
+        fail(new RfdetrError('E_ABORTED', `the request stream failed while the body was received (${e.message})`));
+        finish();
+      });
       req.on('aborted', () => {
         fail(new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body'));
         finish();

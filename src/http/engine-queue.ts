@@ -1,11 +1,11 @@
-// The per-engine queue: requests whose pixel_values are ready wait here, in arrival order, for the one
-// engine. At most `maxInFlight` forwards are handed to the backend at a time (1: the engine runs one forward
-// at a time, and a request that is still here when its client leaves or its deadline passes is dropped
-// without ever costing a forward). A forward already handed to the backend cannot be taken back: its caller
+// The per-engine queue: decoded images wait here, in arrival order, for the one engine. At most `maxInFlight`
+// requests are handed to the sidecar at a time: 2 by default, so the sidecar can resize request N+1 while
+// request N is on the engine (it runs forwards one at a time, in order); a request that is still here when
+// its client leaves or its deadline passes is dropped without ever costing a forward. A forward already handed to the backend cannot be taken back: its caller
 // is answered at once (504 / gone), but the engine slot stays busy until the backend settles, so the busy
 // time and the next dispatch stay honest.
 import { RfdetrError } from '../errors.ts';
-import type { InferenceBackend, InferResult } from '../sidecar/backend.ts';
+import type { InferenceBackend, InferInput, InferResult } from '../sidecar/backend.ts';
 
 export interface EngineJobOptions {
   /** Aborted when the client goes away. */
@@ -22,7 +22,7 @@ export interface EngineRun extends InferResult {
 }
 
 interface Waiting {
-  pixels: Float32Array;
+  input: InferInput;
   opts: EngineJobOptions;
   enqueuedAt: number;
   resolve: (r: EngineRun) => void;
@@ -58,7 +58,7 @@ export class EngineQueue {
 
   constructor(
     private readonly backend: InferenceBackend,
-    private readonly maxInFlight = 1,
+    private readonly maxInFlight = 2,
     private readonly hooks: EngineQueueHooks = {},
   ) {}
 
@@ -77,7 +77,7 @@ export class EngineQueue {
     return this.forwards;
   }
 
-  /** Total ms during which at least one forward was in flight (up to now). */
+  /** Total ms during which at least one request was in the sidecar (up to now). */
   busyMs(now = performance.now()): number {
     return this.busyAccumMs + (this.running > 0 ? now - this.busySince : 0);
   }
@@ -88,12 +88,12 @@ export class EngineQueue {
     return new Promise((r) => this.idleWaiters.push(r));
   }
 
-  run(pixels: Float32Array, opts: EngineJobOptions): Promise<EngineRun> {
+  run(input: InferInput, opts: EngineJobOptions): Promise<EngineRun> {
     return new Promise<EngineRun>((resolve, reject) => {
       const now = performance.now();
       if (opts.signal.aborted) return reject(abortedError('waiting for the engine'));
       if (now >= opts.deadlineAt) return reject(deadlineError(opts.deadlineMs, 'waiting for the engine'));
-      const job: Waiting = { pixels, opts, enqueuedAt: now, resolve, reject, settled: false, cleanup: () => {} };
+      const job: Waiting = { input, opts, enqueuedAt: now, resolve, reject, settled: false, cleanup: () => {} };
       const drop = (err: Error) => {
         const i = this.waiting.indexOf(job);
         if (i < 0) return; // already dispatched: the dispatch path answers
@@ -162,7 +162,7 @@ export class EngineQueue {
     this.changed();
     let p: Promise<InferResult>;
     try {
-      p = this.backend.infer(job.pixels, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
+      p = this.backend.infer(job.input, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
     } catch (e) {
       p = Promise.reject(e);
     }

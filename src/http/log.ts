@@ -5,9 +5,9 @@ export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
- * The text of the one line logged when the server starts serving (listening and the engine ready). A
- * tt-model.yaml `ready_line` matches it. It contains uvicorn's "Application startup complete", which is the
- * landmark tt-model-manager waits for by default (seed 004), so either pattern works.
+ * The text of the one line logged when the server starts serving (listening and the engine ready). It contains
+ * uvicorn's "Application startup complete", the line tt-model's tt-dit-server kind waits for (tt-model.yaml's
+ * runtime.app execs `rfdetr serve` in uvicorn's place).
  */
 export const READY_MESSAGE = 'rfdetr-serve ready: Application startup complete';
 

@@ -20,6 +20,7 @@ export class ServerMetrics {
   readonly inFlight: client.Gauge;
   readonly engineForwardsInFlight: client.Gauge;
   readonly engineBusySeconds: client.Counter;
+  readonly engineForwardSeconds: client.Counter;
   readonly sidecarRestarts: client.Counter;
   readonly engineState: client.Gauge<'state'>;
   readonly rejected: client.Counter<'code'>;
@@ -64,7 +65,12 @@ export class ServerMetrics {
     });
     this.engineBusySeconds = new client.Counter({
       name: 'rfdetr_engine_busy_seconds_total',
-      help: 'Wall time during which a forward was in flight; its rate is the engine utilisation',
+      help: 'Wall time during which a request was in the sidecar (being resized or on the engine); its rate is the sidecar utilisation',
+      registers,
+    });
+    this.engineForwardSeconds = new client.Counter({
+      name: 'rfdetr_engine_forward_seconds_total',
+      help: 'Sum of the engine forward times the sidecar reported (timing_ms.inference); its rate is the time the engine itself computed',
       registers,
     });
     this.sidecarRestarts = new client.Counter({

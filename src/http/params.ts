@@ -83,7 +83,8 @@ function parseReturnRaw(v: unknown, textForm: boolean): boolean {
   throw schemaError('return_raw', textForm ? 'a boolean (true/false/1/0; default false)' : 'a boolean (default false)', v);
 }
 
-const DATA_URL_PREFIX = /^data:([^,;]*)(;[^,]*)?,/;
+// RFC 2397: the scheme and the ;base64 token are case-insensitive.
+const DATA_URL_PREFIX = /^data:([^,;]*)(;[^,]*)?,/i;
 // A table scan: the equivalent regex /^[A-Za-z0-9+/]*={0,2}$/ took 13 ms on a 560 kB string (V8, this box).
 const BASE64_CHAR = new Uint8Array(128);
 for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/') BASE64_CHAR[c.charCodeAt(0)] = 1;
@@ -120,7 +121,7 @@ export function decodeBase64Image(v: unknown, maxBytes: number): Buffer {
   let s = v;
   const m = DATA_URL_PREFIX.exec(s);
   if (m) {
-    if (!(m[2] ?? '').split(';').includes('base64')) {
+    if (!(m[2] ?? '').toLowerCase().split(';').includes('base64')) {
       throw new RfdetrError('E_IMAGE_UNDECODABLE', `image is a data: URL without ';base64': expected 'data:image/png;base64,<base64>' or bare base64`);
     }
     s = s.slice(m[0].length);
@@ -151,10 +152,10 @@ function notBase64(s: string): RfdetrError {
   return new RfdetrError('E_IMAGE_UNDECODABLE', `image is not valid base64 (${where}): expected standard base64 (A-Z a-z 0-9 + /, '=' padding) of PNG or JPEG bytes`);
 }
 
-export function imageTooLargeError(bytes: number, maxBytes: number): RfdetrError {
+export function imageTooLargeError(bytes: number, maxBytes: number, form: 'base64' | 'bytes' = 'base64'): RfdetrError {
   return new RfdetrError(
     'E_IMAGE_TOO_LARGE',
-    `image is too large: ${bytes} bytes after base64 decoding; the limit is ${maxBytes} bytes (${maxBytes / 2 ** 20} MiB): send a smaller or re-encoded image`,
+    `image is too large: ${bytes} bytes${form === 'base64' ? ' after base64 decoding' : ''}; the limit is ${maxBytes} bytes (${maxBytes / 2 ** 20} MiB): send a smaller or re-encoded image`,
     { bytes, max_bytes: maxBytes },
   );
 }

@@ -55,7 +55,15 @@ export function checkImageBytes(bytes: Buffer | Uint8Array): void {
  * Decodes PNG/JPEG/WebP/GIF/TIFF bytes to RGB u8. Throws RfdetrError E_IMAGE_UNDECODABLE (empty, truncated,
  * corrupt, not an image, unsupported format) or E_IMAGE_TOO_LARGE (bytes > MAX_IMAGE_BYTES, a side > MAX_IMAGE_SIDE).
  */
-export async function decodeImage(bytes: Buffer | Uint8Array): Promise<RgbImage> {
+export interface DecodeOptions {
+  /**
+   * Called with the number of bytes the decoded pixels will take, after the header was read and before any
+   * pixel is decoded; the decode waits for it (a memory budget shared by concurrent decodes) and fails with it.
+   */
+  reserve?: (bytes: number) => Promise<void>;
+}
+
+export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
   checkImageBytes(bytes);
   const options: SharpOptions = {
     limitInputPixels: MAX_IMAGE_SIDE * MAX_IMAGE_SIDE,
@@ -80,8 +88,11 @@ export async function decodeImage(bytes: Buffer | Uint8Array): Promise<RgbImage>
   if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE) {
     throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${width}x${height} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels`, { width, height, limit: MAX_IMAGE_SIDE });
   }
+  // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
+  const grey16 = meta.depth === 'ushort' && meta.channels === 1;
+  if (opts.reserve) await opts.reserve(width * height * (grey16 ? 5 : 3));
   try {
-    if (meta.depth === 'ushort' && meta.channels === 1) return await decodeGrey16(bytes, options, width, height);
+    if (grey16) return await decodeGrey16(bytes, options, width, height);
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
     const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });

@@ -1,5 +1,5 @@
 // The sidecar protocol (contract: sidecar/PROTOCOL.md). A frame is a u32 little-endian payload length
-// followed by exactly one MessagePack map; lengths 0 and over 64 MiB, invalid MessagePack, trailing bytes
+// followed by exactly one MessagePack map; lengths 0 and over the cap, invalid MessagePack, trailing bytes
 // and a map without a valid id are E_FRAME (the connection closes); unknown ops are E_UNKNOWN_OP and
 // missing/unknown/mistyped fields E_FIELD. Encoders write keys in the canonical order so that this module
 // and the C++ codec produce identical bytes (checked by the golden frames in test/fixtures/frames).
@@ -9,8 +9,11 @@ import { Packr } from 'msgpackr';
 import os from 'node:os';
 import { isWireErrorCode, type WireErrorCode } from './error-codes.ts';
 
-export const PROTOCOL_VERSION = 1;
-export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+export const PROTOCOL_VERSION = 2;
+/** Largest image side an `infer` image may have (the decode limit, src/image/decode.ts, is the same). */
+export const MAX_IMAGE_SIDE = 8192;
+/** The frame cap follows the image limits: an 8192×8192 RGB u8 image plus 64 KiB for the envelope. */
+export const MAX_FRAME_BYTES = MAX_IMAGE_SIDE * MAX_IMAGE_SIDE * 3 + 65536;
 export const FRAME_HEADER_BYTES = 4;
 const MAX_ID = 0xffffffff;
 
@@ -37,10 +40,18 @@ export interface WireHello {
   num_classes: number;
   labels: string[];
 }
+/** A decoded image as it travels: RGB u8, HWC, row-major, exactly width·height·3 bytes. */
+export interface WireImage {
+  width: number;
+  height: number;
+  rgb: Uint8Array;
+}
 export interface WireRequest {
   kind: 'request';
   id: number;
   op: 'infer' | 'ping' | 'shutdown';
+  /** infer carries exactly one of image and pixel_values. */
+  image?: WireImage;
   pixel_values?: Uint8Array;
 }
 export interface WireOkReply {
@@ -49,6 +60,7 @@ export interface WireOkReply {
   ok: true;
   logits?: Uint8Array;
   pred_boxes?: Uint8Array;
+  preprocess_ms?: number;
   forward_ms?: number;
 }
 export interface WireErrorReply {
@@ -66,13 +78,14 @@ export type DecodeResult =
 // Canonical key order after "id" (same list as k_field_names in sidecar/src/protocol/protocol.cpp).
 const FIELD_ORDER = [
   'op', 'ok', 'protocol_version', 'sidecar_version', 'engine', 'device', 'input_shape', 'num_queries',
-  'num_classes', 'labels', 'pixel_values', 'logits', 'pred_boxes', 'forward_ms', 'error',
+  'num_classes', 'labels', 'image', 'pixel_values', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms', 'error',
 ] as const;
+const IMAGE_FIELDS = ['width', 'height', 'rgb'] as const;
+const INFER_REPLY_FIELDS = ['logits', 'pred_boxes', 'preprocess_ms', 'forward_ms'] as const;
 const HELLO_FIELDS = FIELD_ORDER.slice(0, 10);
 const KNOWN: ReadonlySet<string> = new Set(['id', ...FIELD_ORDER]);
 
-/** One frame: length header + canonical payload. */
-export function encodeFrame(msg: WireMessage): Buffer {
+function canonical(msg: WireMessage): Record<string, unknown> {
   const src: Record<string, unknown> = { ...msg };
   if (msg.kind === 'hello') {
     src.op = 'hello';
@@ -82,18 +95,74 @@ export function encodeFrame(msg: WireMessage): Buffer {
   for (const key of FIELD_ORDER) {
     const v = src[key];
     if (v === undefined) continue;
-    const e = v as { code: string; message: string };
-    ordered[key] = key === 'error' ? { code: e.code, message: e.message } : v;
+    if (key === 'error') {
+      const e = v as { code: string; message: string };
+      ordered[key] = { code: e.code, message: e.message };
+    } else if (key === 'image') {
+      const im = v as WireImage;
+      ordered[key] = { width: im.width, height: im.height, rgb: im.rgb };
+    } else {
+      ordered[key] = v;
+    }
   }
-  const payload = packr.pack(ordered);
-  if (payload.length > MAX_FRAME_BYTES) {
-    throw new RangeError(`encodeFrame: payload is ${payload.length} bytes, over the ${MAX_FRAME_BYTES}-byte cap`);
-  }
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
-  frame.writeUInt32LE(payload.length, 0);
-  payload.copy(frame, FRAME_HEADER_BYTES);
-  return frame;
+  return ordered;
 }
+
+function frameHeader(payloadBytes: number): Buffer {
+  if (payloadBytes > MAX_FRAME_BYTES) {
+    throw new RangeError(`encodeFrame: payload is ${payloadBytes} bytes, over the ${MAX_FRAME_BYTES}-byte cap`);
+  }
+  const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+  h.writeUInt32LE(payloadBytes, 0);
+  return h;
+}
+
+/** One frame: length header + canonical payload, in one buffer. */
+export function encodeFrame(msg: WireMessage): Buffer {
+  const parts = encodeFrameParts(msg);
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}
+
+/** MessagePack's bin header for n bytes (bin8/bin16/bin32, the smallest that fits). */
+function binHeader(n: number): Buffer {
+  if (n < 0x100) return Buffer.from([0xc4, n]);
+  if (n < 0x10000) return Buffer.from([0xc5, n >> 8, n & 0xff]);
+  const b = Buffer.allocUnsafe(5);
+  b[0] = 0xc6;
+  b.writeUInt32BE(n, 1);
+  return b;
+}
+
+/**
+ * The same bytes as encodeFrame, as a list of chunks to write in order, without copying an infer request's
+ * image or tensor: that binary is the last value of the map (canonical key order puts `image.rgb` and
+ * `pixel_values` last), so the envelope is packed with an empty binary, its `c4 00` is cut, and the real
+ * bin header and the caller's bytes follow. A 4000×3000 photo is 36 MB: one copy less per request.
+ */
+export function encodeFrameParts(msg: WireMessage): Buffer[] {
+  const ordered = canonical(msg);
+  let big: Uint8Array | undefined;
+  if (msg.kind === 'request' && msg.op === 'infer') {
+    if (msg.image) {
+      big = msg.image.rgb;
+      ordered.image = { ...(ordered.image as object), rgb: EMPTY };
+    } else if (msg.pixel_values) {
+      big = msg.pixel_values;
+      ordered.pixel_values = EMPTY;
+    }
+  }
+  const packed = packr.pack(ordered);
+  if (!big) return [Buffer.concat([frameHeader(packed.length), packed])];
+  if (packed[packed.length - 2] !== 0xc4 || packed[packed.length - 1] !== 0) {
+    throw new Error('encodeFrameParts: the empty placeholder binary is not the last value of the map');
+  }
+  const envelope = packed.subarray(0, packed.length - 2); // drop the empty binary's c4 00
+  const bh = binHeader(big.length);
+  const total = envelope.length + bh.length + big.length;
+  const head = Buffer.concat([frameHeader(total), envelope, bh]);
+  return [head, Buffer.from(big.buffer, big.byteOffset, big.byteLength)];
+}
+const EMPTY = new Uint8Array(0);
 
 /** Views the bytes of an f32 array for a `bin` field (no copy). */
 export function f32Bytes(a: Float32Array): Uint8Array {
@@ -171,10 +240,21 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         if (!(v instanceof Uint8Array)) return want('binary (f32 little-endian)');
         if (v.length % 4 !== 0) return fieldErr(`field '${key}' must hold whole f32 values, got ${v.length} bytes`);
         break;
-      case 'forward_ms':
+      case 'forward_ms': case 'preprocess_ms':
         if (typeof v !== 'number') return want('a number');
-        if (!(v >= 0)) return fieldErr("field 'forward_ms' must be a non-negative number");
+        if (!(v >= 0)) return fieldErr(`field '${key}' must be a non-negative number`);
         break;
+      case 'image': {
+        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {width, height, rgb}');
+        const im = v as Record<string, unknown>;
+        const extra = Object.keys(im).find((k) => !(IMAGE_FIELDS as readonly string[]).includes(k));
+        if (extra !== undefined) return fieldErr(`field 'image' has an unknown key '${extra}'; expected width, height, rgb`);
+        for (const k of IMAGE_FIELDS) if (!Object.hasOwn(im, k)) return fieldErr(`field 'image' lacks '${k}'; expected width, height, rgb`);
+        if (!isUint(im.width)) return fieldErr(`field 'image.width' must be an unsigned integer, got ${typeName(im.width)}`);
+        if (!isUint(im.height)) return fieldErr(`field 'image.height' must be an unsigned integer, got ${typeName(im.height)}`);
+        if (!(im.rgb instanceof Uint8Array)) return fieldErr(`field 'image.rgb' must be binary (RGB u8 HWC), got ${typeName(im.rgb)}`);
+        break;
+      }
       case 'error': {
         if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {code, message}');
         const e = v as Record<string, unknown>;
@@ -207,14 +287,14 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       const e = m.error as { code: WireErrorCode; message: string };
       return { ok: true, message: { kind: 'error', id, ok: false, error: { code: e.code, message: e.message } } };
     }
-    const inferKeys = ['logits', 'pred_boxes', 'forward_ms'];
-    if (payloadKeys.length !== 0 && !(payloadKeys.length === 3 && inferKeys.every(present))) {
-      return fieldErr('an ok reply carries either nothing or exactly logits, pred_boxes and forward_ms');
+    if (payloadKeys.length !== 0 && !(payloadKeys.length === INFER_REPLY_FIELDS.length && INFER_REPLY_FIELDS.every(present))) {
+      return fieldErr(`an ok reply carries either nothing or exactly ${INFER_REPLY_FIELDS.join(', ')}`);
     }
     const reply: WireOkReply = { kind: 'reply', id, ok: true };
     if (payloadKeys.length) {
       reply.logits = m.logits as Uint8Array;
       reply.pred_boxes = m.pred_boxes as Uint8Array;
+      reply.preprocess_ms = m.preprocess_ms as number;
       reply.forward_ms = m.forward_ms as number;
     }
     return { ok: true, message: reply };
@@ -223,17 +303,26 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
   if (op === undefined) return opErr("request has no 'op'; expected one of infer, ping, shutdown");
   if (op === 'hello') return opErr("'hello' is sent by the sidecar, not requested");
   if (id === 0) return frameErr('request id 0 is reserved for the hello; use 1 to 4294967295');
-  const allowed = op === 'infer' ? ['pixel_values'] : [];
+  const allowed = op === 'infer' ? ['image', 'pixel_values'] : [];
   for (const key of FIELD_ORDER) {
     if (present(key) && key !== 'op' && !allowed.includes(key)) {
       return fieldErr(`field '${key}' is not part of a '${op}' request`);
     }
   }
-  if (op === 'infer' && !present('pixel_values')) {
-    return fieldErr("infer request has no 'pixel_values'; expected f32 [3,560,560] as binary");
+  if (op === 'infer' && present('image') === present('pixel_values')) {
+    return fieldErr(present('image')
+      ? "infer request carries both 'image' and 'pixel_values'; send exactly one"
+      : "infer request has neither 'image' (RGB u8 {width, height, rgb}) nor 'pixel_values' (f32 [3,S,S]); send exactly one");
   }
   const req: WireRequest = { kind: 'request', id, op };
-  if (op === 'infer') req.pixel_values = m.pixel_values as Uint8Array;
+  if (op === 'infer') {
+    if (present('image')) {
+      const im = m.image as WireImage;
+      req.image = { width: im.width, height: im.height, rgb: im.rgb };
+    } else {
+      req.pixel_values = m.pixel_values as Uint8Array;
+    }
+  }
   return { ok: true, message: req };
 }
 

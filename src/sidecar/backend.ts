@@ -1,6 +1,8 @@
 // The domain-level seam between everything above the sidecar (HTTP, CLI, detect) and the sidecar
 // client/supervisor that implements it. No wire (snake_case) shapes cross this file.
 
+import type { RgbImage } from '../image/decode.ts';
+
 export type BackendState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
 /** What the sidecar said about itself in its `hello`. */
@@ -23,14 +25,22 @@ export interface InferOptions {
   deadlineMs?: number;
 }
 
+/**
+ * What a forward starts from: a decoded image (RGB u8, HWC; the sidecar resizes and normalises it) or
+ * pixel_values f32 [3,S,S] CHW already prepared (fixtures, `verify`).
+ */
+export type InferInput = { image: RgbImage } | { pixelValues: Float32Array };
+
 export interface InferResult {
   /** f32 [numQueries × numClasses], pre-sigmoid. */
   logits: Float32Array;
   /** f32 [numQueries × 4], normalised cxcywh, unclamped. */
   predBoxes: Float32Array;
+  /** The sidecar's resize + normalise time (0 for pixelValues input). */
+  preprocessMs: number;
   /** The engine's own forward time, measured in the sidecar. */
   forwardMs: number;
-  /** Round trip minus forwardMs: framing, socket transfer and decode. */
+  /** Round trip minus preprocessMs and forwardMs: framing, socket transfer, decode and waiting in the sidecar. */
   transferMs: number;
 }
 
@@ -39,7 +49,13 @@ export interface InferenceBackend {
   readonly state: BackendState;
   /** The current sidecar's hello; null until the first READY. */
   readonly info: SidecarInfo | null;
-  infer(pixelValues: Float32Array, opts?: InferOptions): Promise<InferResult>;
+  /** Times the sidecar was restarted after it died. */
+  readonly restarts: number;
+  /** Why the backend is `failed` (or what destroyed it); undefined otherwise. */
+  readonly failure: Error | undefined;
+  /** Calls `listener` on every state change, after it happened; returns the unsubscribe function. */
+  onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
+  infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
   /** Finish in-flight work, then stop the sidecar. */
   close(): Promise<void>;
   /** Reject everything at once and kill the sidecar. */

@@ -4,12 +4,12 @@
 import net from 'node:net';
 import { RfdetrError } from '../errors.ts';
 import {
-  FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION, type WireHello, type WireMessage,
+  FrameReader, decodePayload, encodeFrameParts, f32Bytes, f32FromBytes, MAX_IMAGE_SIDE, PROTOCOL_VERSION,
+  type WireHello, type WireImage, type WireMessage,
 } from '../protocol/codec.ts';
 import { WIRE_ERRORS } from '../protocol/error-codes.ts';
-import type { InferResult, SidecarInfo } from './backend.ts';
+import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
 
-export const PIXEL_COUNT = 3 * 560 * 560;
 const MAX_ID = 0xffffffff;
 
 interface Pending {
@@ -111,9 +111,9 @@ export class SidecarConnection {
             return;
           }
           const [c, h, w] = m.input_shape;
-          if (c !== 3 || h !== 560 || w !== 560) {
+          if (c !== 3 || h !== w || !(h! >= 32 && h! <= 4096)) {
             reader.stop();
-            fail(new RfdetrError('E_PROTOCOL', `sidecar input shape is [${m.input_shape.join(',')}]; this client sends [3,560,560]`));
+            fail(new RfdetrError('E_PROTOCOL', `sidecar input shape is [${m.input_shape.join(',')}]; this client expects [3,S,S] with 32 ≤ S ≤ 4096`));
             return;
           }
           settled = true;
@@ -151,15 +151,31 @@ export class SidecarConnection {
     return oldest;
   }
 
-  async infer(pixelValues: Float32Array, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
-    if (pixelValues.length !== PIXEL_COUNT) {
-      throw new RfdetrError('E_USAGE', `pixel_values must hold 3×560×560 = ${PIXEL_COUNT} floats, got ${pixelValues.length}`);
+  /** Sends a decoded RGB image (resized by the sidecar) or ready pixel_values; checks sizes before sending. */
+  async infer(input: InferInput, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
+    const fields: { image?: WireImage; pixel_values?: Uint8Array } = {};
+    if ('image' in input) {
+      const { width, height, data } = input.image;
+      if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
+        throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
+      }
+      if (data.length !== width * height * 3) {
+        throw new RfdetrError('E_USAGE', `image data must hold ${width}×${height}×3 = ${width * height * 3} bytes (RGB u8), got ${data.length}`);
+      }
+      fields.image = { width, height, rgb: data };
+    } else {
+      const [c, h, w] = this.info.inputShape;
+      const want = c * h * w;
+      if (input.pixelValues.length !== want) {
+        throw new RfdetrError('E_USAGE', `pixel_values must hold ${c}×${h}×${w} = ${want} floats, got ${input.pixelValues.length}`);
+      }
+      fields.pixel_values = f32Bytes(input.pixelValues);
     }
     const t0 = performance.now();
-    const reply = await this.#request('infer', { pixel_values: f32Bytes(pixelValues) }, opts.deadlineMs, opts.signal);
+    const reply = await this.#request('infer', fields, opts.deadlineMs, opts.signal);
     const rtt = performance.now() - t0;
-    if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined) {
-      const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes or forward_ms');
+    if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined || reply.preprocess_ms === undefined) {
+      const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes, preprocess_ms or forward_ms');
       this.#fail(err);
       throw err;
     }
@@ -174,8 +190,9 @@ export class SidecarConnection {
     return {
       logits: f32FromBytes(reply.logits),
       predBoxes: f32FromBytes(reply.pred_boxes),
+      preprocessMs: reply.preprocess_ms,
       forwardMs: reply.forward_ms,
-      transferMs: Math.max(0, rtt - reply.forward_ms),
+      transferMs: Math.max(0, rtt - reply.forward_ms - reply.preprocess_ms),
     };
   }
 
@@ -192,13 +209,13 @@ export class SidecarConnection {
     this.#closeWith(err);
   }
 
-  #request(op: Pending['op'], fields: { pixel_values?: Uint8Array }, deadlineMs?: number, signal?: AbortSignal): Promise<WireMessage> {
+  #request(op: Pending['op'], fields: { image?: WireImage; pixel_values?: Uint8Array }, deadlineMs?: number, signal?: AbortSignal): Promise<WireMessage> {
     if (this.#closeError) return Promise.reject(this.#closeError);
     if (this.#closing) return Promise.reject(new RfdetrError('E_SIDECAR_EXITED', 'the sidecar connection is closing'));
     if (signal?.aborted) return Promise.reject(new RfdetrError('E_ABORTED', `${op} aborted before it was sent`));
     const id = this.#nextId;
     this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
-    const frame = encodeFrame({ kind: 'request', id, op, ...fields });
+    const frame = encodeFrameParts({ kind: 'request', id, op, ...fields });
     return new Promise<WireMessage>((resolve, reject) => {
       const p: Pending = {
         op, resolve, reject, timer: undefined, sentAt: performance.now(), abandoned: false,
@@ -220,7 +237,9 @@ export class SidecarConnection {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#pending.set(id, p);
-      this.#socket.write(frame);
+      this.#socket.cork();
+      for (const part of frame) this.#socket.write(part);
+      this.#socket.uncork();
     });
   }
 

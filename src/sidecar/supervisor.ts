@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from './backend.ts';
+import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
 
 export interface Logger {
@@ -190,7 +190,7 @@ export class SidecarBackend implements InferenceBackend {
     });
   }
 
-  async infer(pixelValues: Float32Array, opts: InferOptions = {}): Promise<InferResult> {
+  async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     if (this.#closing || this.#state === 'stopped') throw this.#closedError();
     if (this.#state === 'failed') throw this.#failure!;
     const deadlineMs = opts.deadlineMs ?? this.#o.defaultDeadlineMs;
@@ -208,7 +208,7 @@ export class SidecarBackend implements InferenceBackend {
         }
       }
       const conn = this.#conn!;
-      return await conn.infer(pixelValues, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal });
+      return await conn.infer(input, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal });
     } finally {
       this.#active--;
       if (this.#active === 0) for (const d of this.#drainWaiters.splice(0)) d();

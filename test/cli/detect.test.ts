@@ -9,6 +9,7 @@ import sharp from 'sharp';
 import { classColour } from '../../src/draw/annotate.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { CASES, caseImage, fixtureDetections, FixtureReplayBackend, runInProcess } from './helpers.ts';
+import { fixtureCases } from '../helpers/fixture-images.ts';
 
 interface Line {
   image: string;
@@ -116,7 +117,7 @@ test('detect --raw: logits [300][91] and pred_boxes [300][4] as full-precision n
   assert.equal(l!.raw!.logits.length, 300);
   assert.equal(l!.raw!.logits[7]!.length, 91);
   assert.equal(l!.raw!.pred_boxes[299]!.length, 4);
-  const g = backend.cases[1]!;
+  const g = (await fixtureCases())[1]!;
   assert.equal(l!.raw!.logits[7]![13], g.logits[7 * 91 + 13]);
   assert.equal(l!.raw!.pred_boxes[299]![3], g.predBoxes[299 * 4 + 3]);
 });

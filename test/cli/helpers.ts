@@ -8,8 +8,9 @@ import { execa } from 'execa';
 import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
 import { detectImage } from '../../src/detect/pipeline.ts';
 import { RfdetrError } from '../../src/errors.ts';
-import type { InferenceBackend, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
-import { SafetensorsFile } from '../../src/weights/safetensors.ts';
+import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import { ScriptedBackend } from '../helpers/scripted-backend.ts';
+import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { runCli } from '../../cli/program.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { BackendFactory, BackendRequest, CliContext } from '../../cli/context.ts';
@@ -34,31 +35,24 @@ export function fixtureLabels(): string[] {
 }
 
 /**
- * A backend that replays the fixtures' recorded head outputs: infer() finds the fixture case whose golden
- * pixel_values equal the input (max-abs <= 1e-4; our preprocess matches them to 1e-5) and returns that case's
- * logits/pred_boxes. Any other input is an E_INFERENCE error, so a wrong preprocess fails the tests.
+ * A backend that replays the fixtures' recorded head outputs: infer() finds the fixture case whose decoded
+ * input.png equals the image it is sent and returns that case's logits/pred_boxes. Any other input is an
+ * E_INFERENCE error, so a wrong decode fails the tests.
  */
-export class FixtureReplayBackend implements InferenceBackend {
-  state: InferenceBackend['state'] = 'ready';
+export class FixtureReplayBackend extends ScriptedBackend {
   readonly info: SidecarInfo = {
-    protocolVersion: 1, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
+    protocolVersion: 2, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
     numQueries: 300, numClasses: 91, labels: fixtureLabels(),
   };
-  readonly cases = CASES.map((c) => {
-    const g = SafetensorsFile.read(path.join(fixtureDir, c, 'golden.safetensors'));
-    return { name: c, pixels: g.f32('pixel_values'), logits: g.f32('logits'), predBoxes: g.f32('pred_boxes') };
-  });
   infers = 0;
   closed = false;
 
-  async infer(pixelValues: Float32Array): Promise<InferResult> {
+  async infer(input: InferInput): Promise<InferResult> {
     this.infers++;
-    for (const c of this.cases) {
-      let m = 0;
-      for (let i = 0; i < c.pixels.length && m <= 1e-4; i++) m = Math.max(m, Math.abs(c.pixels[i]! - pixelValues[i]!));
-      if (m <= 1e-4) return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), forwardMs: 1.5, transferMs: 0.25 };
-    }
-    throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: the pixel_values match no fixture case');
+    if (!('image' in input)) throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: expected a decoded image');
+    const c = await fixtureCaseOf(input.image);
+    if (!c) throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: the image matches no fixture case');
+    return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), preprocessMs: 0.75, forwardMs: 1.5, transferMs: 0.25 };
   }
   async close(): Promise<void> {
     this.closed = true;

@@ -11,6 +11,7 @@ import { percentile } from '../../cli/commands/bench.ts';
 import { maxAbsDiff, pcc } from '../../cli/commands/verify.ts';
 import { FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
+import type { InferInput } from '../../src/sidecar/backend.ts';
 
 test('inputs: globs (*, ?, [..], **), directories, hidden files and non-images', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-glob-'));
@@ -73,8 +74,8 @@ class ShiftedBackend extends FixtureReplayBackend {
   constructor(readonly shift: number, readonly logitNoise = 0) {
     super();
   }
-  override async infer(pixels: Float32Array) {
-    const r = await super.infer(pixels);
+  override async infer(input: InferInput) {
+    const r = await super.infer(input);
     for (let i = 0; i < r.predBoxes.length; i += 4) r.predBoxes[i] = r.predBoxes[i]! + this.shift;
     for (let i = 0; i < r.logits.length; i++) r.logits[i] = r.logits[i]! + this.logitNoise * Math.sin(i);
     return r;

@@ -6,7 +6,7 @@ import { EngineQueue } from '../../src/http/engine-queue.ts';
 import { Limiter } from '../../src/http/limiter.ts';
 import { FakeBackend, waitFor } from './helpers.ts';
 
-const px = (v: number) => new Float32Array([v]);
+const px = (v: number) => ({ pixelValues: new Float32Array([v]) });
 const far = () => performance.now() + 60_000;
 
 test('engine queue: FIFO, never more than one forward at a time', async () => {
@@ -17,12 +17,12 @@ test('engine queue: FIFO, never more than one forward at a time', async () => {
   b.infer = async (p) => {
     concurrent++;
     maxConcurrent = Math.max(maxConcurrent, concurrent);
-    seen.push(p[0]!);
+    seen.push('pixelValues' in p ? p.pixelValues[0]! : -1);
     await new Promise((r) => setTimeout(r, 5));
     concurrent--;
-    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), forwardMs: 5, transferMs: 0 };
+    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs: 5, transferMs: 0 };
   };
-  const q = new EngineQueue(b);
+  const q = new EngineQueue(b, 1);
   const signal = new AbortController().signal;
   const runs = await Promise.all([1, 2, 3, 4, 5].map((v) => q.run(px(v), { signal, deadlineAt: far(), deadlineMs: 60_000 })));
   assert.deepEqual(seen, [1, 2, 3, 4, 5]);
@@ -35,7 +35,7 @@ test('engine queue: FIFO, never more than one forward at a time', async () => {
 test('engine queue: aborted and expired waiters are dropped without a forward; rejectWaiting empties the line', async () => {
   const b = new FakeBackend();
   const release = b.block();
-  const q = new EngineQueue(b);
+  const q = new EngineQueue(b, 1);
   const none = new AbortController().signal;
   const first = q.run(px(1), { signal: none, deadlineAt: far(), deadlineMs: 60_000 });
   await waitFor(() => b.calls === 1, 'first dispatched');
@@ -60,7 +60,7 @@ test('engine queue: aborted and expired waiters are dropped without a forward; r
 test('engine queue: a deadline during the forward answers at once but holds the slot until the backend settles', async () => {
   const b = new FakeBackend();
   const release = b.block();
-  const q = new EngineQueue(b);
+  const q = new EngineQueue(b, 1);
   const none = new AbortController().signal;
   const a = q.run(px(1), { signal: none, deadlineAt: performance.now() + 30, deadlineMs: 30 });
   const next = q.run(px(2), { signal: none, deadlineAt: far(), deadlineMs: 60_000 });
@@ -108,7 +108,7 @@ test('engine queue: maxInFlight 2 overlaps two forwards and no more', async () =
     maxConcurrent = Math.max(maxConcurrent, concurrent);
     await new Promise((r) => setTimeout(r, 10));
     concurrent--;
-    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), forwardMs: 10, transferMs: 0 };
+    return { logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs: 10, transferMs: 0 };
   };
   const q = new EngineQueue(b, 2);
   const signal = new AbortController().signal;

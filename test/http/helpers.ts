@@ -3,7 +3,9 @@
 import path from 'node:path';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
-import type { BackendState, InferenceBackend, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import type { InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+import { ScriptedBackend } from '../helpers/scripted-backend.ts';
+import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
@@ -55,15 +57,12 @@ export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-/** Responds with the golden outputs of the fixture case whose pixel_values match the input (≤ 1e-5), else throws. */
-export function goldenResponder(pixels: Float32Array): { logits: Float32Array; predBoxes: Float32Array; case: string } {
-  let best = Infinity;
-  for (const g of goldens()) {
-    const d = maxAbsDiff(pixels, g.pixelValues);
-    if (d <= 1e-5) return { logits: g.logits, predBoxes: g.predBoxes, case: g.name };
-    best = Math.min(best, d);
-  }
-  throw new Error(`pixel_values match no fixture case (best max-abs ${best})`);
+/** Responds with the recorded outputs of the fixture case whose decoded input.png equals the image, else throws. */
+export async function goldenResponder(input: InferInput): Promise<{ logits: Float32Array; predBoxes: Float32Array; case: string }> {
+  if (!('image' in input)) throw new Error('golden responder: expected a decoded image');
+  const c = await fixtureCaseOf(input.image);
+  if (!c) throw new Error(`the ${input.image.width}x${input.image.height} image matches no fixture case's decoded input.png`);
+  return { logits: c.logits, predBoxes: c.predBoxes, case: c.name };
 }
 
 /** Always case-1's outputs, whatever the input. */
@@ -72,26 +71,28 @@ export function fixedResponder(): { logits: Float32Array; predBoxes: Float32Arra
   return { logits: g.logits, predBoxes: g.predBoxes };
 }
 
-export class FakeBackend implements InferenceBackend {
-  state: BackendState = 'ready';
+export class FakeBackend extends ScriptedBackend {
   info: SidecarInfo | null;
   /** Forward time reported and waited (ms). */
   forwardMs = 0;
+  /** Simulated sidecar preprocess time reported (ms), not waited. */
+  preprocessMs = 0.5;
   /** Simulated transfer time reported (ms), not waited. */
   transferMs = 0.25;
   fail: Error | undefined;
-  respond: (pixels: Float32Array) => { logits: Float32Array; predBoxes: Float32Array } = fixedResponder;
+  respond: (input: InferInput) => { logits: Float32Array; predBoxes: Float32Array } | Promise<{ logits: Float32Array; predBoxes: Float32Array }> = fixedResponder;
   calls = 0;
   completed = 0;
   closed = 0;
   destroyed: Error | undefined;
-  lastPixels: Float32Array | undefined;
+  lastInput: InferInput | undefined;
   private gate: Promise<void> | undefined;
   private openGate: (() => void) | undefined;
 
   constructor(labels: string[] = cocoLabels()) {
+    super();
     this.info = {
-      protocolVersion: 1,
+      protocolVersion: 2,
       sidecarVersion: 'fake-0',
       engine: 'fake',
       device: 'fake device (test)',
@@ -113,9 +114,9 @@ export class FakeBackend implements InferenceBackend {
     this.gate = undefined;
   }
 
-  async infer(pixels: Float32Array, opts: InferOptions = {}): Promise<InferResult> {
+  async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     this.calls++;
-    this.lastPixels = pixels;
+    this.lastInput = input;
     if (this.state !== 'ready') throw new Error(`fake backend is ${this.state}`);
     if (opts.signal?.aborted) throw new Error('aborted before the forward');
     const t0 = performance.now();
@@ -123,8 +124,8 @@ export class FakeBackend implements InferenceBackend {
     if (this.forwardMs > 0) await new Promise((r) => setTimeout(r, Math.max(0, this.forwardMs - (performance.now() - t0))));
     this.completed++;
     if (this.fail) throw this.fail;
-    const out = this.respond(pixels);
-    return { logits: out.logits, predBoxes: out.predBoxes, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
+    const out = await this.respond(input);
+    return { logits: out.logits, predBoxes: out.predBoxes, preprocessMs: this.preprocessMs, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
   }
 
   async close(): Promise<void> {
@@ -150,8 +151,10 @@ export async function start(opts: Partial<CreateServerOptions> & { backend?: Fak
   const backend = opts.backend ?? new FakeBackend();
   const logs: Array<Record<string, unknown>> = [];
   const srv = createServer({
-    statePollMs: 10,
     defaultMetrics: false,
+    // One request in the backend at a time, so "queued" and "in the engine" are distinct states the tests can
+    // hold still; the default (2, the sidecar's preprocess overlap) is exercised through the real sidecar.
+    engineConcurrency: 1,
     logger: createJsonLogger(opts.logLevel ?? 'debug', (line) => logs.push(JSON.parse(line))),
     ...opts,
     backend,

@@ -50,6 +50,7 @@ describe('while starting', () => {
       const h2: any = await (await fetch(`${s.url}/health`)).json();
       assert.deepEqual(h2, { status: 'ok', model: 'RF-DETR-base', device: 'fake device (test)' });
       // A restart and recovery do not log a second ready line, and count one restart.
+      backend.restarts = 1;
       backend.state = 'restarting';
       await waitFor(() => s.logs.some((l) => l.event === 'engine_state' && l.to === 'restarting'), 'the restarting state');
       assert.equal(((await (await fetch(`${s.url}/health`)).json()) as any).status, 'starting');
@@ -112,15 +113,17 @@ describe('when ready', () => {
   });
 
   test('/info reports model, task, engine, weights, limits, labels and serving parameters', async () => {
-    const weights = { repo: 'Roboflow/rf-detr-base', revision: '7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a', source: 'synth', files: ['model.safetensors', 'config.json'] };
-    const s = await start({ weights, queueSize: 7, deadlineMs: 1234, deviceParams: { threads: 2 } });
+    const weights = { repo: 'Roboflow/rf-detr-base', revision: '7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a', source: 'synth', dir: '/srv/secret/snapshot', files: { model: '/srv/secret/snapshot/model.safetensors', config: '/srv/secret/snapshot/config.json' } };
+    const s = await start({ weights, queueSize: 7, deadlineMs: 1234, deviceParams: { threads: 2 }, logLevel: 'info' });
     try {
       const b: any = await (await fetch(`${s.url}/info`)).json();
       assert.equal(b.model, 'RF-DETR-base');
       assert.equal(b.task, 'object-detection');
       assert.equal(b.hardware.engine, 'fake');
       assert.equal(b.hardware.device, 'fake device (test)');
-      assert.deepEqual(b.weights, weights);
+      // Repo, revision and file names; no filesystem path outside debug level.
+      assert.deepEqual(b.weights, { repo: weights.repo, revision: weights.revision, source: 'synth', synthetic: false, files: { model: 'model.safetensors', config: 'config.json' } });
+      assert.doesNotMatch(JSON.stringify(b), /\/srv\/secret/);
       assert.deepEqual(b.input.input_size, [560, 560]);
       assert.equal(b.input.batch, 1);
       assert.equal(b.input.images_per_request, 1);
@@ -129,7 +132,10 @@ describe('when ready', () => {
       assert.equal(b.labels['17'], 'cat');
       assert.equal(b.labels['0'], 'N/A');
       assert.equal(Object.keys(b.labels).length, 91);
-      assert.deepEqual(b.serving, { queue_size: 7, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1 });
+      assert.deepEqual(b.serving, {
+        queue_size: 7, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
+        body_timeout_ms: 30000, body_bytes_budget: 512 * 1024 * 1024, pixel_budget_bytes: 768 * 1024 * 1024,
+      });
       assert.equal(b.device_params.threads, 2);
       assert.equal(b.source.tt_port.commit, '5b0149869465892477141b4c1dfc4622db0d1ec5');
     } finally {
@@ -206,6 +212,7 @@ describe('when ready', () => {
 
   test('/metrics counts requests by route and status and observes every stage', async () => {
     const s = await start();
+    s.backend.forwardMs = 20;
     try {
       assert.equal((await postJson(s.url, { image: png() })).status, 200);
       assert.equal((await postJson(s.url, { image: png() })).status, 200);
@@ -224,6 +231,8 @@ describe('when ready', () => {
       assert.match(m, /^rfdetr_queue_depth\{stage="engine"\} 0$/m);
       assert.match(m, /^rfdetr_predict_in_flight 0$/m);
       assert.match(m, /^rfdetr_engine_busy_seconds_total [0-9.e-]+$/m);
+      // The engine's own forward times, as the backend reported them: two forwards of 20 ms.
+      assert.match(m, /^rfdetr_engine_forward_seconds_total 0\.04$/m);
       assert.match(m, /^rfdetr_engine_state\{state="ready"\} 1$/m);
     } finally {
       await s.stop();

@@ -5,9 +5,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { testFixturesDir, packageRoot } from '../../src/config/paths.ts';
 import {
-  FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, type WireMessage,
+  FrameReader, decodePayload, encodeFrame, encodeFrameParts, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, type WireMessage,
 } from '../../src/protocol/codec.ts';
 import { WIRE_ERRORS } from '../../src/protocol/error-codes.ts';
+import { Packr } from 'msgpackr';
 
 const framesDir = path.join(testFixturesDir, 'frames');
 interface Entry { file: string; fields?: Record<string, unknown>; error?: string; error_id?: number }
@@ -19,7 +20,11 @@ function toJson(m: WireMessage): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(m)) {
     if (m.kind === 'hello' && (k === 'op' || k === 'ok')) continue;
-    out[k] = v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v;
+    if (v instanceof Uint8Array) out[k] = Buffer.from(v).toString('hex');
+    else if (k === 'image') {
+      const im = v as { width: number; height: number; rgb: Uint8Array };
+      out[k] = { width: im.width, height: im.height, rgb: Buffer.from(im.rgb).toString('hex') };
+    } else out[k] = v;
   }
   return out;
 }
@@ -35,7 +40,7 @@ function readAll(bytes: Buffer, step: number) {
 
 test('golden frames: the manifest covers every op, reply shape and error code', () => {
   const files = new Set(goodFrames.map((e) => e.file));
-  for (const f of ['hello.bin', 'request-infer.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
+  for (const f of ['hello.bin', 'request-infer.bin', 'request-infer-image.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
     assert.ok(files.has(f), `manifest lacks ${f}`);
   }
   for (const code of Object.keys(WIRE_ERRORS)) assert.ok(files.has(`error-${code}.bin`), `no golden frame for ${code}`);
@@ -94,7 +99,7 @@ test('framing: an over-cap length is refused from the header alone, and the read
   h.writeUInt32LE(MAX_FRAME_BYTES + 1, 0);
   const { payloads, errors } = readAll(Buffer.concat([h, readFileSync(path.join(framesDir, 'request-ping.bin'))]), 2);
   assert.equal(errors.length, 1);
-  assert.match(errors[0]!, /67108865 is outside 1 to 67108864/);
+  assert.match(errors[0]!, new RegExp(`${MAX_FRAME_BYTES + 1} is outside 1 to ${MAX_FRAME_BYTES}`));
   assert.equal(payloads.length, 0, 'nothing after a framing error is delivered');
   // Exactly at the cap is allowed by the reader (it waits for the payload).
   h.writeUInt32LE(MAX_FRAME_BYTES, 0);
@@ -103,7 +108,7 @@ test('framing: an over-cap length is refused from the header alone, and the read
 
 test('encodeFrame refuses a payload over the cap', () => {
   const big = new Uint8Array(MAX_FRAME_BYTES);
-  assert.throws(() => encodeFrame({ kind: 'request', id: 1, op: 'infer', pixel_values: big }), /over the 67108864-byte cap/);
+  assert.throws(() => encodeFrame({ kind: 'request', id: 1, op: 'infer', pixel_values: big }), new RegExp(`over the ${MAX_FRAME_BYTES}-byte cap`));
 });
 
 test('decodePayload: trailing bytes after the map are E_FRAME naming the cause', () => {
@@ -132,4 +137,21 @@ test('error table: src/protocol/error-codes.ts matches the table in sidecar/PROT
   const fromDoc = rows.map((c) => ({ code: c[1]!.replace(/`/g, ''), closes: c[2] === 'yes' }));
   const fromTs = Object.entries(WIRE_ERRORS).map(([code, v]) => ({ code, closes: v.closesConnection }));
   assert.deepEqual(fromTs, fromDoc);
+});
+
+test('encodeFrameParts: an infer frame with its binary left uncopied equals msgpackr\'s whole encoding (bin8/16/32)', () => {
+  const packr = new Packr({ useRecords: false, variableMapSize: true });
+  for (const n of [0, 6, 255, 256, 65535, 65536, 70001 * 3]) {
+    const rgb = Uint8Array.from({ length: n }, (_, i) => (i * 31) & 0xff);
+    const whole = packr.pack({ id: 9, op: 'infer', image: { width: n, height: 1, rgb } });
+    const parts = encodeFrameParts({ kind: 'request', id: 9, op: 'infer', image: { width: n, height: 1, rgb } });
+    assert.equal(parts.length, 2);
+    assert.equal(parts[1]!.buffer, rgb.buffer, 'the image bytes are not copied');
+    const frame = Buffer.concat(parts);
+    assert.equal(frame.readUInt32LE(0), whole.length);
+    assert.ok(frame.subarray(4).equals(whole), `n=${n}`);
+    const px = new Float32Array(n);
+    const wholePx = packr.pack({ id: 9, op: 'infer', pixel_values: f32Bytes(px) });
+    assert.ok(Buffer.concat(encodeFrameParts({ kind: 'request', id: 9, op: 'infer', pixel_values: f32Bytes(px) })).subarray(4).equals(wholePx), `px n=${n}`);
+  }
 });

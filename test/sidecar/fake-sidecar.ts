@@ -97,7 +97,7 @@ const server = net.createServer((sock) => {
       for (let i = 0; i < logits.length; i++) logits[i] = px[i]! + 1;
       for (let i = 0; i < boxes.length; i++) boxes[i] = px[NQ * NC + i]! * 0.5;
       const reply = () => sock.write(encodeFrame({
-        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), forward_ms: delayMs + 0.25,
+        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: delayMs + 0.25,
       }));
       if (scenario === 'slow') setTimeout(reply, delayMs);
       else reply();

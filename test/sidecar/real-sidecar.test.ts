@@ -11,6 +11,8 @@ import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '
 import { RfdetrError } from '../../src/errors.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { rampPixels } from './pixels.ts';
+import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
+import { decodeImage } from '../../src/image/decode.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -51,18 +53,18 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   await b.ready();
   assert.deepEqual(
     { ...b.info, labels: b.info!.labels.length },
-    { protocolVersion: 1, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
+    { protocolVersion: PROTOCOL_VERSION, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
       inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91 },
   );
   const px = rampPixels();
-  const r = await b.infer(px);
+  const r = await b.infer({ pixelValues: px });
   for (let i = 0; i < r.logits.length; i += 37) assert.equal(r.logits[i], Math.fround(px[i]! + 1));
 
   const slow = rampPixels();
   slow[0] = SENTINEL_SLEEP;
   slow[1] = 3000;
   const pid = b.pid!;
-  const pending = b.infer(slow);
+  const pending = b.infer({ pixelValues: slow });
   await new Promise((res) => setTimeout(res, 200));
   const t0 = performance.now();
   process.kill(pid, 'SIGKILL');
@@ -72,7 +74,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   assert.equal(e.details?.signal, 'SIGKILL');
   assert.ok(failMs < 1000, `the pending infer failed after ${failMs} ms`);
   await waitReadyAgain(b, pid, 20_000);
-  const again = await b.infer(px);
+  const again = await b.infer({ pixelValues: px });
   assert.deepEqual(again.logits, r.logits);
   await b.close();
   assert.equal(b.state, 'stopped');
@@ -87,7 +89,7 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
   const crash = rampPixels();
   crash[0] = SENTINEL_ABORT;
   let pid = b.pid;
-  const e = await b.infer(crash).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  const e = await b.infer({ pixelValues: crash }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
   assert.equal(e.code, 'E_SIDECAR_EXITED');
   assert.equal(e.details?.signal, 'SIGABRT');
   await waitReadyAgain(b, pid, 20_000);
@@ -96,11 +98,11 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
   const hang = rampPixels();
   hang[0] = SENTINEL_HANG;
   pid = b.pid;
-  const h = await b.infer(hang, { deadlineMs: 200 }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
+  const h = await b.infer({ pixelValues: hang }, { deadlineMs: 200 }).then(() => assert.fail('must fail'), (err: RfdetrError) => err);
   assert.equal(h.code, 'E_DEADLINE');
   await waitReadyAgain(b, pid, 20_000);
   const px = rampPixels();
-  assert.equal((await b.infer(px)).logits[5], Math.fround(px[5]! + 1));
+  assert.equal((await b.infer({ pixelValues: px })).logits[5], Math.fround(px[5]! + 1));
 });
 
 test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone', async (t) => {
@@ -138,14 +140,14 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   const b = backend(t, { engine: 'cpu', weightsDir: weights, threads: 2, defaultDeadlineMs: 300_000 });
   await b.ready();
   assert.equal(b.info?.engine, 'cpu');
-  assert.equal(b.info?.protocolVersion, 1);
+  assert.equal(b.info?.protocolVersion, PROTOCOL_VERSION);
   assert.equal(b.info?.sidecarVersion, packageVersion);
   assert.equal(b.info?.numQueries, 300);
   assert.equal(b.info?.numClasses, 91);
   assert.equal(b.info?.labels[1], 'person');
 
   const golden = SafetensorsFile.read(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'golden.safetensors'));
-  const r = await b.infer(golden.f32('pixel_values'));
+  const r = await b.infer({ pixelValues: golden.f32('pixel_values') });
   const maxAbs = (a: Float32Array, g: Float32Array) => {
     assert.equal(a.length, g.length);
     let m = 0;
@@ -158,9 +160,18 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.ok(dl <= 1e-3, `logits max |Δ| ${dl}`);
   assert.ok(db <= 1e-3, `pred_boxes max |Δ| ${db}`);
   assert.ok(r.forwardMs > 0);
+  assert.equal(r.preprocessMs, 0, 'pixel_values need no preprocess');
+
+  // The decoded image, resized and normalised by the sidecar: the same forward as the reference's pixel_values
+  // (the C++ preprocess is bit-exact with them, sidecar/tests/preprocess), so the same outputs.
+  const img = await decodeImage(readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')));
+  const ri = await b.infer({ image: img });
+  assert.ok(ri.preprocessMs > 0, `preprocess_ms ${ri.preprocessMs}`);
+  assert.deepEqual(ri.logits, r.logits, 'image input gives exactly the pixel_values input\'s logits');
+  assert.deepEqual(ri.predBoxes, r.predBoxes);
 
   const pid = b.pid!;
-  const pending = b.infer(golden.f32('pixel_values'));
+  const pending = b.infer({ pixelValues: golden.f32('pixel_values') });
   await new Promise((res) => setTimeout(res, 100));
   const t0 = performance.now();
   process.kill(pid, 'SIGKILL');
@@ -168,7 +179,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.equal(e.code, 'E_SIDECAR_EXITED');
   assert.ok(performance.now() - t0 < 1000);
   await waitReadyAgain(b, pid, 300_000);
-  const again = await b.infer(golden.f32('pixel_values'));
+  const again = await b.infer({ pixelValues: golden.f32('pixel_values') });
   assert.ok(maxAbs(again.logits, golden.f32('logits')) <= 1e-3);
   await b.close();
 });

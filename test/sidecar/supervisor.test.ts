@@ -69,7 +69,7 @@ test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', a
   assert.deepEqual(b.info?.inputShape, [3, 560, 560]);
   assert.equal(b.info?.labels.length, 91);
   const px = rampPixels();
-  const r = await b.infer(px);
+  const r = await b.infer({ pixelValues: px });
   checkEcho(px, r);
   assert.equal(r.forwardMs, 0.25);
   assert.ok(r.transferMs >= 0);
@@ -79,7 +79,7 @@ test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', a
   assert.ok(logs.some((l) => l.includes('sidecar state starting → ready')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"shutdown op"')), logs.join('\n'));
   assert.equal(existsSync(socketDir), false, 'the temp socket dir is removed');
-  await rejectsWith(b.infer(px), 'E_CLOSED');
+  await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
 });
 
 test('fake sidecar: a crash mid-request rejects every pending request within 1 s, then it restarts', async (t) => {
@@ -88,7 +88,7 @@ test('fake sidecar: a crash mid-request rejects every pending request within 1 s
   const firstPid = b.pid;
   const px = rampPixels();
   const t0 = performance.now();
-  const results = await Promise.allSettled([b.infer(px), b.infer(px)]);
+  const results = await Promise.allSettled([b.infer({ pixelValues: px }), b.infer({ pixelValues: px })]);
   const elapsed = performance.now() - t0;
   assert.ok(elapsed < 1000, `pending requests took ${elapsed} ms to fail`);
   for (const r of results) {
@@ -102,41 +102,41 @@ test('fake sidecar: a crash mid-request rejects every pending request within 1 s
   await waitState(b, 'ready');
   assert.notEqual(b.pid, firstPid);
   assert.equal(b.restarts, 1);
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a hang gives a deadline error, missed pings kill it, the restart serves', async (t) => {
   const { b, logs } = fake(t, 'hang,ok', { pingIntervalMs: 100, pingTimeoutMs: 150, maxMissedPings: 2 });
   await b.ready();
   const firstPid = b.pid!;
-  const e = await rejectsWith(b.infer(rampPixels(), { deadlineMs: 300 }), 'E_DEADLINE');
+  const e = await rejectsWith(b.infer({ pixelValues: rampPixels() }, { deadlineMs: 300 }), 'E_DEADLINE');
   assert.match(e.message, /within 300 ms/);
   await waitState(b, 'restarting', 5000);
   await waitState(b, 'ready');
   assert.notEqual(b.pid, firstPid);
   assert.ok(logs.some((l) => l.includes('missed 2 pings')), logs.join('\n'));
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a garbage frame is a protocol error, the sidecar is replaced', async (t) => {
   const { b } = fake(t, 'garbage,ok');
   await b.ready();
-  const e = await rejectsWith(b.infer(rampPixels()), 'E_PROTOCOL');
+  const e = await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_PROTOCOL');
   assert.match(e.message, /bad frame/);
   await waitState(b, 'ready');
   assert.equal(b.restarts, 1);
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a protocol version mismatch fails at once, naming both versions', async (t) => {
   const { b } = fake(t, 'bad-version');
   await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /protocol version 99, this client speaks version 1/);
+  assert.match(b.failure!.message, /protocol version 99, this client speaks version 2/);
   assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
-  await rejectsWith(b.infer(rampPixels()), 'E_VERSION_MISMATCH');
+  await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_VERSION_MISMATCH');
 });
 
 test('fake sidecar: a first frame that is not a hello is a protocol error and a restart', async (t) => {
@@ -156,7 +156,7 @@ test('fake sidecar: more than maxCrashes deaths in the window → failed, with b
   const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
   assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
   assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
-  await rejectsWith(b.infer(rampPixels()), 'E_SIDECAR_FAILED');
+  await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_SIDECAR_FAILED');
 });
 
 test('fake sidecar: no READY within the startup deadline → killed and counted as a crash', async (t) => {
@@ -182,17 +182,17 @@ test('fake sidecar: close() drains in-flight requests; destroy(err) rejects at o
   const { b } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '400' });
   await b.ready();
   const px = rampPixels();
-  const inflight = b.infer(px);
+  const inflight = b.infer({ pixelValues: px });
   await new Promise((r) => setTimeout(r, 50));
   const closing = b.close();
-  await rejectsWith(b.infer(px), 'E_CLOSED');
+  await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
   checkEcho(px, await inflight);
   await closing;
   assert.equal(b.state, 'stopped');
 
   const { b: b2 } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '5000' });
   await b2.ready();
-  const p = b2.infer(px);
+  const p = b2.infer({ pixelValues: px });
   await new Promise((r) => setTimeout(r, 50));
   const t0 = performance.now();
   b2.destroy(new RfdetrError('E_DRAINING', 'test is over'));
@@ -207,10 +207,10 @@ test('fake sidecar: an aborted request rejects E_ABORTED and the connection keep
   await b.ready();
   const ac = new AbortController();
   const px = rampPixels();
-  const p = b.infer(px, { signal: ac.signal });
+  const p = b.infer({ pixelValues: px }, { signal: ac.signal });
   setTimeout(() => ac.abort(), 50);
   await rejectsWith(p, 'E_ABORTED');
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   assert.equal(b.state, 'ready');
 });
 
@@ -234,16 +234,16 @@ test('external mode: connects without spawning, reconnects with backoff, close()
   await b.ready();
   assert.equal(b.pid, undefined, 'nothing spawned');
   const px = rampPixels();
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   side.kill('SIGKILL');
   await side;
   assert.equal(b.state === 'ready' || b.state === 'restarting', true);
   await waitState(b, 'restarting', 5000);
   side = (await startFake()).p;
   await waitState(b, 'ready', 10_000);
-  checkEcho(px, await b.infer(px));
+  checkEcho(px, await b.infer({ pixelValues: px }));
   await b.close();
   assert.equal(b.state, 'stopped');
   assert.doesNotThrow(() => process.kill(side.pid!, 0), 'the external sidecar keeps running after close()');
-  assert.ok(isRfdetrError(await b.infer(px).catch((e: unknown) => e), 'E_CLOSED'));
+  assert.ok(isRfdetrError(await b.infer({ pixelValues: px }).catch((e: unknown) => e), 'E_CLOSED'));
 });

@@ -41,6 +41,11 @@ class engine {
     // pixel_values: f32 [3,S,S] CHW, S = input_size(). logits: f32 [num_queries*num_classes] (pre-sigmoid).
     // pred_boxes: f32 [num_queries*4] normalised cxcywh, unclamped. Not thread-safe: one forward at a time.
     virtual void forward(const float * pixel_values, float * logits, float * pred_boxes) = 0;
+
+    // True when forward() computes on this machine's cores. The server then preprocesses each request on the
+    // forward thread just before its forward (a concurrent resize would compete with the engine's threads);
+    // false (an accelerator) lets it resize request N+1 while request N is on the device.
+    virtual bool forward_uses_host_cores() const = 0;
 };
 
 // Creates and loads an engine from a weights directory (model.safetensors + config.json).

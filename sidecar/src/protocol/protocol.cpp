@@ -42,7 +42,7 @@ const char * wire_op_str(wire_op op) {
 namespace {
 
 // Limits passed to the unpacker so a hostile header cannot make it allocate: a frame holds at most one
-// map of a few keys, the labels array and three binaries.
+// map of a few keys (one of them the image map), the labels array and a few binaries.
 const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 32, /*str*/ 1u << 20,
                                            /*bin*/ k_max_frame_bytes, /*ext*/ 0, /*depth*/ 4);
 
@@ -68,9 +68,11 @@ const field_name k_field_names[] = {
     {"num_queries", WIRE_FIELD_NUM_QUERIES},
     {"num_classes", WIRE_FIELD_NUM_CLASSES},
     {"labels", WIRE_FIELD_LABELS},
+    {"image", WIRE_FIELD_IMAGE},
     {"pixel_values", WIRE_FIELD_PIXEL_VALUES},
     {"logits", WIRE_FIELD_LOGITS},
     {"pred_boxes", WIRE_FIELD_PRED_BOXES},
+    {"preprocess_ms", WIRE_FIELD_PREPROCESS_MS},
     {"forward_ms", WIRE_FIELD_FORWARD_MS},
     {"error", WIRE_FIELD_ERROR},
 };
@@ -110,6 +112,57 @@ decode_result fail(wire_error code, uint64_t id, std::string text) {
 
 std::string expected(const char * field, const char * what, const msgpack::object & got) {
     return std::string("field '") + field + "' must be " + what + ", got " + type_str(got);
+}
+
+// A non-negative number (uint or float) into `dst`; an error text, or "".
+std::string decode_ms(const char * name, const msgpack::object & v, double & dst) {
+    if (v.type == msgpack::type::FLOAT32 || v.type == msgpack::type::FLOAT64) {
+        dst = v.via.f64;
+    } else if (v.type == msgpack::type::POSITIVE_INTEGER) {
+        dst = static_cast<double>(v.via.u64);
+    } else {
+        return expected(name, "a number", v);
+    }
+    if (!(dst >= 0.0)) {
+        return std::string("field '") + name + "' must be a non-negative number";
+    }
+    return "";
+}
+
+// The image map {width, height, rgb}: every key once, no others, each well-typed.
+std::string decode_image(const msgpack::object & v, message & out) {
+    if (v.type != msgpack::type::MAP) {
+        return expected("image", "a map {width, height, rgb}", v);
+    }
+    bool have_width = false, have_height = false, have_rgb = false;
+    for (uint32_t i = 0; i < v.via.map.size; i++) {
+        const auto & k  = v.via.map.ptr[i].key;
+        const auto & ev = v.via.map.ptr[i].val;
+        if (k.type != msgpack::type::STR) {
+            return std::string("field 'image' must have string keys, got ") + type_str(k);
+        }
+        if ((key_is(k, "width") && !have_width) || (key_is(k, "height") && !have_height)) {
+            const bool w = key_is(k, "width");
+            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
+                return expected(w ? "image.width" : "image.height", "an unsigned integer", ev);
+            }
+            (w ? out.image_width : out.image_height) = ev.via.u64;
+            (w ? have_width : have_height)           = true;
+        } else if (key_is(k, "rgb") && !have_rgb) {
+            if (ev.type != msgpack::type::BIN) {
+                return expected("image.rgb", "binary (RGB u8, row-major)", ev);
+            }
+            out.image_rgb = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
+            have_rgb      = true;
+        } else {
+            return "field 'image' has an unknown or repeated key '" + as_string(k) + "'; expected width, height, rgb";
+        }
+    }
+    if (!have_width || !have_height || !have_rgb) {
+        return std::string("field 'image' lacks ") + (!have_width ? "'width'" : !have_height ? "'height'" : "'rgb'") +
+               "; expected {width, height, rgb}";
+    }
+    return "";
 }
 
 // Decodes one known field into `out`; returns an error text, or "" when the value is well-typed.
@@ -184,18 +237,9 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
             dst.size = v.via.bin.size;
             return "";
         }
-        case WIRE_FIELD_FORWARD_MS:
-            if (v.type == msgpack::type::FLOAT32 || v.type == msgpack::type::FLOAT64) {
-                out.forward_ms = v.via.f64;
-            } else if (v.type == msgpack::type::POSITIVE_INTEGER) {
-                out.forward_ms = static_cast<double>(v.via.u64);
-            } else {
-                return expected(name, "a number", v);
-            }
-            if (!(out.forward_ms >= 0.0)) {
-                return "field 'forward_ms' must be a non-negative number";
-            }
-            return "";
+        case WIRE_FIELD_IMAGE: return decode_image(v, out);
+        case WIRE_FIELD_PREPROCESS_MS: return decode_ms(name, v, out.preprocess_ms);
+        case WIRE_FIELD_FORWARD_MS: return decode_ms(name, v, out.forward_ms);
         case WIRE_FIELD_ERROR: {
             if (v.type != msgpack::type::MAP) {
                 return expected(name, "a map {code, message}", v);
@@ -244,11 +288,13 @@ decode_result frame_length_check(const uint8_t header[k_frame_header], uint32_t 
     length = static_cast<uint32_t>(header[0]) | static_cast<uint32_t>(header[1]) << 8 |
              static_cast<uint32_t>(header[2]) << 16 | static_cast<uint32_t>(header[3]) << 24;
     if (length == 0) {
-        return fail(wire_error::WIRE_ERROR_FRAME, 0, "frame length is 0; expected 1 to 67108864 bytes");
+        return fail(wire_error::WIRE_ERROR_FRAME, 0,
+                    "frame length is 0; expected 1 to " + std::to_string(k_max_frame_bytes) + " bytes");
     }
     if (length > k_max_frame_bytes) {
         return fail(wire_error::WIRE_ERROR_FRAME, 0,
-                    "frame length " + std::to_string(length) + " exceeds the 67108864-byte cap");
+                    "frame length " + std::to_string(length) + " exceeds the " + std::to_string(k_max_frame_bytes) +
+                        "-byte cap (an 8192x8192 RGB image plus the envelope)");
     }
     return decode_result{};
 }
@@ -257,7 +303,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     out = message{};
     if (size == 0 || size > k_max_frame_bytes) {
         return fail(wire_error::WIRE_ERROR_FRAME, 0,
-                    "payload is " + std::to_string(size) + " bytes; expected 1 to 67108864");
+                    "payload is " + std::to_string(size) + " bytes; expected 1 to " + std::to_string(k_max_frame_bytes));
     }
     msgpack::object_handle oh;
     size_t                 off = 0;
@@ -368,10 +414,11 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
             }
             return decode_result{};
         }
-        const uint32_t infer_reply = WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_FORWARD_MS;
+        const uint32_t infer_reply =
+            WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         if (payload_fields != 0 && payload_fields != infer_reply) {
             return fail(wire_error::WIRE_ERROR_FIELD, id,
-                        "an ok reply carries either nothing or exactly logits, pred_boxes and forward_ms");
+                        "an ok reply carries either nothing or exactly logits, pred_boxes, preprocess_ms and forward_ms");
         }
         return decode_result{};
     }
@@ -386,7 +433,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     if (id == 0) {
         return fail(wire_error::WIRE_ERROR_FRAME, 0, "request id 0 is reserved for the hello; use 1 to 4294967295");
     }
-    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? WIRE_FIELD_PIXEL_VALUES : 0u;
+    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? (WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES) : 0u;
     if (payload_fields & ~allowed) {
         for (const auto & fn : k_field_names) {
             if (payload_fields & ~allowed & fn.field) {
@@ -395,8 +442,10 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
             }
         }
     }
-    if (out.op == wire_op::WIRE_OP_INFER && !out.has(WIRE_FIELD_PIXEL_VALUES)) {
-        return fail(wire_error::WIRE_ERROR_FIELD, id, "infer request has no 'pixel_values'; expected f32 [3,560,560] as binary");
+    if (out.op == wire_op::WIRE_OP_INFER && out.has(WIRE_FIELD_IMAGE) == out.has(WIRE_FIELD_PIXEL_VALUES)) {
+        return fail(wire_error::WIRE_ERROR_FIELD, id,
+                    std::string("infer request has ") + (out.has(WIRE_FIELD_IMAGE) ? "both 'image' and" : "neither 'image' nor") +
+                        " 'pixel_values'; expected exactly one: image {width, height, rgb} (RGB u8) or pixel_values (f32 CHW)");
     }
     return decode_result{};
 }
@@ -415,6 +464,15 @@ void pack_str(msgpack::packer<vector_writer> & pk, const std::string & s) {
 void pack_bin(msgpack::packer<vector_writer> & pk, const byte_view & b) {
     pk.pack_bin(static_cast<uint32_t>(b.size));
     pk.pack_bin_body(reinterpret_cast<const char *>(b.data), static_cast<uint32_t>(b.size));
+}
+
+// msgpackr writes integral numbers below 2^32 as integers; mirror it so encodings agree.
+void pack_ms(msgpack::packer<vector_writer> & pk, double ms) {
+    if (ms >= 0.0 && ms < 4294967296.0 && ms == static_cast<double>(static_cast<uint64_t>(ms))) {
+        pk.pack_uint64(static_cast<uint64_t>(ms));
+    } else {
+        pk.pack_double(ms);
+    }
 }
 }  // namespace
 
@@ -457,18 +515,20 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                     pack_str(pk, l);
                 }
                 break;
+            case WIRE_FIELD_IMAGE:
+                pk.pack_map(3);
+                pack_str(pk, "width");
+                pk.pack_uint64(m.image_width);
+                pack_str(pk, "height");
+                pk.pack_uint64(m.image_height);
+                pack_str(pk, "rgb");
+                pack_bin(pk, m.image_rgb);
+                break;
             case WIRE_FIELD_PIXEL_VALUES: pack_bin(pk, m.pixel_values); break;
             case WIRE_FIELD_LOGITS: pack_bin(pk, m.logits); break;
             case WIRE_FIELD_PRED_BOXES: pack_bin(pk, m.pred_boxes); break;
-            case WIRE_FIELD_FORWARD_MS:
-                // msgpackr writes integral numbers below 2^32 as integers; mirror it so encodings agree.
-                if (m.forward_ms >= 0.0 && m.forward_ms < 4294967296.0 &&
-                    m.forward_ms == static_cast<double>(static_cast<uint64_t>(m.forward_ms))) {
-                    pk.pack_uint64(static_cast<uint64_t>(m.forward_ms));
-                } else {
-                    pk.pack_double(m.forward_ms);
-                }
-                break;
+            case WIRE_FIELD_PREPROCESS_MS: pack_ms(pk, m.preprocess_ms); break;
+            case WIRE_FIELD_FORWARD_MS: pack_ms(pk, m.forward_ms); break;
             case WIRE_FIELD_ERROR:
                 pk.pack_map(2);
                 pack_str(pk, "code");

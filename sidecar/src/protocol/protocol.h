@@ -12,8 +12,10 @@
 
 namespace rfdetr {
 
-constexpr uint32_t k_protocol_version = 1;
-constexpr uint32_t k_max_frame_bytes  = 64u * 1024u * 1024u;
+constexpr uint32_t k_protocol_version = 2;
+constexpr uint32_t k_max_image_side   = 8192;
+// The largest image the HTTP side accepts (8192x8192 RGB) plus room for the envelope.
+constexpr uint32_t k_max_frame_bytes  = k_max_image_side * k_max_image_side * 3u + 65536u;  // 201392128
 constexpr size_t   k_frame_header     = 4;
 
 enum class wire_op {
@@ -38,11 +40,13 @@ enum wire_field : uint32_t {
     WIRE_FIELD_NUM_QUERIES      = 1u << 7,
     WIRE_FIELD_NUM_CLASSES      = 1u << 8,
     WIRE_FIELD_LABELS           = 1u << 9,
-    WIRE_FIELD_PIXEL_VALUES     = 1u << 10,
-    WIRE_FIELD_LOGITS           = 1u << 11,
-    WIRE_FIELD_PRED_BOXES       = 1u << 12,
-    WIRE_FIELD_FORWARD_MS       = 1u << 13,
-    WIRE_FIELD_ERROR            = 1u << 14,
+    WIRE_FIELD_IMAGE            = 1u << 10,
+    WIRE_FIELD_PIXEL_VALUES     = 1u << 11,
+    WIRE_FIELD_LOGITS           = 1u << 12,
+    WIRE_FIELD_PRED_BOXES       = 1u << 13,
+    WIRE_FIELD_PREPROCESS_MS    = 1u << 14,
+    WIRE_FIELD_FORWARD_MS       = 1u << 15,
+    WIRE_FIELD_ERROR            = 1u << 16,
 };
 
 constexpr uint32_t k_hello_fields = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
@@ -72,11 +76,16 @@ struct message {
     uint64_t                 num_classes = 0;
     std::vector<std::string> labels;
 
-    // infer request / reply
+    // infer request: exactly one of image {width, height, rgb} and pixel_values
+    uint64_t  image_width  = 0;
+    uint64_t  image_height = 0;
+    byte_view image_rgb;  // RGB u8 HWC row-major
     byte_view pixel_values;
+    // infer reply
     byte_view logits;
     byte_view pred_boxes;
-    double    forward_ms = 0.0;
+    double    preprocess_ms = 0.0;
+    double    forward_ms    = 0.0;
 
     // error reply
     wire_error  error_code = wire_error::WIRE_ERROR_NONE;
@@ -96,7 +105,7 @@ decode_result frame_length_check(const uint8_t header[k_frame_header], uint32_t 
 
 // Decodes one payload (the bytes after the length). Byte fields of `out` point into `payload`, which must
 // outlive it. Requests (op set, ok absent) are checked for the op's required fields; replies and hello
-// are checked for field types. Errors: WIRE_ERROR_FRAME (connection must close), WIRE_ERROR_UNKNOWN_OP,
+// are checked for field types. Sizes (image sides, byte counts) are the server's to check. Errors: WIRE_ERROR_FRAME (connection must close), WIRE_ERROR_UNKNOWN_OP,
 // WIRE_ERROR_FIELD (reply with `id`).
 decode_result decode_payload(const uint8_t * payload, size_t size, message & out);
 

@@ -20,8 +20,8 @@ std::string errno_str(int e) {
     return std::strerror(e);
 }
 
-// mkdir -p with 0700 for every directory we create; existing directories keep their mode.
-void make_dirs(const std::string & dir) {
+// mkdir -p with 0700 for every directory we create (appended to `created`); existing ones keep their mode.
+void make_dirs(const std::string & dir, std::vector<std::string> & created) {
     if (dir.empty()) {
         return;
     }
@@ -34,12 +34,16 @@ void make_dirs(const std::string & dir) {
     }
     const auto slash = dir.find_last_of('/');
     if (slash != std::string::npos && slash > 0) {
-        make_dirs(dir.substr(0, slash));
+        make_dirs(dir.substr(0, slash), created);
     }
-    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (mkdir(dir.c_str(), 0700) != 0) {
+        if (errno == EEXIST) {
+            return;  // made by someone else meanwhile: not ours to remove
+        }
         throw error("listener_open: cannot create socket directory '" + dir + "': " + errno_str(errno) +
                     "; create it (mode 0700) or choose another --socket");
     }
+    created.push_back(dir);
     chmod(dir.c_str(), 0700);  // mkdir honours the umask; the directory must be exactly 0700
 }
 
@@ -93,10 +97,21 @@ listener listener_open(const std::string & socket_path) {
                     ": choose a shorter --socket");
     }
     std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size());
-    const auto slash = socket_path.find_last_of('/');
+    std::vector<std::string> created;
+    const auto               slash = socket_path.find_last_of('/');
     if (slash != std::string::npos && slash > 0) {
-        make_dirs(socket_path.substr(0, slash));
+        make_dirs(socket_path.substr(0, slash), created);
     }
+    // A start that fails after creating directories removes them again.
+    struct dirs_guard {
+        std::vector<std::string> & dirs;
+        bool                       keep = false;
+        ~dirs_guard() {
+            for (auto it = dirs.rbegin(); !keep && it != dirs.rend(); ++it) {
+                rmdir(it->c_str());
+            }
+        }
+    } guard{created};
 
     struct stat st{};
     if (lstat(socket_path.c_str(), &st) == 0) {
@@ -139,8 +154,10 @@ listener listener_open(const std::string & socket_path) {
         unlink(socket_path.c_str());
         throw error("listener_open: listen on '" + socket_path + "': " + errno_str(e));
     }
-    l.path  = socket_path;
-    l.owned = true;
+    guard.keep     = true;
+    l.path         = socket_path;
+    l.owned        = true;
+    l.created_dirs = std::move(created);
     return l;
 }
 
@@ -153,6 +170,10 @@ void listener_close(listener & l) {
         unlink(l.path.c_str());
         l.owned = false;
     }
+    for (auto it = l.created_dirs.rbegin(); it != l.created_dirs.rend(); ++it) {
+        rmdir(it->c_str());  // fails harmlessly when someone put something else there
+    }
+    l.created_dirs.clear();
 }
 
 }  // namespace rfdetr

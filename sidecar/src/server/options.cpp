@@ -37,6 +37,8 @@ options_status options_parse(int argc, const char * const * argv, const char * (
     const int_source ints[] = {
         {"--threads", "RFDETR_THREADS", &out.threads, 0, 1024, "an integer from 0 (physical cores) to 1024"},
         {"--device-id", "TT_DEVICE_ID", &out.device_id, 0, 1023, "a device index from 0 to 1023"},
+        {"--frame-timeout-ms", "RFDETR_FRAME_TIMEOUT_MS", &out.frame_timeout_ms, 1, 3600000,
+         "a time in milliseconds from 1 to 3600000"},
     };
     struct str_source {
         const char *  flag;
@@ -153,6 +155,9 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --threads N          CPU threads, 0 = physical cores (env RFDETR_THREADS; default 0)\n"
            "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
            "  --precision P        fp32 | bf16 (host engines; default fp32)\n"
+           "  --frame-timeout-ms N a client that stops for N ms in the middle of a frame gets E_FRAME and is\n"
+           "                       closed; idle clients between frames are never timed out (env\n"
+           "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --help, --version\n"

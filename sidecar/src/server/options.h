@@ -15,6 +15,7 @@ struct sidecar_options {
     std::string precision = "fp32";  // --precision fp32|bf16
     bool        exit_with_parent = false;
     bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
+    int         frame_timeout_ms = 30000;  // --frame-timeout-ms / RFDETR_FRAME_TIMEOUT_MS: a half-sent frame's stall limit
 };
 
 enum class options_status {

@@ -50,14 +50,18 @@ json to_json(const message & m) {
         if (m.has(rfdetr::WIRE_FIELD_PIXEL_VALUES)) {
             j["pixel_values"] = hex(m.pixel_values);
         }
+        if (m.has(rfdetr::WIRE_FIELD_IMAGE)) {
+            j["image"] = {{"width", m.image_width}, {"height", m.image_height}, {"rgb", hex(m.image_rgb)}};
+        }
     } else if (m.ok) {
         j["kind"] = "reply";
         j["id"]   = m.id;
         j["ok"]   = true;
         if (m.has(rfdetr::WIRE_FIELD_LOGITS)) {
             j["logits"]     = hex(m.logits);
-            j["pred_boxes"] = hex(m.pred_boxes);
-            j["forward_ms"] = m.forward_ms;
+            j["pred_boxes"]    = hex(m.pred_boxes);
+            j["preprocess_ms"] = m.preprocess_ms;
+            j["forward_ms"]    = m.forward_ms;
         }
     } else {
         j["kind"]  = "error";
@@ -106,7 +110,7 @@ TEST(protocol, golden_frames_decode_to_manifest_and_reencode_identically) {
         EXPECT_EQ(out, bytes) << file << " re-encodes differently";
         count++;
     }
-    EXPECT_GE(count, 13);
+    EXPECT_GE(count, 15);
 }
 
 TEST(protocol, golden_bad_frames_are_rejected_with_the_manifest_code) {
@@ -124,7 +128,7 @@ TEST(protocol, golden_bad_frames_are_rejected_with_the_manifest_code) {
         EXPECT_GT(r.message.size(), 10u) << file;
         count++;
     }
-    EXPECT_GE(count, 15);
+    EXPECT_GE(count, 21);
 }
 
 TEST(protocol, duplicate_keys_are_a_frame_error) {
@@ -148,14 +152,51 @@ TEST(protocol, deep_nesting_is_refused_without_recursion) {
 TEST(protocol, length_check_bounds) {
     uint32_t      len = 0;
     const uint8_t zero[4] = {0, 0, 0, 0};
-    const uint8_t cap[4]  = {0, 0, 0, 4};
-    const uint8_t over[4] = {1, 0, 0, 4};
+    const uint8_t cap[4]  = {0x00, 0x00, 0x01, 0x0c};  // 201392128 = 8192*8192*3 + 65536
+    const uint8_t over[4] = {0x01, 0x00, 0x01, 0x0c};
     EXPECT_EQ(rfdetr::frame_length_check(zero, len).error, rfdetr::wire_error::WIRE_ERROR_FRAME);
     EXPECT_EQ(rfdetr::frame_length_check(cap, len).error, rfdetr::wire_error::WIRE_ERROR_NONE);
     EXPECT_EQ(len, rfdetr::k_max_frame_bytes);
+    EXPECT_EQ(len, 8192u * 8192u * 3u + 65536u);
     auto r = rfdetr::frame_length_check(over, len);
     EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FRAME);
-    EXPECT_NE(r.message.find("67108865"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("201392129 exceeds the 201392128-byte cap"), std::string::npos) << r.message;
+}
+
+TEST(protocol, infer_needs_exactly_one_input_and_names_the_fields) {
+    // Built with the encoder (the golden frames carry the TS encoder's bytes for the same cases).
+    const uint8_t rgb[6] = {1, 2, 3, 4, 5, 6};
+    message       req;
+    req.id           = 9;
+    req.op           = rfdetr::wire_op::WIRE_OP_INFER;
+    req.fields       = rfdetr::WIRE_FIELD_OP | rfdetr::WIRE_FIELD_IMAGE;
+    req.image_width  = 2;
+    req.image_height = 1;
+    req.image_rgb    = {rgb, sizeof(rgb)};
+    std::vector<uint8_t> f;
+    rfdetr::encode_frame(req, f);
+    message m;
+    auto    r = rfdetr::decode_payload(f.data() + 4, f.size() - 4, m);
+    ASSERT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_NONE) << r.message;
+    EXPECT_EQ(m.image_width, 2u);
+    EXPECT_EQ(m.image_height, 1u);
+    ASSERT_EQ(m.image_rgb.size, 6u);
+    EXPECT_EQ(m.image_rgb.data[5], 6);
+
+    req.fields |= rfdetr::WIRE_FIELD_PIXEL_VALUES;
+    req.pixel_values = {rgb, 4};
+    f.clear();
+    rfdetr::encode_frame(req, f);
+    r = rfdetr::decode_payload(f.data() + 4, f.size() - 4, m);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FIELD);
+    EXPECT_NE(r.message.find("both 'image' and 'pixel_values'"), std::string::npos) << r.message;
+
+    req.fields = rfdetr::WIRE_FIELD_OP;
+    f.clear();
+    rfdetr::encode_frame(req, f);
+    r = rfdetr::decode_payload(f.data() + 4, f.size() - 4, m);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FIELD);
+    EXPECT_NE(r.message.find("neither 'image' nor 'pixel_values'"), std::string::npos) << r.message;
 }
 
 TEST(protocol, error_table_matches_protocol_md) {

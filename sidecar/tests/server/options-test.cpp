@@ -70,4 +70,23 @@ TEST(options, bad_values_name_the_flag_and_value) {
     g_env.clear();
 }
 
+TEST(options, frame_timeout_defaults_to_30_s_and_takes_env_and_flag) {
+    g_env = {{"TT_RF_DETR_WEIGHTS", "/w"}};
+    rfdetr::sidecar_options d;
+    std::string             err;
+    ASSERT_EQ(parse({}, d, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(d.frame_timeout_ms, 30000);
+    g_env["RFDETR_FRAME_TIMEOUT_MS"] = "1500";
+    rfdetr::sidecar_options e;
+    ASSERT_EQ(parse({}, e, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(e.frame_timeout_ms, 1500);
+    rfdetr::sidecar_options f;
+    ASSERT_EQ(parse({"--frame-timeout-ms=250"}, f, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(f.frame_timeout_ms, 250);
+    rfdetr::sidecar_options b;
+    EXPECT_EQ(parse({"--frame-timeout-ms", "0"}, b, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
+    EXPECT_NE(err.find("--frame-timeout-ms '0' is not a time in milliseconds from 1 to 3600000"), std::string::npos) << err;
+    g_env.clear();
+}
+
 }  // namespace

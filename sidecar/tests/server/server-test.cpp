@@ -1,273 +1,9 @@
 // The sidecar process end to end (rfdetr-sidecar-test with the "test-echo" engine) on real Unix sockets.
-#include "protocol/protocol.h"
-#include "test-engine.h"
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <cerrno>
-#include <chrono>
-#include <csignal>
-#include <cstring>
-#include <fcntl.h>
-#include <poll.h>
-#include <string>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <thread>
-#include <unistd.h>
-#include <vector>
+#include "sidecar-harness.h"
 
 namespace {
 
-using json = nlohmann::json;
-using rfdetr::message;
-using clk = std::chrono::steady_clock;
-
-constexpr size_t k_pixels = 3u * 560u * 560u;
-
-std::string make_tmp_dir() {
-    char tmpl[] = "/tmp/rfdetr-sc-XXXXXX";
-    const char * d = mkdtemp(tmpl);
-    EXPECT_NE(d, nullptr);
-    return d ? d : "";
-}
-
-// Alive and not a zombie (an orphan's zombie may linger until init reaps it).
-bool process_alive(pid_t pid) {
-    if (kill(pid, 0) != 0) return false;
-    FILE * f = fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-    if (!f) return false;
-    int  ignored = 0;
-    char comm[256] = {0};
-    char state     = '?';
-    const int n    = fscanf(f, "%d %255s %c", &ignored, comm, &state);
-    fclose(f);
-    return n == 3 && state != 'Z' && state != 'X';
-}
-
-bool file_exists(const std::string & p) {
-    struct stat st{};
-    return lstat(p.c_str(), &st) == 0;
-}
-
-struct sidecar_proc {
-    pid_t       pid    = -1;
-    int         out_fd = -1;
-    int         err_fd = -1;
-    std::string out_text;
-    std::string err_text;
-    json        ready;
-    int         status = -1;  // raw wait status once reaped
-
-    ~sidecar_proc() {
-        if (pid > 0 && status == -1) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-        }
-        if (err_fd >= 0) {
-            drain_stderr();
-        }
-        // Under the sanitizer build (sidecar/build-asan) a report in the child must fail the test.
-        EXPECT_EQ(err_text.find("Sanitizer"), std::string::npos) << err_text;
-        EXPECT_EQ(err_text.find("runtime error:"), std::string::npos) << err_text;
-        if (out_fd >= 0) close(out_fd);
-        if (err_fd >= 0) close(err_fd);
-    }
-
-    void spawn(const std::vector<std::string> & args, const std::vector<std::string> & env = {}, int listen_fd = -1) {
-        int out[2], err[2];
-        ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
-        ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
-        pid = fork();
-        ASSERT_GE(pid, 0);
-        if (pid == 0) {
-            dup2(out[1], 1);
-            dup2(err[1], 2);
-            for (const auto & kv : env) {
-                const auto eq = kv.find('=');
-                setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
-            }
-            if (listen_fd >= 0) {
-                dup2(listen_fd, 3);
-                setenv("LISTEN_FDS", "1", 1);
-                setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
-            }
-            std::vector<char *> argv;
-            argv.push_back(const_cast<char *>(RFDETR_SIDECAR_TEST_BIN));
-            for (const auto & a : args) {
-                argv.push_back(const_cast<char *>(a.c_str()));
-            }
-            argv.push_back(nullptr);
-            execv(RFDETR_SIDECAR_TEST_BIN, argv.data());
-            _exit(127);
-        }
-        close(out[1]);
-        close(err[1]);
-        out_fd = out[0];
-        err_fd = err[0];
-        fcntl(err_fd, F_SETFL, O_NONBLOCK);
-    }
-
-    // Reads stdout until the READY line (or EOF / timeout); returns the line.
-    std::string wait_ready(int timeout_ms = 15000) {
-        const auto end = clk::now() + std::chrono::milliseconds(timeout_ms);
-        while (out_text.find('\n') == std::string::npos && clk::now() < end) {
-            pollfd p{out_fd, POLLIN, 0};
-            if (poll(&p, 1, 100) > 0) {
-                char    buf[4096];
-                ssize_t n = read(out_fd, buf, sizeof(buf));
-                if (n <= 0) break;
-                out_text.append(buf, static_cast<size_t>(n));
-            }
-        }
-        const auto nl = out_text.find('\n');
-        std::string line = nl == std::string::npos ? "" : out_text.substr(0, nl);
-        if (line.rfind("READY ", 0) == 0) {
-            ready = json::parse(line.substr(6));
-        }
-        return line;
-    }
-
-    std::string drain_stderr() {
-        char buf[4096];
-        for (;;) {
-            ssize_t n = read(err_fd, buf, sizeof(buf));
-            if (n <= 0) break;
-            err_text.append(buf, static_cast<size_t>(n));
-        }
-        return err_text;
-    }
-
-    // Exit code (>= 0), 128+signal when killed, or -1 on timeout.
-    int wait_exit(int timeout_ms = 10000) {
-        const auto end = clk::now() + std::chrono::milliseconds(timeout_ms);
-        while (clk::now() < end) {
-            drain_stderr();
-            int st = 0;
-            if (waitpid(pid, &st, WNOHANG) == pid) {
-                status = st;
-                drain_stderr();
-                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        return -1;
-    }
-};
-
-struct client {
-    int fd = -1;
-    ~client() {
-        if (fd >= 0) close(fd);
-    }
-    bool connect_to(const std::string & path) {
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_un a{};
-        a.sun_family = AF_UNIX;
-        std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
-        return connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
-    }
-    void send_raw(const std::vector<uint8_t> & b) {
-        size_t off = 0;
-        while (off < b.size()) {
-            ssize_t n = send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL);
-            if (n <= 0) return;
-            off += static_cast<size_t>(n);
-        }
-    }
-    void send_msg(const message & m) {
-        std::vector<uint8_t> f;
-        rfdetr::encode_frame(m, f);
-        send_raw(f);
-    }
-    bool read_exact(uint8_t * p, size_t n, int timeout_ms) {
-        const auto end = clk::now() + std::chrono::milliseconds(timeout_ms);
-        size_t     got = 0;
-        while (got < n) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clk::now()).count();
-            pollfd     pf{fd, POLLIN, 0};
-            if (left <= 0 || poll(&pf, 1, static_cast<int>(left)) <= 0) return false;
-            ssize_t r = recv(fd, p + got, n - got, 0);
-            if (r <= 0) return false;
-            got += static_cast<size_t>(r);
-        }
-        return true;
-    }
-    // One frame, decoded; `store` keeps the payload alive for byte views in `m`.
-    bool recv_msg(message & m, std::vector<uint8_t> & store, int timeout_ms = 10000) {
-        uint8_t h[4];
-        if (!read_exact(h, 4, timeout_ms)) return false;
-        uint32_t len = 0;
-        if (rfdetr::frame_length_check(h, len).error != rfdetr::wire_error::WIRE_ERROR_NONE) return false;
-        store.resize(len);
-        if (!read_exact(store.data(), len, timeout_ms)) return false;
-        auto r = rfdetr::decode_payload(store.data(), len, m);
-        EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_NONE) << r.message;
-        return r.error == rfdetr::wire_error::WIRE_ERROR_NONE;
-    }
-    bool at_eof(int timeout_ms = 5000) {
-        pollfd pf{fd, POLLIN, 0};
-        if (poll(&pf, 1, timeout_ms) <= 0) return false;
-        char c;
-        return recv(fd, &c, 1, 0) == 0;
-    }
-    // Connects and consumes the hello.
-    bool open(const std::string & path, message * hello = nullptr) {
-        if (!connect_to(path)) return false;
-        message              m;
-        std::vector<uint8_t> s;
-        if (!recv_msg(m, s)) return false;
-        if (hello) *hello = m;
-        return m.op == rfdetr::wire_op::WIRE_OP_HELLO;
-    }
-};
-
-message make_request(uint64_t id, rfdetr::wire_op op) {
-    message m;
-    m.id     = id;
-    m.op     = op;
-    m.fields = rfdetr::WIRE_FIELD_OP;
-    return m;
-}
-
-message make_infer(uint64_t id, const std::vector<float> & px) {
-    message m          = make_request(id, rfdetr::wire_op::WIRE_OP_INFER);
-    m.fields          |= rfdetr::WIRE_FIELD_PIXEL_VALUES;
-    m.pixel_values     = {reinterpret_cast<const uint8_t *>(px.data()), px.size() * sizeof(float)};
-    return m;
-}
-
-std::vector<float> ramp_pixels() {
-    std::vector<float> px(k_pixels);
-    for (size_t i = 0; i < px.size(); i++) {
-        px[i] = static_cast<float>(i % 1000) * 0.001f;
-    }
-    return px;
-}
-
-class sidecar : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        dir_    = make_tmp_dir();
-        socket_ = dir_ + "/run/s.sock";
-    }
-    void TearDown() override {
-        std::string cmd = "rm -rf '" + dir_ + "'";
-        (void) !system(cmd.c_str());
-    }
-    void start(sidecar_proc & p, const std::vector<std::string> & extra_env = {}, std::vector<std::string> extra_args = {}) {
-        std::vector<std::string> args = {"--socket", socket_, "--engine", "test-echo", "--weights", dir_};
-        args.insert(args.end(), extra_args.begin(), extra_args.end());
-        p.spawn(args, extra_env);
-        const std::string line = p.wait_ready();
-        ASSERT_EQ(line.rfind("READY ", 0), 0u) << "no READY line; stderr: " << p.drain_stderr();
-    }
-    std::string dir_;
-    std::string socket_;
-};
+using namespace rfdetr_test;
 
 TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     sidecar_proc p;
@@ -275,7 +11,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     EXPECT_EQ(p.out_text, p.out_text.substr(0, p.out_text.find('\n') + 1)) << "stdout holds exactly one line";
     EXPECT_EQ(p.ready["engine"], "test-echo");
     EXPECT_EQ(p.ready["device"], "test double (deterministic echo)");
-    EXPECT_EQ(p.ready["protocol_version"], 1);
+    EXPECT_EQ(p.ready["protocol_version"], 2);
     EXPECT_EQ(p.ready["sidecar_version"], "0.1.0");
     EXPECT_EQ(p.ready["socket"], socket_);
     EXPECT_EQ(p.ready["pid"], p.pid);
@@ -293,7 +29,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     message hello;
     ASSERT_TRUE(c.open(socket_, &hello));
     EXPECT_EQ(hello.id, 0u);
-    EXPECT_EQ(hello.protocol_version, 1u);
+    EXPECT_EQ(hello.protocol_version, 2u);
     EXPECT_EQ(hello.engine, "test-echo");
     EXPECT_EQ(hello.input_shape, (std::vector<uint64_t>{3, 560, 560}));
     EXPECT_EQ(hello.num_queries, 300u);
@@ -376,7 +112,7 @@ TEST_F(sidecar, framing_errors_get_E_FRAME_then_close_and_the_sidecar_serves_on)
     start(p);
     const std::vector<std::vector<uint8_t>> bad = {
         {0, 0, 0, 0},                                                      // zero length
-        {1, 0, 0, 4},                                                      // over the cap
+        {0x01, 0x00, 0x01, 0x0c},                                          // 201392129: over the cap
         {0x09, 0, 0, 0, 0x81, 0xa2, 'i', 'd', 0x01, 0xc0, 0xc0, 0xc0, 0xc0},  // trailing bytes
         {0x01, 0, 0, 0, 0xc1},                                             // invalid MessagePack
     };
@@ -391,13 +127,7 @@ TEST_F(sidecar, framing_errors_get_E_FRAME_then_close_and_the_sidecar_serves_on)
         EXPECT_EQ(r.error_code, rfdetr::wire_error::WIRE_ERROR_FRAME);
         EXPECT_TRUE(c.at_eof()) << "the connection must close after a framing error";
     }
-    client c;
-    ASSERT_TRUE(c.open(socket_));
-    c.send_msg(make_request(1, rfdetr::wire_op::WIRE_OP_PING));
-    message              r;
-    std::vector<uint8_t> s;
-    ASSERT_TRUE(c.recv_msg(r, s));
-    EXPECT_TRUE(r.ok);
+    EXPECT_TRUE(serves_a_ping(socket_, 1));
     EXPECT_EQ(p.wait_exit(0), -1) << "still running";
 }
 
@@ -487,6 +217,35 @@ TEST_F(sidecar, sigterm_finishes_the_forward_in_progress_and_refuses_queued_ones
     EXPECT_FALSE(file_exists(socket_));
 }
 
+TEST_F(sidecar, a_stop_removes_the_socket_directories_it_created_and_only_those) {
+    {
+        sidecar_proc p;
+        socket_ = dir_ + "/a/b/s.sock";  // neither a nor a/b exists
+        start(p);
+        ASSERT_TRUE(file_exists(dir_ + "/a/b"));
+        kill(p.pid, SIGTERM);
+        EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
+        EXPECT_FALSE(file_exists(dir_ + "/a")) << "an empty socket directory the sidecar made was left behind";
+    }
+    {
+        mkdir((dir_ + "/mine").c_str(), 0700);
+        sidecar_proc p;
+        socket_ = dir_ + "/mine/sub/s.sock";
+        start(p);
+        kill(p.pid, SIGTERM);
+        EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
+        EXPECT_FALSE(file_exists(dir_ + "/mine/sub"));
+        EXPECT_TRUE(file_exists(dir_ + "/mine")) << "a directory that was there before is not the sidecar's to remove";
+    }
+    {
+        sidecar_proc p;  // a start that fails after creating the directory removes it too
+        p.spawn({"--socket", dir_ + "/c/s.sock", "--engine", "test-echo", "--weights", dir_},
+                {"RFDETR_TEST_ECHO_LOAD_FAIL=1"});
+        EXPECT_EQ(p.wait_exit(), 1);
+        EXPECT_FALSE(file_exists(dir_ + "/c"));
+    }
+}
+
 TEST_F(sidecar, stale_socket_is_replaced_and_a_live_one_is_refused) {
     {
         // A stale socket file: bound, then its owner went away.
@@ -567,7 +326,7 @@ TEST_F(sidecar, usage_errors_exit_2_naming_the_flag) {
     v.spawn({"--version"});
     EXPECT_EQ(v.wait_exit(), 0);
     v.wait_ready(500);
-    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 1)\n");
+    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 2)\n");
 }
 
 // Binds a datagram socket (path or abstract) and returns what arrives within timeout_ms.

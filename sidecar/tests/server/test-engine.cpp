@@ -12,14 +12,19 @@ namespace {
 
 class test_echo_engine : public engine {
   public:
-    test_echo_engine() {
+    // sleep_ms < 0: the echo engine (host cores, RFDETR_TEST_ECHO_FORWARD_MS); else the sleeping stand-in.
+    explicit test_echo_engine(int sleep_ms) : sleep_ms_(sleep_ms) {
         labels_.push_back("N/A");
         for (int i = 1; i < k_test_echo_classes; i++) {
             labels_.push_back("label-" + std::to_string(i));
         }
     }
-    std::string name() const override { return "test-echo"; }
-    std::string device() const override { return "test double (deterministic echo)"; }
+    std::string name() const override { return sleep_ms_ < 0 ? "test-echo" : "test-sleep"; }
+    std::string device() const override {
+        return sleep_ms_ < 0 ? "test double (deterministic echo)"
+                             : "test double (echo after a fixed " + std::to_string(sleep_ms_) + " ms, off the host's cores)";
+    }
+    bool forward_uses_host_cores() const override { return sleep_ms_ < 0; }
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return k_test_echo_classes; }
     int input_size() const override { return 560; }
@@ -35,8 +40,11 @@ class test_echo_engine : public engine {
         if (px[0] == k_test_echo_hang) {
             std::this_thread::sleep_for(std::chrono::hours(1));
         }
-        if (const char * ms = std::getenv("RFDETR_TEST_ECHO_FORWARD_MS")) {
+        if (const char * ms = std::getenv("RFDETR_TEST_ECHO_FORWARD_MS"); ms && sleep_ms_ < 0) {
             std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+        }
+        if (sleep_ms_ > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
         }
         if (px[0] == k_test_echo_sleep) {
             std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(px[1])));
@@ -51,12 +59,12 @@ class test_echo_engine : public engine {
     }
 
   private:
+    int                      sleep_ms_;
     std::vector<std::string> labels_;
 };
 
-}  // namespace
 
-std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options &) {
+void check_weights_dir(const std::string & weights_dir) {
     struct stat st{};
     if (stat(weights_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
         throw error("test-echo: weights directory '" + weights_dir + "' does not exist; pass an existing --weights DIR");
@@ -67,7 +75,27 @@ std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const 
     if (const char * f = std::getenv("RFDETR_TEST_ECHO_LOAD_FAIL"); f && std::string(f) == "1") {
         throw error("test-echo: loading failed because RFDETR_TEST_ECHO_LOAD_FAIL=1; unset it");
     }
-    return std::make_unique<test_echo_engine>();
+}
+
+}  // namespace
+
+std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options &) {
+    check_weights_dir(weights_dir);
+    return std::make_unique<test_echo_engine>(-1);
+}
+
+std::unique_ptr<engine> test_sleep_create(const std::string & weights_dir, const engine_options &) {
+    check_weights_dir(weights_dir);
+    int ms = 8;
+    if (const char * v = std::getenv("RFDETR_TEST_FORWARD_MS"); v && *v) {
+        char * end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (*end != '\0' || n < 0 || n > 600000) {
+            throw error(std::string("test-sleep: RFDETR_TEST_FORWARD_MS='") + v + "' is not a time in ms from 0 to 600000");
+        }
+        ms = static_cast<int>(n);
+    }
+    return std::make_unique<test_echo_engine>(ms);
 }
 
 }  // namespace rfdetr

@@ -29,6 +29,7 @@ class tt_engine_impl : public engine {
     int                                num_classes() const override { return runner_.num_classes(); }
     int                                input_size() const override { return runner_.input_size(); }
     const std::vector<std::string> &   labels() const override { return labels_; }
+    bool forward_uses_host_cores() const override { return name_ != "tt"; }  // tt-host runs the ops on the CPU
     void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
         runner_.forward(pixel_values, logits, pred_boxes);
     }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fmaf } from '../../src/image/fmaf.ts';
+import { fmaf } from '../../src/detect/fmaf.ts';
 
 const f = Math.fround;
 

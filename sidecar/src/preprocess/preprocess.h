@@ -1,0 +1,52 @@
+// The model's input transform: RGB u8 HWC (any size) -> pixel_values f32 CHW [3,S,S], bit-exact with the
+// fixtures' recipe (shared/fixtures/rfdetr-synth/README.md "Preprocessing"): torch's antialiased bilinear
+// resize on the float image, width pass first then the height pass on the f32 intermediate, each output an
+// fmaf chain from 0 over its taps in ascending order; then (x*f32(1/255) - mean) / std as separate f32 ops.
+// The result is never rounded to u8 (that moves values by up to 9e-3 and flips fixture detections).
+#pragma once
+
+#include "preprocess/axis-weights.h"
+#include "preprocess/kernels.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rfdetr {
+
+// ImageNet mean/std as float32, as the reference holds them.
+constexpr float k_imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+constexpr float k_imagenet_std[3]  = {0.229f, 0.224f, 0.225f};
+
+// The plain version of the recipe, for tests: scalar, allocates, no caching. `out` holds 3*S*S floats.
+void preprocess_reference(const uint8_t * rgb, int width, int height, int out_size, float * out);
+
+// The serving version: SIMD (runtime dispatch), axis tables cached per input size, scratch sized by the
+// largest band seen and reused; no allocation per call once an image size has been seen. Not thread-safe
+// (one per stage thread).
+class preprocessor {
+  public:
+    explicit preprocessor(int out_size, simd_level level = simd_level_best());
+
+    int        out_size() const { return out_size_; }
+    simd_level level() const { return level_; }
+
+    // rgb: width*height*3 bytes, RGB HWC row-major. out: 3*S*S floats CHW. Throws std::invalid_argument for
+    // sizes outside 1..65535.
+    void run(const uint8_t * rgb, int width, int height, float * out);
+
+  private:
+    const width_plan &   width_for(int in_size);
+    const axis_weights & height_for(int in_size);
+
+    int                       out_size_;
+    simd_level                level_;
+    const kernel_table *      kernels_;
+    std::vector<width_plan>   width_cache_;   // most recent last; a few entries
+    std::vector<axis_weights> height_cache_;
+    std::vector<float>        band_;     // 3 planes of the width-pass rows one band of output rows needs
+    std::vector<uint8_t>      last_row_;  // the image's last row plus slack, so 4-byte gathers stay inside
+    std::vector<float>        transposed_;  // width*3*16 floats: 16 rows with lanes across rows
+};
+
+}  // namespace rfdetr

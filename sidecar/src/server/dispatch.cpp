@@ -1,0 +1,125 @@
+#include "server/dispatch.h"
+
+#include "protocol/protocol.h"
+
+#include <cstdio>
+
+#ifndef RFDETR_SIDECAR_VERSION
+#define RFDETR_SIDECAR_VERSION "0.0.0"
+#endif
+
+namespace rfdetr {
+
+std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
+    message hello;
+    hello.id               = 0;
+    hello.fields           = k_hello_fields;
+    hello.op               = wire_op::WIRE_OP_HELLO;
+    hello.ok               = true;
+    hello.protocol_version = k_protocol_version;
+    hello.sidecar_version  = RFDETR_SIDECAR_VERSION;
+    hello.engine           = eng.name();
+    hello.device           = eng.device();
+    hello.input_shape      = {static_cast<uint64_t>(k_input_channels), static_cast<uint64_t>(input_size),
+                              static_cast<uint64_t>(input_size)};
+    hello.num_queries      = static_cast<uint64_t>(eng.num_queries());
+    hello.num_classes      = static_cast<uint64_t>(eng.num_classes());
+    hello.labels           = eng.labels();
+    hello.labels.resize(hello.num_classes, "N/A");
+    std::vector<uint8_t> f;
+    encode_frame(hello, f);
+    return f;
+}
+
+dispatcher::dispatcher(pipeline & pipe, int input_size, send_fn send, std::function<void()> begin_stop)
+    : pipe_(pipe), input_size_(input_size), send_(std::move(send)), begin_stop_(std::move(begin_stop)) {}
+
+void dispatcher::reply_error(uint64_t serial, uint64_t id, wire_error code, const std::string & text) {
+    std::vector<uint8_t> f;
+    encode_frame(make_error_reply(id, code, text), f);
+    send_(serial, f);
+}
+
+std::string dispatcher::handle(uint64_t serial, frame_bytes payload, bool stopping) {
+    message req;
+    auto    r = decode_payload(payload.data.get(), payload.size, req);
+    if (r.error == wire_error::WIRE_ERROR_FRAME) {
+        return r.message;
+    }
+    if (r.error != wire_error::WIRE_ERROR_NONE) {
+        reply_error(serial, r.id, r.error, r.message);
+        return "";
+    }
+    if (req.has(WIRE_FIELD_OK)) {
+        reply_error(serial, req.id, wire_error::WIRE_ERROR_UNKNOWN_OP,
+                    "clients send requests {id, op}; replies and hello come from the sidecar");
+        return "";
+    }
+    switch (req.op) {
+        case wire_op::WIRE_OP_PING: {
+            std::vector<uint8_t> f;
+            encode_frame(make_ok_reply(req.id), f);
+            send_(serial, f);
+            return "";
+        }
+        case wire_op::WIRE_OP_SHUTDOWN: {
+            std::fprintf(stderr, "server_read: client %llu asked to shut down\n", static_cast<unsigned long long>(serial));
+            std::vector<uint8_t> f;
+            encode_frame(make_ok_reply(req.id), f);
+            send_(serial, f);
+            begin_stop_();
+            return "";
+        }
+        case wire_op::WIRE_OP_INFER: infer(serial, req, std::move(payload), stopping); return "";
+        case wire_op::WIRE_OP_HELLO:
+        case wire_op::WIRE_OP_NONE: break;
+    }
+    reply_error(serial, req.id, wire_error::WIRE_ERROR_UNKNOWN_OP, "unsupported op");
+    return "";
+}
+
+void dispatcher::infer(uint64_t serial, const message & req, frame_bytes payload, bool stopping) {
+    const std::string s = std::to_string(input_size_);
+    infer_job         j;
+    j.conn_serial = serial;
+    j.id          = req.id;
+    if (req.has(WIRE_FIELD_PIXEL_VALUES)) {
+        const size_t want = static_cast<size_t>(k_input_channels) * input_size_ * input_size_ * sizeof(float);
+        if (req.pixel_values.size != want) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                        "pixel_values has " + std::to_string(req.pixel_values.size) + " bytes; expected " +
+                            std::to_string(want) + " (f32 [3," + s + "," + s + "] little-endian CHW)");
+            return;
+        }
+        j.pixels = req.pixel_values.data;
+    } else {
+        for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
+            if (side.second < 1 || side.second > k_max_image_side) {
+                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                            std::string("image.") + side.first + " is " + std::to_string(side.second) +
+                                "; expected 1 to " + std::to_string(k_max_image_side));
+                return;
+            }
+        }
+        const uint64_t want = req.image_width * req.image_height * 3;
+        if (req.image_rgb.size != want) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                        "image.rgb has " + std::to_string(req.image_rgb.size) + " bytes; expected " +
+                            std::to_string(req.image_width) + "*" + std::to_string(req.image_height) + "*3 = " +
+                            std::to_string(want) + " (RGB u8, row-major)");
+            return;
+        }
+        j.rgb    = req.image_rgb.data;
+        j.width  = static_cast<int>(req.image_width);
+        j.height = static_cast<int>(req.image_height);
+    }
+    if (stopping) {
+        reply_error(serial, req.id, wire_error::WIRE_ERROR_STOPPING,
+                    "the sidecar is shutting down; the request was not run: retry on a new sidecar");
+        return;
+    }
+    j.payload = std::move(payload);  // the bytes stay where they are; rgb / pixels point into them
+    pipe_.submit(std::move(j));
+}
+
+}  // namespace rfdetr

@@ -1,0 +1,108 @@
+// The preprocess + forward pipeline: requests go in FIFO order (over all connections) through a resize
+// stage and the engine, one forward at a time. For an engine that does not compute on the host's cores
+// (forward_uses_host_cores() false, e.g. a TT card) a stage thread resizes request N+1 while request N is on
+// the engine, with one prepared input waiting at most (two input buffers); for host engines the forward
+// thread resizes just before each forward, so the resize never competes with the engine's threads.
+#pragma once
+
+#include "engines/engine.h"
+#include "preprocess/preprocess.h"
+#include "server/frame-pool.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rfdetr {
+
+struct infer_job {
+    uint64_t        conn_serial = 0;
+    uint64_t        id          = 0;
+    frame_bytes     payload;  // owns the bytes below
+    const uint8_t * rgb    = nullptr;  // the image form: RGB u8 width x height
+    int             width  = 0;
+    int             height = 0;
+    const uint8_t * pixels = nullptr;  // the pixel_values form: f32 [3,S,S], maybe misaligned
+};
+
+struct job_key {
+    uint64_t conn_serial;
+    uint64_t id;
+};
+
+struct finished_reply {
+    uint64_t             conn_serial;
+    std::vector<uint8_t> frame;
+};
+
+class pipeline {
+  public:
+    // `wake` is called (from a pipeline thread) after a reply is ready for take_done(); payloads go back
+    // to `pool` once their input is prepared.
+    pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake);
+    ~pipeline();
+
+    bool overlaps() const { return overlap_; }
+
+    void submit(infer_job j);
+
+    // Removes requests not yet on the engine (of one connection, or all when serial == 0) and returns them
+    // for the caller to answer (or drop). A request being resized at that moment is finished by the stage
+    // thread: dropped for a connection, answered E_STOPPING when everything is taken (serial == 0).
+    std::vector<job_key> take_queued(uint64_t serial);
+
+    std::vector<finished_reply> take_done();
+
+    bool idle();  // nothing queued, resizing or on the engine
+
+    void stop();  // finishes the forward in progress, joins the threads
+
+  private:
+    struct prepared {
+        uint64_t conn_serial;
+        uint64_t id;
+        int      slot;
+        double   preprocess_ms;
+    };
+    enum class cancel { none, dropped, stopping };
+
+    // Resizes (or copies) j's input into slot; returns the preprocess time in ms (0 for pixel_values).
+    double prepare(infer_job & j, int slot);
+    void   run_stage();
+    void   run_forward();
+    void   forward_and_reply(const prepared & p);
+    void   post(finished_reply r);
+
+    engine &                          eng_;
+    const int                         input_size_;
+    const size_t                      pixel_count_;
+    const bool                        overlap_;
+    frame_pool &                      pool_;
+    std::function<void()>             wake_;
+    preprocessor                      prep_;  // used by one thread only: the stage thread, or the forward thread
+    std::vector<std::vector<float>>   inputs_;  // two slots with overlap, else one
+    std::vector<float>                logits_;
+    std::vector<float>                boxes_;
+
+    std::mutex                  mu_;
+    std::condition_variable     stage_cv_;    // the stage thread: a job and a free slot
+    std::condition_variable     forward_cv_;  // the forward thread: a prepared input (or, without overlap, a job)
+    std::deque<infer_job>       queue_;
+    std::deque<prepared>        ready_;
+    std::vector<bool>           slot_free_;
+    bool                        stage_busy_   = false;
+    job_key                     stage_job_    = {0, 0};
+    cancel                      stage_cancel_ = cancel::none;
+    bool                        forward_busy_ = false;
+    std::vector<finished_reply> done_;
+    bool                        quit_ = false;
+    std::thread                 stage_thread_;
+    std::thread                 forward_thread_;
+};
+
+}  // namespace rfdetr

@@ -1,0 +1,157 @@
+// The process's main flow: flags -> stop signals -> listener -> engine load + warm-up -> READY -> serve ->
+// clean stop. Startup failures exit 1 with one line that says what to fix; usage errors exit 2.
+#include "protocol/protocol.h"
+#include "server/event-loop.h"
+#include "server/lifecycle.h"
+#include "server/listen.h"
+#include "server/notify.h"
+#include "server/options.h"
+#include "server/server.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+#ifndef RFDETR_SIDECAR_VERSION
+#define RFDETR_SIDECAR_VERSION "0.0.0"
+#endif
+
+namespace rfdetr {
+
+engine_factory engine_factory_default() {
+    return engine_factory{engine_create, engine_names, engine_unbuilt_reason};
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+const char * getenv_fn(const char * name) {
+    return std::getenv(name);
+}
+
+void fail_line(const std::string & what) {
+    std::fprintf(stderr, "rfdetr-sidecar: %s\n", what.c_str());
+}
+
+// Two forwards on a fixed synthetic input (page-faults buffers, fills caches; TT captures its trace).
+double warm_up(engine & eng, int input_size) {
+    std::vector<float> pixels(static_cast<size_t>(k_input_channels) * input_size * input_size);
+    for (size_t i = 0; i < pixels.size(); i++) {
+        pixels[i] = static_cast<float>(std::sin(0.001 * static_cast<double>(i)));
+    }
+    std::vector<float> logits(static_cast<size_t>(eng.num_queries()) * eng.num_classes());
+    std::vector<float> boxes(static_cast<size_t>(eng.num_queries()) * 4);
+    const auto         t0 = clock_type::now();
+    for (int i = 0; i < 2; i++) {
+        eng.forward(pixels.data(), logits.data(), boxes.data());
+    }
+    return ms_since(t0);
+}
+
+}  // namespace
+
+int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
+    const pid_t parent_at_start = getppid();
+
+    sidecar_options opts;
+    std::string     err;
+    switch (options_parse(argc, argv, getenv_fn, opts, err)) {
+        case options_status::OPTIONS_HELP: std::fputs(options_help(factory.names()).c_str(), stdout); return 0;
+        case options_status::OPTIONS_VERSION:
+            std::printf("rfdetr-sidecar %s (protocol %u)\n", RFDETR_SIDECAR_VERSION, k_protocol_version);
+            return 0;
+        case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
+        case options_status::OPTIONS_OK: break;
+    }
+    const auto names = factory.names();
+    if (std::find(names.begin(), names.end(), opts.engine) == names.end()) {
+        const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(opts.engine) : "";
+        if (!why.empty()) {
+            fail_line(why);  // a known engine this build lacks: a startup failure that says how to build it
+            return 1;
+        }
+        std::string known;
+        for (const auto & n : names) {
+            known += (known.empty() ? "" : ", ") + n;
+        }
+        fail_line("--engine '" + opts.engine + "' is not built into this sidecar; built: " +
+                  (known.empty() ? "(none)" : known) + ". Choose one of those or rebuild with that engine.");
+        return 2;
+    }
+
+    const int signal_fd = stop_signals_install(opts.exit_with_parent, parent_at_start, err);
+    if (signal_fd < 0) {
+        fail_line(err);
+        return 1;
+    }
+
+    listener lst;
+    try {
+        lst = listener_open(opts.socket_path);
+    } catch (const std::exception & e) {
+        fail_line(std::string("cannot listen: ") + e.what());
+        return 1;
+    }
+
+    // The loaded variant's input side (engine::input_size: Base 560, Nano 384, ...); the pipeline (its
+    // resize) and the hello take the size from here.
+    int                     input_size = 0;
+    std::unique_ptr<engine> eng;
+    double                  load_ms   = 0.0;
+    double                  warmup_ms = 0.0;
+    try {
+        engine_options eo;
+        eo.threads   = opts.threads;
+        eo.device_id = opts.device_id;
+        eo.precision = opts.precision;
+        eo.eager     = opts.eager;
+        const auto t_load = clock_type::now();
+        eng               = factory.create(opts.engine, opts.weights_dir, eo);
+        load_ms           = ms_since(t_load);
+        input_size        = eng->input_size();
+        warmup_ms         = warm_up(*eng, input_size);
+    } catch (const std::exception & e) {
+        listener_close(lst);
+        fail_line("engine '" + opts.engine + "' failed to start from '" + opts.weights_dir + "': " + e.what() +
+                  " (no other engine is tried; fix the cause or choose another --engine)");
+        return 1;
+    }
+
+    nlohmann::json ready = {
+        {"engine", eng->name()},
+        {"device", eng->device()},
+        {"protocol_version", k_protocol_version},
+        {"sidecar_version", RFDETR_SIDECAR_VERSION},
+        {"load_ms", std::round(load_ms * 10.0) / 10.0},
+        {"warmup_ms", std::round(warmup_ms * 10.0) / 10.0},
+        {"socket", lst.path},
+        {"pid", static_cast<long long>(getpid())},
+    };
+    std::printf("READY %s\n", ready.dump().c_str());
+    std::fflush(stdout);
+    notify_send("READY=1");
+    std::fprintf(stderr, "sidecar_main: engine %s on %s ready on %s (load %.1f ms, warm-up %.1f ms)\n",
+                 eng->name().c_str(), eng->device().c_str(), lst.path.c_str(), load_ms, warmup_ms);
+
+    {
+        event_loop loop(*eng, input_size, lst, signal_fd, opts.frame_timeout_ms);
+        loop.run();
+    }  // joins the pipeline after the forward in progress
+    eng.reset();
+    listener_close(lst);
+    stop_signals_close();
+    std::fprintf(stderr, "sidecar_main: stopped cleanly\n");
+    return 0;
+}
+
+}  // namespace rfdetr

@@ -1,0 +1,307 @@
+// The image path through the real sidecar: an `image` infer gives the engine exactly the preprocess of that
+// image, size errors name both sizes, the resize stage overlaps the forward only for engines off the host's
+// cores, forwards stay FIFO, and a client that leaves takes its queued work with it.
+#include "preprocess/preprocess.h"
+#include "sidecar-harness.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+namespace {
+
+using namespace rfdetr_test;
+
+double ms_between(clk::time_point a, clk::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::vector<float> floats(const rfdetr::byte_view & b) {
+    std::vector<float> v(b.size / 4);
+    std::memcpy(v.data(), b.data, v.size() * 4);
+    return v;
+}
+
+// test-echo/test-sleep: logits[i] = px[i] + 1, pred_boxes[i] = px[300*91 + i] * 0.5.
+::testing::AssertionResult echoes(const message & r, const std::vector<float> & px) {
+    const auto logits = floats(r.logits);
+    const auto boxes  = floats(r.pred_boxes);
+    if (logits.size() != 300u * 91u || boxes.size() != 300u * 4u) {
+        return ::testing::AssertionFailure() << "output sizes " << logits.size() << ", " << boxes.size();
+    }
+    for (size_t i = 0; i < logits.size(); i++) {
+        if (logits[i] != px[i] + 1.0f) {
+            return ::testing::AssertionFailure() << "logits[" << i << "] = " << logits[i] << ", expected " << px[i] + 1.0f;
+        }
+    }
+    for (size_t i = 0; i < boxes.size(); i++) {
+        if (boxes[i] != px[300 * 91 + i] * 0.5f) {
+            return ::testing::AssertionFailure() << "pred_boxes[" << i << "] differs";
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+std::vector<float> reference_pixels(const std::vector<uint8_t> & rgb, int w, int h) {
+    std::vector<float> px(k_pixels);
+    rfdetr::preprocess_reference(rgb.data(), w, h, 560, px.data());
+    return px;
+}
+
+TEST_F(sidecar, an_image_infer_forwards_exactly_the_preprocess_of_that_image) {
+    for (const char * engine : {"test-echo", "test-sleep"}) {
+        sidecar_proc p;
+        start(p, {"RFDETR_TEST_FORWARD_MS=1"}, {}, engine);
+        client c;
+        ASSERT_TRUE(c.open(socket_));
+        const auto rgb = noise_rgb(333, 517, 5);
+        c.send_msg(make_image_infer(8, 333, 517, rgb));
+        message              r;
+        std::vector<uint8_t> s;
+        ASSERT_TRUE(c.recv_msg(r, s));
+        EXPECT_EQ(r.id, 8u);
+        ASSERT_TRUE(r.ok) << engine << ": " << r.error_message;
+        EXPECT_TRUE(echoes(r, reference_pixels(rgb, 333, 517))) << engine;
+        EXPECT_GT(r.preprocess_ms, 0.0) << engine;
+        EXPECT_LT(r.preprocess_ms, 5000.0) << engine;
+
+        c.send_msg(make_infer(9, ramp_pixels()));
+        ASSERT_TRUE(c.recv_msg(r, s));
+        ASSERT_TRUE(r.ok) << r.error_message;
+        EXPECT_EQ(r.preprocess_ms, 0.0) << "pixel_values are not preprocessed";
+        EXPECT_TRUE(echoes(r, ramp_pixels()));
+    }
+}
+
+TEST_F(sidecar, image_size_errors_name_the_expected_and_received_sizes) {
+    sidecar_proc p;
+    start(p);
+    client c;
+    ASSERT_TRUE(c.open(socket_));
+    struct bad_case {
+        int                  w, h;
+        std::vector<uint8_t> rgb;
+        std::string          needle;
+    };
+    const bad_case cases[] = {
+        {0, 1, {}, "image.width is 0; expected 1 to 8192"},
+        {1, 8193, std::vector<uint8_t>(8193 * 3), "image.height is 8193; expected 1 to 8192"},
+        {2, 1, std::vector<uint8_t>(5), "image.rgb has 5 bytes; expected 2*1*3 = 6"},
+        {640, 480, std::vector<uint8_t>(640 * 480), "image.rgb has 307200 bytes; expected 640*480*3 = 921600"},
+    };
+    uint64_t id = 20;
+    for (const auto & bc : cases) {
+        c.send_msg(make_image_infer(++id, bc.w, bc.h, bc.rgb));
+        message              r;
+        std::vector<uint8_t> s;
+        ASSERT_TRUE(c.recv_msg(r, s)) << bc.needle;
+        EXPECT_EQ(r.id, id);
+        EXPECT_EQ(r.error_code, rfdetr::wire_error::WIRE_ERROR_FIELD) << bc.needle;
+        EXPECT_NE(r.error_message.find(bc.needle), std::string::npos) << r.error_message;
+    }
+    c.send_msg(make_request(99, rfdetr::wire_op::WIRE_OP_PING));
+    message              r;
+    std::vector<uint8_t> s;
+    ASSERT_TRUE(c.recv_msg(r, s));
+    EXPECT_EQ(r.id, 99u) << "the connection stays open after E_FIELD";
+}
+
+struct timed_reply {
+    double    at_ms;
+    uint64_t  id;
+    bool      ok;
+    double    preprocess_ms;
+    double    forward_ms;
+};
+
+// Sends `n` big image requests back to back on one connection and times each reply's arrival.
+std::vector<timed_reply> run_big_images(const std::string & socket, int n) {
+    client c;
+    EXPECT_TRUE(c.open(socket));
+    const auto                        rgb = noise_rgb(4000, 3000, 11);
+    std::vector<std::vector<uint8_t>> frames(static_cast<size_t>(n));  // encoded first: sending is then only send()
+    for (int i = 0; i < n; i++) {
+        rfdetr::encode_frame(make_image_infer(static_cast<uint64_t>(i + 1), 4000, 3000, rgb), frames[i]);
+    }
+    const auto  t0 = clk::now();
+    std::thread sender([&] {
+        for (const auto & f : frames) {
+            c.send_raw(f);
+        }
+    });
+    std::vector<timed_reply> out;
+    for (int i = 0; i < n; i++) {
+        message              r;
+        std::vector<uint8_t> s;
+        if (!c.recv_msg(r, s, 30000)) {
+            break;
+        }
+        out.push_back({ms_between(t0, clk::now()), r.id, r.ok, r.preprocess_ms, r.forward_ms});
+    }
+    sender.join();
+    return out;
+}
+
+TEST_F(sidecar, the_resize_of_the_next_request_overlaps_the_forward_only_off_the_host_cores) {
+    // Four 4000x3000 images behind a 400 ms forward (long enough for the frames to be in before the
+    // forwards end, even on a loaded machine). Between the first and the last reply there are three
+    // forward+resize pairs: serially each adds F + R; overlapped, about max(F, R), i.e. min(F, R) less.
+    // Each reply's preprocess_ms and forward_ms say how long its steps took on this (maybe loaded or
+    // sanitised) machine, so the bound holds whichever of the two is longer.
+    const int n = 4;
+    for (const char * engine : {"test-sleep", "test-echo"}) {
+        sidecar_proc p;
+        start(p, {"RFDETR_TEST_FORWARD_MS=400", "RFDETR_TEST_ECHO_FORWARD_MS=400"}, {}, engine);
+        const auto replies = run_big_images(socket_, n);
+        ASSERT_EQ(replies.size(), static_cast<size_t>(n)) << engine;
+        double forwards = 0.0, resizes = 0.0, hidden = 0.0;
+        for (int i = 0; i < n; i++) {
+            ASSERT_TRUE(replies[i].ok) << engine;
+            ASSERT_EQ(replies[i].id, static_cast<uint64_t>(i + 1)) << engine << ": FIFO";
+            EXPECT_GE(replies[i].forward_ms, 395.0) << engine;
+            if (i > 0) {
+                forwards += replies[i].forward_ms;
+                resizes += replies[i].preprocess_ms;
+                hidden += std::min(replies[i].forward_ms, replies[i].preprocess_ms);
+            }
+        }
+        ASSERT_GT(hidden, 8.0) << engine << ": the resizes are too quick to tell overlap from none";
+        const double span = replies[n - 1].at_ms - replies[0].at_ms;
+        std::fprintf(stderr, "%s: replies %.1f ms apart over %d forwards of %.1f ms and resizes of %.1f ms\n", engine,
+                     span, n - 1, forwards, resizes);
+        const double bound = forwards + resizes - 0.5 * hidden;
+        if (std::string(engine) == "test-sleep") {
+            EXPECT_LT(span, bound)
+                << "overlap: " << n - 1 << " forwards took " << forwards << " ms, their resizes " << resizes
+                << " ms, and the replies came " << span << " ms apart";
+        } else {
+            EXPECT_GE(span, bound)
+                << "no overlap on the host's cores: " << n - 1 << " forwards took " << forwards << " ms, resizes "
+                << resizes << " ms, replies " << span << " ms apart";
+        }
+    }
+}
+
+TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
+    sidecar_proc p;
+    start(p, {"RFDETR_TEST_FORWARD_MS=100"}, {}, "test-sleep");
+    client a, b;
+    ASSERT_TRUE(a.open(socket_));
+    ASSERT_TRUE(b.open(socket_));
+    std::vector<std::vector<uint8_t>> images;
+    std::vector<std::vector<float>>   expected;
+    for (int i = 0; i < 8; i++) {
+        const int w = 17 + 61 * i, h = 640 - 37 * i;
+        images.push_back(noise_rgb(w, h, 100 + i));
+        expected.push_back(reference_pixels(images.back(), w, h));
+    }
+    const auto px = ramp_pixels();
+    std::map<uint64_t, clk::time_point> arrived;
+    std::map<uint64_t, bool>            matched;
+    // One reader per connection, started before anything is sent, stamps each reply as it arrives
+    // (forwards finish >= 100 ms apart).
+    std::mutex mu;
+    auto       reader = [&](client * c) {
+        for (int k = 0; k < 4; k++) {
+            message              r;
+            std::vector<uint8_t> s;
+            if (!c->recv_msg(r, s, 30000)) {
+                return;
+            }
+            const auto                  now = clk::now();
+            const bool                  ok  = r.ok && echoes(r, r.id % 3 == 0 ? px : expected[r.id - 1]);
+            std::lock_guard<std::mutex> lock(mu);
+            arrived[r.id] = now;
+            matched[r.id] = ok;
+        }
+    };
+    std::vector<std::vector<uint8_t>> frames(8);  // encoded first: sending is then only send()
+    for (uint64_t id = 1; id <= 8; id++) {
+        const int i = static_cast<int>(id - 1);
+        rfdetr::encode_frame(id % 3 == 0 ? make_infer(id, px) : make_image_infer(id, 17 + 61 * i, 640 - 37 * i, images[i]),
+                             frames[i]);
+    }
+    std::thread ta(reader, &a), tb(reader, &b);
+    // Ids 1..8 alternate between the connections and between the two input forms; each frame is fully
+    // written before the next is sent, so arrival order at the sidecar is id order.
+    for (uint64_t id = 1; id <= 8; id++) {
+        (id % 2 ? a : b).send_raw(frames[id - 1]);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ta.join();
+    tb.join();
+    ASSERT_EQ(arrived.size(), 8u);
+    for (uint64_t id = 1; id <= 8; id++) {
+        EXPECT_TRUE(matched[id]) << "request " << id << " failed or got another request's outputs";
+        if (id > 1) {
+            EXPECT_GT(ms_between(arrived[id - 1], arrived[id]), 10.0)
+                << "request " << id << " finished before (or with) request " << id - 1 << ", which arrived first";
+        }
+    }
+}
+
+TEST_F(sidecar, a_client_that_leaves_drops_its_queued_work_and_pings_are_answered_during_a_forward) {
+    sidecar_proc p;
+    start(p, {"RFDETR_TEST_FORWARD_MS=300"}, {}, "test-sleep");
+    {
+        client a;
+        ASSERT_TRUE(a.open(socket_));
+        const auto rgb = noise_rgb(640, 480, 3);
+        for (uint64_t id = 1; id <= 5; id++) {
+            a.send_msg(make_image_infer(id, 640, 480, rgb));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }  // closes with five forwards queued: one on the engine, at most one resized, the rest waiting
+    client b;
+    ASSERT_TRUE(b.open(socket_));
+    message              r;
+    std::vector<uint8_t> s;
+    auto                 t0 = clk::now();
+    b.send_msg(make_request(10, rfdetr::wire_op::WIRE_OP_PING));
+    ASSERT_TRUE(b.recv_msg(r, s));
+    EXPECT_EQ(r.id, 10u);
+    EXPECT_LT(ms_between(t0, clk::now()), 150.0) << "a ping waits for nothing, not even a forward";
+    t0 = clk::now();
+    b.send_msg(make_infer(11, ramp_pixels()));
+    ASSERT_TRUE(b.recv_msg(r, s));
+    EXPECT_EQ(r.id, 11u);
+    EXPECT_TRUE(r.ok);
+    const double waited = ms_between(t0, clk::now());
+    // At most the forward in progress (300 ms) and its own (300 ms); the dropped four would add 1200 ms.
+    EXPECT_LT(waited, 1000.0) << "the leaver's queued forwards still ran";
+    const std::string log = p.drain_stderr();
+    const auto        at  = log.find("client 1 disconnected (");
+    ASSERT_NE(at, std::string::npos) << log;
+    // Of five: at most one done, one on the engine and one being resized (finished, then dropped).
+    const int dropped = std::atoi(log.c_str() + at + std::strlen("client 1 disconnected ("));
+    EXPECT_GE(dropped, 2) << log.substr(at, 80);
+}
+
+TEST_F(sidecar, sigterm_with_a_resized_request_waiting_answers_it_E_STOPPING) {
+    sidecar_proc p;
+    start(p, {"RFDETR_TEST_FORWARD_MS=400"}, {}, "test-sleep");
+    client c;
+    ASSERT_TRUE(c.open(socket_));
+    const auto rgb = noise_rgb(640, 480, 4);
+    for (uint64_t id = 1; id <= 3; id++) {
+        c.send_msg(make_image_infer(id, 640, 480, rgb));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kill(p.pid, SIGTERM);
+    std::map<uint64_t, message> got;
+    std::vector<std::vector<uint8_t>> stores(3);
+    for (int i = 0; i < 3; i++) {
+        message r;
+        ASSERT_TRUE(c.recv_msg(r, stores[i]));
+        got[r.id] = r;
+    }
+    EXPECT_TRUE(got[1].ok) << "the forward in progress is finished and answered";
+    for (uint64_t id : {2u, 3u}) {
+        EXPECT_FALSE(got[id].ok);
+        EXPECT_EQ(got[id].error_code, rfdetr::wire_error::WIRE_ERROR_STOPPING) << id;
+    }
+    EXPECT_TRUE(c.at_eof());
+    EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
+}
+
+}  // namespace

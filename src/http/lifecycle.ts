@@ -1,0 +1,113 @@
+// The server's two lifecycle steps. listen(): open the port and log the ready line once the engine is ready
+// too. drain(): readiness turns 503 at once and new requests are answered 503 E_DRAINING, but the listener
+// stays open (probes and clients get an answer, not "connection refused") until the requests in flight have
+// finished or the drain deadline passed; then the backend is closed (destroyed past the deadline) and the
+// listener closes.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
+import { RfdetrError } from '../errors.ts';
+import type { InferenceBackend } from '../sidecar/backend.ts';
+import type { EngineQueue } from './engine-queue.ts';
+import type { EngineState } from './engine-state.ts';
+import { READY_MESSAGE, type Logger } from './log.ts';
+import type { ActivePredict } from './predict.ts';
+
+export interface ListenResult {
+  host: string;
+  port: number;
+  url: string;
+}
+
+export interface LifecycleDeps {
+  app: Express;
+  backend: InferenceBackend;
+  engineState: EngineState;
+  engine: EngineQueue;
+  logger: Logger;
+  active: Set<ActivePredict>;
+  /** Fields of the ready line besides url/engine/device. */
+  readyFields: Record<string, unknown>;
+}
+
+export function createLifecycle(d: LifecycleDeps) {
+  let httpServer: http.Server | undefined;
+  let listening: ListenResult | undefined;
+  let readyLogged = false;
+  let drainPromise: Promise<void> | undefined;
+
+  function maybeLogReady() {
+    if (readyLogged || !listening || !d.engineState.serving) return;
+    readyLogged = true;
+    d.logger.log('info', READY_MESSAGE, {
+      event: 'ready', url: listening.url, engine: d.backend.info?.engine ?? null, device: d.backend.info?.device ?? null, ...d.readyFields,
+    });
+  }
+  d.engineState.onChange(maybeLogReady);
+
+  function listen(host: string, port: number): Promise<ListenResult> {
+    if (httpServer) return Promise.reject(new Error('listen() was already called on this server'));
+    if (d.engineState.draining) return Promise.reject(new Error('the server is draining; create a new one'));
+    const server = http.createServer(d.app);
+    httpServer = server;
+    // Header and whole-request limits for clients that never finish; the /predict body has its own, shorter
+    // timeout (admission.ts).
+    server.requestTimeout = 300_000;
+    server.headersTimeout = 20_000;
+    server.keepAliveTimeout = 5_000;
+    return new Promise<ListenResult>((resolve, reject) => {
+      const onError = (e: NodeJS.ErrnoException) => {
+        httpServer = undefined;
+        reject(new Error(`cannot listen on ${host}:${port}: ${e.code ?? e.message}${e.code === 'EADDRINUSE' ? ' (the port is in use: pick another with --port)' : ''}`, { cause: e }));
+      };
+      server.once('error', onError);
+      server.listen(port, host, () => {
+        server.off('error', onError);
+        const addr = server.address() as AddressInfo;
+        const shownHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+        listening = { host: addr.address, port: addr.port, url: `http://${shownHost}:${addr.port}` };
+        d.logger.log('info', `listening on ${listening.url}`, { event: 'listening', url: listening.url, engine_state: d.engineState.state });
+        maybeLogReady();
+        resolve(listening);
+      });
+    });
+  }
+
+  function drain(drainDeadlineMs: number): Promise<void> {
+    drainPromise ??= (async () => {
+      d.engineState.startDraining();
+      d.logger.log('info', 'draining: readiness is 503, new requests are answered 503, in-flight requests finish', { event: 'draining', in_flight: d.active.size, deadline_ms: drainDeadlineMs });
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        Promise.all([...d.active].map((c) => c.done)).then(() => false),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), Math.max(0, drainDeadlineMs)))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) {
+        const err = new RfdetrError('E_DRAINING', `the server is shutting down and the ${drainDeadlineMs} ms drain deadline passed before this request finished: retry on another replica`);
+        d.logger.log('warn', 'drain deadline passed; answering the remaining requests with 503', { event: 'drain_timeout', remaining: d.active.size });
+        d.engine.rejectWaiting(err);
+        for (const c of d.active) c.abort.abort(err);
+        await Promise.all([...d.active].map((c) => c.done));
+        d.backend.destroy(err);
+      } else {
+        try {
+          await d.backend.close();
+        } catch (e) {
+          d.logger.log('error', `closing the backend failed: ${(e as Error).message}`, { event: 'backend_close_failed' });
+        }
+      }
+      d.engineState.stop();
+      if (httpServer) {
+        const closed = new Promise<void>((r) => httpServer!.close(() => r()));
+        httpServer.closeIdleConnections();
+        httpServer.closeAllConnections();
+        await closed;
+      }
+      d.logger.log('info', 'drained', { event: 'drained', timed_out: timedOut });
+    })();
+    return drainPromise;
+  }
+
+  return { listen, drain };
+}

@@ -1,0 +1,153 @@
+// The read-only routes: /health (seed 000: 200 always, "ok" only when ready), /tt-liveness (lock-free, engine
+// free), /ready and /v1/health (503 until ready and while draining), /v1/models, /info, /metrics and
+// /openapi.json. Each reads cached state only, so all of them answer while a forward runs.
+import os from 'node:os';
+import path from 'node:path';
+import type { Express, Request, Response } from 'express';
+import type { InferenceBackend } from '../sidecar/backend.ts';
+import { inputSizeOf } from '../detect/pipeline.ts';
+import type { EngineState } from './engine-state.ts';
+import type { EngineQueue } from './engine-queue.ts';
+import type { Logger } from './log.ts';
+import type { ServerMetrics } from './metrics.ts';
+import { buildOpenApi } from './openapi.ts';
+import type { ErrorResponder } from './respond.ts';
+import { route } from './request-log.ts';
+
+export const MODEL_NAME = 'RF-DETR-base';
+export const MODEL_ID = 'Roboflow/rf-detr-base';
+
+/** What /info reports about the weights; the CLI fills it from the resolved snapshot. */
+export interface WeightsInfo {
+  repo: string;
+  revision: string | null;
+  commit?: string | null;
+  /** Where the files came from, e.g. "hub", "local", "synth". */
+  source?: string;
+  /** The checkpoint says it is synthetic (made by `rfdetr weights synth`): its detections are meaningless. */
+  synthetic?: boolean;
+  /** The directory; shown in /info only at debug log level (absolute paths are an operator's business). */
+  dir?: string;
+  /** File paths or names; /info shows the names. */
+  files?: Record<string, string> | string[];
+}
+
+export interface ProbeDeps {
+  backend: InferenceBackend;
+  engineState: EngineState;
+  engine: EngineQueue;
+  metrics: ServerMetrics;
+  logger: Logger;
+  errors: ErrorResponder;
+  startedAt: number;
+  modelId: string;
+  weights: WeightsInfo | undefined;
+  labels: () => readonly string[];
+  limits: { maxImageBytes: number; maxImageSide: number; maxBodyBytes: number };
+  serving: Record<string, unknown>;
+  deviceParams: Record<string, unknown>;
+  /** /predict requests between arrival and response. */
+  inFlight: () => number;
+  /** /predict requests admitted and not yet handed to the engine. */
+  waiting: () => number;
+  /** Brings the busy-time and depth gauges up to date before a scrape. */
+  refreshGauges: () => void;
+}
+
+function weightsForInfo(w: WeightsInfo | undefined, debug: boolean): Record<string, unknown> | null {
+  if (!w) return null;
+  const names = (f: WeightsInfo['files']) => Array.isArray(f) ? f.map((p) => path.basename(p))
+    : f ? Object.fromEntries(Object.entries(f).map(([k, p]) => [k, path.basename(p)])) : undefined;
+  const out: Record<string, unknown> = { repo: w.repo, revision: w.revision };
+  if (w.commit !== undefined) out.commit = w.commit;
+  if (w.source !== undefined) out.source = w.source;
+  out.synthetic = w.synthetic === true;
+  if (w.files !== undefined) out.files = names(w.files);
+  if (debug && w.dir !== undefined) out.dir = w.dir;
+  return out;
+}
+
+export function registerProbes(app: Express, d: ProbeDeps): void {
+  const { backend, engineState } = d;
+
+  app.get('/health', route('/health'), (_req, res) => {
+    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: MODEL_NAME, device: backend.info?.device ?? null });
+  });
+
+  app.get('/tt-liveness', route('/tt-liveness'), (_req, res) => {
+    res.json({
+      status: 'alive',
+      model_ready: engineState.serving,
+      engine_state: engineState.state,
+      draining: engineState.draining,
+      model: MODEL_ID,
+      uptime_s: (Date.now() - d.startedAt) / 1000,
+      queue_depth: d.waiting(),
+      in_flight: d.inFlight(),
+    });
+  });
+
+  const readiness = (_req: Request, res: Response) => {
+    const why = engineState.notServing();
+    if (why) return d.errors.send(res, why);
+    res.json({});
+  };
+  app.get('/ready', route('/ready'), readiness);
+  app.get('/v1/health', route('/v1/health'), readiness);
+
+  app.get('/v1/models', route('/v1/models'), (_req, res) => {
+    res.json({ object: 'list', data: [{ id: d.modelId, object: 'model', owned_by: 'changh95' }] });
+  });
+
+  app.get('/info', route('/info'), (_req, res) => {
+    const info = backend.info;
+    const debug = d.logger.level === 'debug';
+    const deviceParams = { ...d.deviceParams };
+    if (!debug) delete deviceParams.sidecar_socket;
+    res.json({
+      model: MODEL_NAME,
+      model_id: d.modelId,
+      task: 'object-detection',
+      state: engineState.state,
+      hardware: {
+        engine: info?.engine ?? null,
+        device: info?.device ?? null,
+        host_cpu: os.cpus()[0]?.model ?? null,
+        host_cores: os.availableParallelism(),
+      },
+      weights: weightsForInfo(d.weights, debug),
+      sidecar: info ? { version: info.sidecarVersion, protocol_version: info.protocolVersion } : null,
+      source: {
+        server: 'rfdetr-serve',
+        reference: { repo: 'roboflow/rf-detr', commit: '35ac6ab64634e188bbb0fa3fc5135132f0df45fc' },
+        tt_port: { repo: 'changh95/tt-RF-DETR', commit: '5b0149869465892477141b4c1dfc4622db0d1ec5' },
+      },
+      input: {
+        input_size: inputSizeOf(info),
+        images_per_request: 1,
+        batch: 1,
+        max_image_side: d.limits.maxImageSide,
+        max_image_bytes: d.limits.maxImageBytes,
+        max_body_bytes: d.limits.maxBodyBytes,
+        formats: ['application/json (base64 image)', 'multipart/form-data (image file)', 'image/* raw body'],
+        num_queries: info?.numQueries ?? 300,
+        num_classes: info?.numClasses ?? 91,
+      },
+      serving: d.serving,
+      labels: Object.fromEntries(d.labels().map((l, i) => [String(i), l])),
+      device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams },
+    });
+  });
+
+  app.get('/metrics', route('/metrics'), async (_req, res) => {
+    d.refreshGauges();
+    res.setHeader('Content-Type', d.metrics.registry.contentType);
+    res.send(await d.metrics.registry.metrics());
+  });
+
+  let openapiDoc: object | undefined;
+  app.get('/openapi.json', route('/openapi.json'), (_req, res) => {
+    openapiDoc ??= buildOpenApi(d.limits);
+    res.json(openapiDoc);
+  });
+}

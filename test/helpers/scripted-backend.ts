@@ -1,0 +1,30 @@
+// The parts of an InferenceBackend every test double shares: a settable state that notifies its listeners,
+// the restart count, the failure reason. Subclasses script infer(), close() and destroy().
+import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
+
+export abstract class ScriptedBackend implements InferenceBackend {
+  #state: BackendState = 'ready';
+  #listeners = new Set<(s: BackendState, prev: BackendState) => void>();
+  abstract info: SidecarInfo | null;
+  restarts = 0;
+  failure: Error | undefined;
+
+  get state(): BackendState {
+    return this.#state;
+  }
+
+  set state(next: BackendState) {
+    const prev = this.#state;
+    this.#state = next;
+    if (prev !== next) for (const l of this.#listeners) l(next, prev);
+  }
+
+  onStateChange(listener: (s: BackendState, prev: BackendState) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  abstract infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
+  abstract close(): Promise<void>;
+  abstract destroy(err?: Error): void;
+}
