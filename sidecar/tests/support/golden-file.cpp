@@ -71,6 +71,11 @@ std::string family_fixtures_dir() {
     return is_dir(p) ? p : "";
 }
 
+// Tools that reuse this file without the ctest fixtures (bench/engine) leave the directory undefined.
+#ifndef RFDETR_FAMILY_WEIGHTS_DIR
+#define RFDETR_FAMILY_WEIGHTS_DIR ""
+#endif
+
 std::string family_weights_dir(const std::string & variant) {
     return std::string(RFDETR_FAMILY_WEIGHTS_DIR) + "/" + variant + "-seed-0x1";
 }

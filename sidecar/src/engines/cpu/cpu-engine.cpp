@@ -73,11 +73,6 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
     }
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
     auto ckpt = checkpoint::open(weights_dir);
-    if (ckpt->variant().variant != "base") {
-        throw error("cpu_engine_create: " + weights_dir + " holds an " + ckpt->variant().model +
-                    " checkpoint; the cpu engine runs RF-DETR-base only (its sizes are fixed at 560x560); use a "
-                    "RF-DETR-base checkpoint");
-    }
     return std::make_unique<cpu_engine>(std::move(ckpt), threads);
 }
 
