@@ -1,9 +1,11 @@
 // The default BackendFactory: the supervised sidecar from src/sidecar (spawned, CPU engine by default), or a
 // connection to an external one (`--sidecar-socket`). Resolves once the sidecar is ready unless asked not to.
-import { createBackend, type Logger } from '../src/sidecar/index.ts';
+import type { Logger } from '../src/sidecar/index.ts';
 import type { BackendFactory } from './context.ts';
 
 export const openSidecarBackend: BackendFactory = async (req) => {
+  // Imported here, not at the top: the supervisor pulls in execa, which --help and --version must not load.
+  const { createBackend } = await import('../src/sidecar/index.ts');
   const logger: Logger = req.logger ?? {
     debug() {},
     info() {},

@@ -3,11 +3,12 @@
 import { Command, CommanderError } from 'commander';
 import { RfdetrError } from '../src/errors.ts';
 import { benchCommand } from './commands/bench.ts';
-import { detectCommand, ImagesFailedError } from './commands/detect.ts';
+import { detectCommand } from './commands/detect.ts';
 import { infoCommand } from './commands/info.ts';
 import { serveCommand } from './commands/serve.ts';
-import { SmokeFailure, smokeCommand } from './commands/smoke.ts';
-import { VerifyFailure, verifyCommand } from './commands/verify.ts';
+import { smokeCommand } from './commands/smoke.ts';
+import { verifyCommand } from './commands/verify.ts';
+import { ImagesFailedError, SmokeFailure, VerifyFailure } from './failures.ts';
 import { exitCodeFor, weightsCommand } from './commands/weights.ts';
 import type { CliContext } from './context.ts';
 import { EXIT_HELP } from './options.ts';

@@ -6,6 +6,7 @@ export class ProgressBar {
   readonly enabled: boolean;
   #done = 0;
   #drawn = false;
+  readonly #t0 = performance.now();
 
   constructor(readonly stream: WritableLike, readonly total: number) {
     this.enabled = stream.isTTY === true && total > 1;
@@ -18,7 +19,7 @@ export class ProgressBar {
     const cols = Math.max(40, this.stream.columns ?? 80);
     const width = 24;
     const filled = Math.round((this.#done / this.total) * width);
-    const head = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${this.#done}/${this.total} `;
+    const head = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${this.#done}/${this.total} ${((performance.now() - this.#t0) / 1000).toFixed(1)} s `;
     const room = cols - head.length - 1;
     const name = label.length > room ? `…${label.slice(label.length - room + 1)}` : label;
     this.stream.write(`\r\x1b[2K${head}${name}`);

@@ -2,7 +2,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../src/config/paths.ts';
-import { PROTOCOL_VERSION } from '../src/protocol/codec.ts';
 import { sidecarSelfReport } from './sidecar-info.ts';
 
 export function packageVersion(): string {
@@ -11,7 +10,7 @@ export function packageVersion(): string {
 
 /** Three lines: the package, the sidecar build (and the protocol it speaks), the protocol this client speaks. */
 export async function versionText(env: NodeJS.ProcessEnv): Promise<string> {
-  const s = await sidecarSelfReport(env);
+  const [s, { PROTOCOL_VERSION }] = await Promise.all([sidecarSelfReport(env), import('../src/protocol/codec.ts')]);
   return [
     `rfdetr-serve ${packageVersion()}`,
     `sidecar: ${s.version}`,

@@ -3,9 +3,10 @@
 // errors (exit 2), other errors are runtime errors (exit 1); `exitCodeFor` states that mapping for cli/main.ts.
 import { Command, CommanderError, Option } from 'commander';
 import { RfdetrError } from '../../src/errors.ts';
-import { resolveWeights, type ResolvedWeights, type ResolveWeightsOptions } from '../../src/weights/resolve.ts';
-import { verifyWeights, type VerifyReport } from '../../src/weights/verify.ts';
-import { formatSeed, parseNumClasses, parseSeed, parseVariant, runSynth } from '../../src/weights/synth.ts';
+import type { ResolvedWeights, ResolveWeightsOptions } from '../../src/weights/resolve.ts';
+import type { VerifyReport } from '../../src/weights/verify.ts';
+// The work (undici, execa) is imported inside each action: --help must not load it.
+import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { ProgressStream } from '../../src/weights/hub-download.ts';
 
 export interface WeightsCommandIo {
@@ -47,6 +48,7 @@ function describe(r: ResolvedWeights): string[] {
     `  commit    ${r.commit ?? '(unknown)'}`,
     `  model     ${r.files.model}`,
     `  config    ${r.files.config}`,
+    ...(r.synthetic ? [`  SYNTHETIC weights (rfdetr weights synth${r.syntheticSeed ? `, seed ${r.syntheticSeed}` : ''}): detections are meaningless`] : []),
   ];
 }
 
@@ -74,6 +76,9 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
   const line = (s: string) => out(`${s}\n`);
   const logLine = (s: string) => err(`${s}\n`);
   const base = (f: HubFlags): ResolveWeightsOptions => ({ env, model: f.model, revision: f.revision, weightsDir: f.weights, log: logLine, progress });
+  const warnSynthetic = (r: ResolvedWeights) => {
+    if (r.synthetic) logLine(syntheticWarning(r.dir, { synthetic: true, seed: r.syntheticSeed }));
+  };
 
   const weights = new Command('weights')
     .description('find, download, verify or synthesize an RF-DETR checkpoint (default Roboflow/rf-detr-base)')
@@ -84,7 +89,9 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .description('download model.safetensors + config.json into the Hub cache (or confirm the cache has them); prints the snapshot directory')
     .option('--json', 'print the resolution as one JSON object')
     .action(async (f: HubFlags) => {
+      const { resolveWeights } = await import('../../src/weights/resolve.ts');
       const r = await resolveWeights({ ...base(f), hubOnly: true, refresh: true });
+      warnSynthetic(r);
       if (f.json) line(JSON.stringify(r));
       else line(r.dir);
       logLine(`weights: ${r.source === 'download' ? 'downloaded' : 'already cached'}; check them with: rfdetr weights verify`);
@@ -95,10 +102,13 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .option('--json', 'print the report as one JSON object')
     .option('--no-hashes', 'skip hashing the files (schema and config checks only)')
     .action(async (f: HubFlags & { hashes: boolean }) => {
+      const [{ resolveWeights }, { verifyWeights }] = await Promise.all([import('../../src/weights/resolve.ts'), import('../../src/weights/verify.ts')]);
       const r = await resolveWeights({ ...base(f), download: false });
       const v = await verifyWeights(r.files, { hashes: f.hashes });
+      warnSynthetic(r);
+      const ok = r.synthetic ? 'OK: the checkpoint matches the schema; it is SYNTHETIC (rfdetr weights synth): detections are meaningless' : 'OK: the checkpoint matches the schema';
       if (f.json) line(JSON.stringify({ weights: r, report: v }));
-      else for (const l of [...describeReport(v), v.ok ? 'OK: the checkpoint matches the schema' : 'FAILED:', ...v.problems.map((p) => `  - ${p}`)]) line(l);
+      else for (const l of [...describeReport(v), v.ok ? ok : 'FAILED:', ...v.problems.map((p) => `  - ${p}`)]) line(l);
       if (!v.ok) {
         throw new RfdetrError('E_WEIGHTS_INVALID', `${r.dir}: ${v.problems.length} problem(s); expected the published files (rfdetr weights fetch) or a synthetic checkpoint (rfdetr weights synth)`, { problems: v.problems });
       }
@@ -110,7 +120,9 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .action(async (f: HubFlags) => {
       let r: ResolvedWeights;
       try {
+        const { resolveWeights } = await import('../../src/weights/resolve.ts');
         r = await resolveWeights({ ...base(f), log: undefined, download: false });
+        warnSynthetic(r);
       } catch (e) {
         const chain = (e instanceof RfdetrError ? (e.details?.chain as string[] | undefined) : undefined) ?? [];
         if (f.json) line(JSON.stringify({ error: { code: (e as RfdetrError).code, message: (e as Error).message }, chain }));
@@ -132,6 +144,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .option('--num-classes <n>', 'class count (default 91, COCO)')
     .option('--variant <name>', 'RF-DETR size: base (default), nano, small, medium, large, large_deprecated')
     .action(async (f: HubFlags & { seed: string; out: string; numClasses?: string; variant?: string }) => {
+      const { formatSeed, parseNumClasses, parseSeed, parseVariant, runSynth } = await import('../../src/weights/synth.ts');
       const seed = parseSeed(f.seed);
       const numClasses = f.numClasses !== undefined ? parseNumClasses(f.numClasses) : undefined;
       const variant = f.variant !== undefined ? parseVariant(f.variant) : undefined;

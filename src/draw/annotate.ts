@@ -1,10 +1,13 @@
-// Annotated copies of an image for `rfdetr detect --save`: each detection's box, label and score drawn as an
-// SVG overlay composited by sharp onto the decoded RGB image (the pixel grid the model saw, so boxes line up).
+// Annotated copies of an image (rfdetr detect --save): each detection's box, label and score drawn as an SVG
+// overlay composited by sharp onto the decoded RGB image (the pixel grid the model saw, so boxes line up),
+// encoded as PNG or JPEG. A pure function of (image, detections, format) → bytes; layoutLabels says which
+// labels found room.
 //
 // Readable on light and dark images: every box stroke is a saturated class colour laid over a wider dark
 // outline, so it shows against white (outline) and black (colour) alike; labels are a filled colour tag with
 // black or white text, whichever contrasts with the tag. Colours are fixed per class id (golden-angle hues),
-// so the same class has the same colour in every image. Higher scores are drawn last (on top).
+// so the same class has the same colour in every image. Higher scores are drawn last (on top) and choose
+// their label's place first; labels never overlap each other (layoutLabels).
 import sharp from 'sharp';
 import type { RgbImage } from '../image/decode.ts';
 
@@ -48,37 +51,110 @@ export function strokeWidth(width: number, height: number): number {
   return Math.max(2, Math.round(Math.min(width, height) / 250));
 }
 
-/** The SVG overlay (same size as the image) drawing `detections`. */
-export function overlaySvg(width: number, height: number, detections: readonly DrawableDetection[]): string {
+export interface Rect {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
+
+export interface LabelPlacement {
+  /** Index into the detections given. */
+  index: number;
+  text: string;
+  rect: Rect;
+  /** Above the box, or just inside its top edge (no room above: the image edge or another label). */
+  where: 'above' | 'inside';
+}
+
+export interface LabelLayout {
+  fontSize: number;
+  placed: LabelPlacement[];
+  /** Detections whose label fits nowhere without covering another label or leaving the image (box still drawn). */
+  skipped: number[];
+}
+
+function overlaps(a: Rect, b: Rect): boolean {
+  return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+function boxOf(d: DrawableDetection): [number, number, number, number] | null {
+  const [x1, y1, x2, y2] = d.box as [number, number, number, number];
+  return [x1, y1, x2, y2].every(Number.isFinite) ? [x1, y1, x2, y2] : null;
+}
+
+/**
+ * Where each label tag goes. Highest scores choose first: above the box when that is inside the image and
+ * clear of the tags already placed, else just inside the box's top edge (when the box is tall enough and that
+ * is clear), else the label is skipped. Tags are never wider or taller than the image.
+ */
+export function layoutLabels(width: number, height: number, detections: readonly DrawableDetection[]): LabelLayout {
   const t = strokeWidth(width, height);
   const fontSize = Math.max(11, Math.round(Math.min(width, height) / 40));
   const tagH = Math.round(fontSize * 1.35);
+  const order = detections.map((d, i) => ({ d, i })).sort((a, b) => b.d.score - a.d.score || a.i - b.i);
+  const placed: LabelPlacement[] = [];
+  const skipped: number[] = [];
+  for (const { d, i } of order) {
+    const box = boxOf(d);
+    if (!box) continue;
+    const [x1, y1, , y2] = box;
+    const text = `${d.label} ${d.score.toFixed(2)}`;
+    const tagW = Math.ceil(text.length * fontSize * 0.62) + 6;
+    if (tagW > width || tagH > height) {
+      skipped.push(i);
+      continue;
+    }
+    const x = Math.min(Math.max(0, x1 - t / 2), width - tagW);
+    const candidates: { where: LabelPlacement['where']; rect: Rect }[] = [];
+    if (y1 - t / 2 - tagH >= 0) candidates.push({ where: 'above', rect: { x, y: y1 - t / 2 - tagH, w: tagW, h: tagH } });
+    const insideY = Math.max(0, y1 + t / 2);
+    if (y2 - insideY >= tagH && insideY + tagH <= height) candidates.push({ where: 'inside', rect: { x, y: insideY, w: tagW, h: tagH } });
+    const free = candidates.find((c) => !placed.some((p) => overlaps(p.rect, c.rect)));
+    if (free) placed.push({ index: i, text, rect: free.rect, where: free.where });
+    else skipped.push(i);
+  }
+  skipped.sort((a, b) => a - b);
+  return { fontSize, placed, skipped };
+}
+
+/** The SVG overlay (same size as the image) drawing `detections`: every box, then the labels `layout` placed. */
+export function overlaySvg(width: number, height: number, detections: readonly DrawableDetection[], layout = layoutLabels(width, height, detections)): string {
+  const t = strokeWidth(width, height);
   const parts: string[] = [];
+  // Boxes with higher scores on top; every label above every box, so no box hides a label.
   const order = detections.map((d, i) => ({ d, i })).sort((a, b) => a.d.score - b.d.score || b.i - a.i);
   for (const { d } of order) {
-    const [x1, y1, x2, y2] = d.box as [number, number, number, number];
-    if (![x1, y1, x2, y2].every(Number.isFinite)) continue;
+    const box = boxOf(d);
+    if (!box) continue;
+    const [x1, y1, x2, y2] = box;
     const col = classColour(d.label_id);
     const w = Math.max(0, x2 - x1);
     const h = Math.max(0, y2 - y1);
     parts.push(`<rect x="${x1}" y="${y1}" width="${w}" height="${h}" fill="none" stroke="#000000" stroke-opacity="0.75" stroke-width="${t + 2}"/>`);
     parts.push(`<rect x="${x1}" y="${y1}" width="${w}" height="${h}" fill="none" stroke="${hex(col)}" stroke-width="${t}"/>`);
-    const text = `${d.label} ${d.score.toFixed(2)}`;
-    const tagW = Math.ceil(text.length * fontSize * 0.62) + 6;
-    // Above the box when there is room, else just inside its top edge.
-    const ty = y1 - t / 2 - tagH >= 0 ? y1 - t / 2 - tagH : y1 + t / 2;
-    const tx = Math.min(Math.max(0, x1 - t / 2), Math.max(0, width - tagW));
-    parts.push(`<rect x="${tx}" y="${ty}" width="${tagW}" height="${tagH}" fill="${hex(col)}" stroke="#000000" stroke-opacity="0.6" stroke-width="1"/>`);
-    parts.push(`<text x="${tx + 3}" y="${ty + tagH - Math.round(fontSize * 0.32)}" font-family="DejaVu Sans, Arial, sans-serif" font-size="${fontSize}" fill="${textColourOn(col)}">${escapeXml(text)}</text>`);
+  }
+  const fontSize = layout.fontSize;
+  for (const p of layout.placed) {
+    const col = classColour(detections[p.index]!.label_id);
+    const { x, y, w, h } = p.rect;
+    parts.push(`<rect x="${x}" y="${y}" width="${w}" height="${h}" fill="${hex(col)}" stroke="#000000" stroke-opacity="0.6" stroke-width="1"/>`);
+    parts.push(`<text x="${x + 3}" y="${y + h - Math.round(fontSize * 0.32)}" font-family="DejaVu Sans, Arial, sans-serif" font-size="${fontSize}" fill="${textColourOn(col)}">${escapeXml(p.text)}</text>`);
   }
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${parts.join('')}</svg>`;
 }
 
-/** A PNG of `image` with `detections` drawn on it. */
-export async function annotatePng(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
+export type ImageFormat = 'png' | 'jpeg';
+
+/** The format an output file name asks for: .jpg/.jpeg → JPEG, anything else PNG (lossless). */
+export function formatForName(name: string): ImageFormat {
+  return /\.jpe?g$/i.test(name) ? 'jpeg' : 'png';
+}
+
+/** `image` with `detections` drawn on it (see layoutLabels for the labels), encoded as `format`. */
+export async function annotate(image: RgbImage, detections: readonly DrawableDetection[], format: ImageFormat): Promise<Buffer> {
   const { width, height } = image;
-  const base = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
-  if (detections.length === 0) return base.png().toBuffer();
-  const svg = Buffer.from(overlaySvg(width, height, detections));
-  return base.composite([{ input: svg, top: 0, left: 0 }]).removeAlpha().png().toBuffer();
+  let img = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
+  if (detections.length > 0) img = img.composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha();
+  return format === 'jpeg' ? img.jpeg({ quality: 90 }).toBuffer() : img.png().toBuffer();
 }

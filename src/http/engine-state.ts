@@ -65,7 +65,7 @@ export class EngineState {
       case 'ready':
         return undefined;
       case 'failed': {
-        const why = this.backend.failure?.message;
+        const why = this.backend.failureReason;
         return new RfdetrError('E_SIDECAR_FAILED', `the engine failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted`);
       }
       case 'stopped':

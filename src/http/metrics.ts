@@ -1,5 +1,6 @@
 // Prometheus metrics for one server instance (its own Registry, so several servers can live in one process,
-// as in the tests). Names are prefixed `rfdetr_`; seconds and bytes per Prometheus convention.
+// as in the tests). Our series are prefixed `rfdetr_`; prom-client's process_* and nodejs_* keep their standard
+// names. Seconds and bytes per Prometheus convention.
 import client from 'prom-client';
 import type { BackendState } from '../sidecar/backend.ts';
 
@@ -92,7 +93,8 @@ export class ServerMetrics {
     });
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
     for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);
-    if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: this.registry, prefix: 'rfdetr_' });
+    // Unprefixed: process_* and nodejs_* are the names standard Node dashboards and alerts query.
+    if (opts.defaultMetrics !== false) client.collectDefaultMetrics({ register: this.registry });
   }
 
   setEngineState(state: BackendState): void {

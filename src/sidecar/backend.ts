@@ -44,16 +44,20 @@ export interface InferResult {
   transferMs: number;
 }
 
-/** An inference backend: one supervised (or external) sidecar, forwards served one at a time. */
+/** An inference backend: one supervised (or external) sidecar, forwards served one at a time; its lifecycle can be watched. */
 export interface InferenceBackend {
   readonly state: BackendState;
   /** The current sidecar's hello; null until the first READY. */
   readonly info: SidecarInfo | null;
-  /** Times the sidecar was restarted after it died. */
+  /** Sidecar (re)starts after the first one (spawn mode) or reconnects (external mode) so far. */
   readonly restarts: number;
-  /** Why the backend is `failed` (or what destroyed it); undefined otherwise. */
-  readonly failure: Error | undefined;
-  /** Calls `listener` on every state change, after it happened; returns the unsubscribe function. */
+  /**
+   * Why the backend is not serving, in the sidecar's own words where it said any: the last death while
+   * `restarting`, the final error when `failed` or destroyed. Null while `starting` the first time, `ready`,
+   * or after a clean close().
+   */
+  readonly failureReason: string | null;
+  /** Calls `listener(state, previous)` on every state transition; returns the function that unsubscribes it. */
   onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
   /** Finish in-flight work, then stop the sidecar. */

@@ -13,7 +13,7 @@ import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
 const MAX_ID = 0xffffffff;
 
 interface Pending {
-  op: 'infer' | 'ping' | 'shutdown';
+  op: 'infer' | 'ping';
   resolve: (m: WireMessage) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout | undefined;
@@ -198,10 +198,6 @@ export class SidecarConnection {
 
   async ping(timeoutMs: number): Promise<void> {
     await this.#request('ping', {}, timeoutMs);
-  }
-
-  async shutdown(timeoutMs: number): Promise<void> {
-    await this.#request('shutdown', {}, timeoutMs);
   }
 
   /** The close path, from outside: rejects every pending request with `err` and closes the socket. */

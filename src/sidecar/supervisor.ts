@@ -1,11 +1,14 @@
 // The supervised sidecar: spawns rfdetr-sidecar (execa), waits for its READY line, connects, checks the
 // hello, pings it, and restarts it with exponential backoff when it dies; more than `maxCrashes` deaths in
-// `windowMs` → state `failed`. External mode connects to a sidecar someone else runs (systemd) and reconnects
-// with the same backoff and cap instead of spawning (failed → the server exits non-zero and systemd restarts it). States: starting → ready → restarting → ready … | failed | stopped; every transition
-// is logged. close() drains, then `shutdown` op → SIGTERM → SIGKILL, each with a deadline; destroy(err)
-// rejects everything at once.
+// `windowMs` → state `failed`. A sidecar that exits before READY with its documented startup-failure (1) or
+// usage (2) status is not restarted: the same flags and files would fail the same way, so the backend fails at
+// once with the sidecar's own message. A clean exit (0) while serving (it was told to stop by someone else) is
+// restarted without counting as a crash. External mode connects to a sidecar someone else runs (systemd) and
+// reconnects with the same backoff and cap instead of spawning (failed → the server exits non-zero and systemd
+// restarts it). States: starting → ready → restarting → ready … | failed | stopped; every transition is
+// logged. close() drains, then SIGTERM → SIGKILL, each with a deadline; destroy(err) rejects everything at once.
 import { execa, type ResultPromise } from 'execa';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { packageRoot, sidecarBinary } from '../config/paths.ts';
@@ -53,7 +56,7 @@ export interface SidecarBackendOptions {
   /** An infer the sidecar has not answered for this long means a stuck forward: kill and restart. Default 300 000. */
   stallMs?: number;
   restart?: { initialDelayMs?: number; maxDelayMs?: number; maxCrashes?: number; windowMs?: number };
-  closeTimeouts?: { drainMs?: number; shutdownMs?: number; termMs?: number; killMs?: number };
+  closeTimeouts?: { drainMs?: number; termMs?: number; killMs?: number };
   /** Lines of sidecar stderr kept for error reports. Default 20. */
   stderrTailLines?: number;
 }
@@ -71,6 +74,58 @@ type ResolvedOptions = SidecarBackendOptions & {
 interface Waiter {
   resolve: () => void;
   reject: (e: Error) => void;
+}
+
+/** The sidecar's documented exit statuses before READY that mean "this configuration cannot start" (sidecar --help). */
+const STARTUP_EXIT_CODES: ReadonlyMap<number, string> = new Map([[1, 'startup failure'], [2, 'usage error']]);
+
+/** Hub credentials: the sidecar loads files from a directory and never talks to the Hub, so it gets none. */
+const CREDENTIAL_VARS = /^(HF_TOKEN|HF_HUB_TOKEN|HF_API_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|HF_TOKEN_PATH)$/i;
+
+/** This process's environment without the Hub credentials, for the sidecar. */
+export function sidecarEnvironment(env: NodeJS.ProcessEnv): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !CREDENTIAL_VARS.test(k)));
+}
+
+/** Socket directories are named rfdetr-sidecar-<pid>-XXXXXX so that a later process can tell a dead owner's. */
+const SOCKET_DIR_PREFIX = 'rfdetr-sidecar-';
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes socket directories left in `tmp` by supervisors that died without closing (SIGKILL, OOM): the sidecar
+ * removes its socket when it stops, not the directory. Only directories whose owner pid is gone, and that hold
+ * nothing but (at most) the socket, are removed.
+ */
+export function sweepStaleSocketDirs(tmp: string = os.tmpdir()): string[] {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = readdirSync(tmp);
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    const m = /^rfdetr-sidecar-(\d+)-[A-Za-z0-9]{6}$/.exec(name);
+    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
+    const dir = path.join(tmp, name);
+    try {
+      if (statSync(dir).uid !== process.getuid?.()) continue;
+      if (!readdirSync(dir).every((e) => e === 'sidecar.sock')) continue;
+      rmSync(dir, { recursive: true, force: true });
+      removed.push(dir);
+    } catch {
+      // Gone meanwhile, or not ours to read: leave it.
+    }
+  }
+  return removed;
 }
 
 const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -100,6 +155,7 @@ export class SidecarBackend implements InferenceBackend {
   #crashes: number[] = [];
   #restarts = 0;
   #restartTimer: NodeJS.Timeout | undefined;
+  #failureReason: string | null = null;
   #pingTimer: NodeJS.Timeout | undefined;
   #pinging = false;
   #missedPings = 0;
@@ -124,11 +180,13 @@ export class SidecarBackend implements InferenceBackend {
     } as ResolvedOptions;
     this.#log = this.#o.logger;
     this.#restart = { initialDelayMs: 250, maxDelayMs: 10_000, maxCrashes: 5, windowMs: 180_000, ...opts.restart };
-    this.#closeT = { drainMs: 30_000, shutdownMs: 5_000, termMs: 5_000, killMs: 2_000, ...opts.closeTimeouts };
+    this.#closeT = { drainMs: 30_000, termMs: 5_000, killMs: 2_000, ...opts.closeTimeouts };
     if (opts.socketPath) {
       this.#socketPath = opts.socketPath;
     } else {
-      this.#ownedDir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-'));
+      const swept = sweepStaleSocketDirs();
+      if (swept.length) this.#log.info('removed socket directories left by exited processes', { dirs: swept });
+      this.#ownedDir = mkdtempSync(path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}${process.pid}-`));
       this.#socketPath = path.join(this.#ownedDir, 'sidecar.sock');
     }
     this.#log.info(`sidecar state → starting`, { mode: this.#o.external ? 'external' : 'spawn', socket: this.#socketPath });
@@ -155,6 +213,10 @@ export class SidecarBackend implements InferenceBackend {
 
   get restarts(): number {
     return this.#restarts;
+  }
+
+  get failureReason(): string | null {
+    return this.#failureReason;
   }
 
   get socketPath(): string {
@@ -225,6 +287,7 @@ export class SidecarBackend implements InferenceBackend {
       : new RfdetrError('E_CLOSED', 'the backend was destroyed');
     this.#closing = true;
     this.#failure ??= e;
+    this.#failureReason = this.#failure.message;
     this.#stopTimers();
     for (const w of [...this.#waiters]) w.reject(e);
     this.#conn?.close(e);
@@ -269,12 +332,26 @@ export class SidecarBackend implements InferenceBackend {
     return args;
   }
 
-  #exitError(exit: ExitInfo, when: string, pid: number | undefined): RfdetrError {
+  #exitError(exit: ExitInfo, when: 'before it was ready' | 'while serving', pid: number | undefined): RfdetrError {
     const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
     const tail = this.#stderrTail.slice(-5).join(' | ');
     return new RfdetrError('E_SIDECAR_EXITED', `the sidecar (pid ${pid}) ${how} ${when}${tail ? `; its last stderr: ${tail}` : ''}`, {
-      exitCode: exit.exitCode, signal: exit.signal, pid, stderrTail: [...this.#stderrTail],
+      exitCode: exit.exitCode, signal: exit.signal, pid, stderrTail: [...this.#stderrTail], phase: when === 'while serving' ? 'serving' : 'startup',
     });
+  }
+
+  /** A startup exit with a documented status: the backend fails with what the sidecar said, not as a crash. */
+  #startupFailure(err: RfdetrError): RfdetrError | null {
+    const d = err.details;
+    if (this.#o.external || err.code !== 'E_SIDECAR_EXITED' || d?.phase !== 'startup' || typeof d.exitCode !== 'number') return null;
+    const kind = STARTUP_EXIT_CODES.get(d.exitCode);
+    if (!kind) return null;
+    const tail = (d.stderrTail as string[] | undefined) ?? [];
+    // Its own lines (rfdetr-sidecar: …) say what to fix; engine log lines before them do not.
+    const own = tail.filter((l) => l.startsWith('rfdetr-sidecar: ')).map((l) => l.slice('rfdetr-sidecar: '.length));
+    const said = (own.length ? own : tail.slice(-3)).join('; ') || '(it printed nothing on stderr)';
+    return new RfdetrError('E_SIDECAR_FAILED', `the sidecar could not start (exit status ${d.exitCode}, ${kind}; not restarted): ${said}`,
+      { ...d, reason: kind === 'usage error' ? 'usage' : 'startup' }, { cause: err });
   }
 
   #spawn(gen: number): { child: ResultPromise; exit: Promise<ExitInfo> } {
@@ -285,11 +362,12 @@ export class SidecarBackend implements InferenceBackend {
     this.#exitInfo = undefined;
     const child = execa(cmd.file, args, {
       stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false,
+      // The inherited environment without Hub credentials, plus what the caller asked for.
+      env: { ...sidecarEnvironment(process.env), ...this.#o.env }, extendEnv: false,
       // Its own process group: a terminal's Ctrl-C goes to the CLI, which then close()s the sidecar in order
       // (otherwise the sidecar would stop on the same SIGINT and be restarted). --exit-with-parent
       // (PR_SET_PDEATHSIG) still ends it if this process dies.
       detached: true,
-      env: this.#o.env, extendEnv: true,
     });
     let partial = '';
     child.stderr?.setEncoding('utf8');
@@ -401,6 +479,7 @@ export class SidecarBackend implements InferenceBackend {
       this.#log.warn(`sidecar ${conn.info.sidecarVersion} differs from this package ${packageVersion}; rebuild with npm install`);
     }
     this.#missedPings = 0;
+    this.#failureReason = null;
     this.#setState('ready', { engine: conn.info.engine, device: conn.info.device, sidecarVersion: conn.info.sidecarVersion, pid: this.#child?.pid });
     for (const w of [...this.#waiters]) w.resolve();
     this.#pingTimer = setInterval(() => void this.#healthCheck(gen), this.#o.pingIntervalMs);
@@ -469,6 +548,19 @@ export class SidecarBackend implements InferenceBackend {
       this.#fail(err);  // restarting the same binary cannot fix it
       return;
     }
+    const startup = this.#startupFailure(err);
+    if (startup) {
+      this.#fail(startup);
+      return;
+    }
+    this.#failureReason = err.message;
+    if (!this.#o.external && err.details?.phase === 'serving' && err.details.exitCode === 0 && !err.details.signal) {
+      // A clean stop we did not ask for (a shutdown op from another client of the socket): not a crash.
+      this.#setState('restarting', { error: err.code, message: err.message, crash: false });
+      this.#log.warn('the sidecar stopped cleanly without being asked to; restarting it (not counted as a crash)', { message: err.message });
+      this.#scheduleRestart(this.#restart.initialDelayMs);
+      return;
+    }
     const now = performance.now();
     this.#crashes = this.#crashes.filter((t) => now - t < this.#restart.windowMs);
     this.#crashes.push(now);
@@ -481,15 +573,20 @@ export class SidecarBackend implements InferenceBackend {
     const backoff = Math.min(this.#restart.maxDelayMs, this.#restart.initialDelayMs * 2 ** (this.#crashes.length - 1));
     this.#setState('restarting', { error: err.code, message: err.message });
     this.#log.warn(`sidecar restart scheduled`, { inMs: backoff, crashes: this.#crashes.length, error: err.code, message: err.message });
+    this.#scheduleRestart(backoff);
+  }
+
+  #scheduleRestart(delayMs: number): void {
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
       this.#restarts++;
       void this.#launch();
-    }, backoff);
+    }, delayMs);
   }
 
   #fail(err: RfdetrError): void {
     this.#failure = err;
+    this.#failureReason = err.message;
     this.#child?.kill('SIGKILL');
     this.#setState('failed', { error: err.code, message: err.message });
     for (const w of [...this.#waiters]) w.reject(err);
@@ -517,20 +614,14 @@ export class SidecarBackend implements InferenceBackend {
     const child = this.#child;
     const exit = this.#childExit;
     if (child && exit && this.#exitInfo === undefined) {
-      let how = 'shutdown op';
-      if (conn && !conn.closed) {
-        await conn.shutdown(this.#closeT.shutdownMs).catch((e: Error) => this.#log.warn(`close: shutdown op failed: ${e.message}`));
-      }
-      if ((await withTimeout(exit, this.#closeT.shutdownMs)) === 'timeout') {
-        how = 'SIGTERM';
-        this.#log.warn(`close: the sidecar did not exit within ${this.#closeT.shutdownMs} ms of the shutdown op; sending SIGTERM`);
-        child.kill('SIGTERM');
-        if ((await withTimeout(exit, this.#closeT.termMs)) === 'timeout') {
-          how = 'SIGKILL';
-          this.#log.warn(`close: the sidecar ignored SIGTERM for ${this.#closeT.termMs} ms; sending SIGKILL`);
-          child.kill('SIGKILL');
-          await withTimeout(exit, this.#closeT.killMs);
-        }
+      // SIGTERM is the sidecar's clean stop (finish the forward, release the device, remove the socket, exit 0).
+      let how = 'SIGTERM';
+      child.kill('SIGTERM');
+      if ((await withTimeout(exit, this.#closeT.termMs)) === 'timeout') {
+        how = 'SIGKILL';
+        this.#log.warn(`close: the sidecar ignored SIGTERM for ${this.#closeT.termMs} ms; sending SIGKILL`);
+        child.kill('SIGKILL');
+        await withTimeout(exit, this.#closeT.killMs);
       }
       this.#log.info('sidecar stopped', { how, exit: this.#exitInfo as ExitInfo | undefined });
     }

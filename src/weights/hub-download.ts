@@ -11,7 +11,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import { once } from 'node:events';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import { RfdetrError } from '../errors.ts';
 import { isCommitSha, isFile, linkSnapshot } from './hub-cache.ts';
@@ -285,70 +284,170 @@ export class HubClient {
     for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
       const extra: Record<string, string> = { 'accept-encoding': 'identity' };
       if (have > 0) extra.range = `bytes=${have}-`;
-      const res = await this.send('GET', url, extra);
-      const h = res.headers;
-      if (res.statusCode >= 300 && res.statusCode < 400) {
-        await res.body.dump();
-        const loc = header(h, 'location');
-        if (!loc) throw hubError('bad_response', `GET ${url} → HTTP ${res.statusCode} without a Location header`, { url });
-        url = new URL(loc, url).href;
-        continue;
+      let bar: ProgressBar | undefined;
+      let skip: (() => void) | undefined;
+      const res = await this.getToFile(url, extra, (status, h) => {
+        if (status === 416 && have > 0) {
+          skip = () => {
+            this.opts.log(`weights: ${file}: server refused to resume at byte ${have} (HTTP 416); starting over`);
+            fs.rmSync(incomplete, { force: true });
+            have = 0;
+          };
+          return null;
+        }
+        if (status !== 200 && status !== 206) return null;
+        let append = false;
+        if (status === 206) {
+          const m = /^bytes (\d+)-/.exec(header(h, 'content-range') ?? '');
+          if (!m || Number(m[1]) !== have) return null;
+          append = true;
+          this.opts.log(`weights: ${file}: resuming at byte ${have}`);
+        } else if (have > 0) {
+          this.opts.log(`weights: ${file}: server ignored the Range request; downloading from the start`);
+        }
+        this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
+        bar = new ProgressBar(this.opts.progress, file, meta.size, append ? have : 0);
+        return { path: incomplete, append, onBytes: (n) => bar!.update(n) };
+      });
+      bar?.done();
+      const { statusCode, headers: h } = res;
+      if (res.diskError) {
+        throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${res.diskError.message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: res.diskError });
       }
-      if (res.statusCode === 416 && have > 0) {
-        await res.body.dump();
-        this.opts.log(`weights: ${file}: server refused to resume at byte ${have} (HTTP 416); starting over`);
-        fs.rmSync(incomplete, { force: true });
-        have = 0;
-        continue;
-      }
-      if (res.statusCode !== 200 && res.statusCode !== 206) {
-        await res.body.dump();
-        throw this.statusError('GET', url, res.statusCode, h, meta.repo, meta.revision, file);
-      }
-      let append = false;
-      if (res.statusCode === 206) {
-        const m = /^bytes (\d+)-/.exec(header(h, 'content-range') ?? '');
-        if (!m || Number(m[1]) !== have) {
-          await res.body.dump();
+      if (res.written === null) {
+        // Not a body we keep: a redirect, a refused resume or an error status (its body was discarded unread).
+        if (res.error !== null && statusCode === 0) {
+          if (this.opts.signal?.aborted) throw res.error;
+          throw hubError('unreachable', `the Hub is unreachable: GET ${url} failed (${describeNetworkError(res.error)})`, { url }, res.error);
+        }
+        if (statusCode >= 300 && statusCode < 400) {
+          const loc = header(h, 'location');
+          if (!loc) throw hubError('bad_response', `GET ${url} → HTTP ${statusCode} without a Location header`, { url });
+          url = new URL(loc, url).href;
+          continue;
+        }
+        if (skip) {
+          skip();
+          continue;
+        }
+        if (statusCode === 206) {
           throw hubError('bad_response', `GET ${url} with Range bytes=${have}- → HTTP 206 with Content-Range ${JSON.stringify(header(h, 'content-range'))}`, { url });
         }
-        append = true;
-        this.opts.log(`weights: ${file}: resuming at byte ${have}`);
-      } else if (have > 0) {
-        this.opts.log(`weights: ${file}: server ignored the Range request; downloading from the start`);
+        throw this.statusError('GET', url, statusCode, h, meta.repo, meta.revision, file);
       }
-      const start = append ? have : 0;
-      this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
-      const bar = new ProgressBar(this.opts.progress, file, meta.size, start);
-      // Not stream.pipeline: when the body breaks it destroys the file stream and drops writes still queued in it,
-      // and those bytes were received; ending the file stream instead keeps everything that arrived for the resume.
-      const sink = fs.createWriteStream(incomplete, { flags: append ? 'a' : 'w' });
-      let diskError: Error | null = null;
-      sink.on('error', (e) => (diskError = e));
-      let broke: unknown = null;
-      try {
-        for await (const chunk of res.body as AsyncIterable<Buffer>) {
-          bar.update(chunk.length);
-          if (!sink.write(chunk)) await once(sink, 'drain');
-        }
-      } catch (e) {
-        broke = e;
-      } finally {
-        bar.done();
-      }
-      if (!sink.destroyed) await new Promise<void>((resolve) => sink.end(() => resolve()));
-      if (diskError !== null) {
-        res.body.destroy();
-        throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${(diskError as Error).message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: diskError });
-      }
-      if (broke !== null) {
-        if (this.opts.signal?.aborted) throw broke;
-        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(broke)})`, { url }, broke);
+      if (res.error !== null) {
+        if (this.opts.signal?.aborted) throw res.error;
+        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(res.error)})`, { url }, res.error);
       }
       return;
     }
     throw hubError('bad_response', `GET ${meta.location}: more than ${MAX_REDIRECTS} redirects`, { url: meta.location });
   }
+
+  /**
+   * One GET whose body goes from undici's parser callback straight into a file with a synchronous write, never
+   * through a stream. The parser pauses only when a handler asks it to (and request()'s body stream asks
+   * whenever its 64 KiB buffer is full); a parser paused when the peer's FIN arrives throws an uncatchable
+   * AssertionError in undici 7 (nodejs/undici#5360: 8 of 30 8 MB downloads with Connection: close on this
+   * machine). This handler never pauses, so that state cannot occur; the blocking write is the backpressure
+   * (the socket is not read while it runs, so TCP flow control slows the sender) and nothing is buffered here.
+   * `decide` sees the status and headers and returns where the body goes, or null to discard it.
+   * Resolves (never rejects) with what happened: `error` is the transport error, if any, after the body began.
+   */
+  private getToFile(url: string, extra: Record<string, string>,
+    decide: (status: number, headers: Record<string, string | string[] | undefined>) => BodyTarget | null): Promise<GetOutcome> {
+    this.requests.push(`GET ${url}`);
+    const u = new URL(url);
+    return new Promise<GetOutcome>((resolve) => {
+      const out: GetOutcome = { statusCode: 0, headers: {}, written: null, error: null, diskError: null };
+      let fd: number | null = null;
+      let target: BodyTarget | null = null;
+      let controller: Dispatcher.DispatchController | undefined;
+      const signal = this.opts.signal;
+      const onAbort = () => controller?.abort(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+      let settled = false;
+      const finish = (error: Error | null) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        if (fd !== null) {
+          try {
+            fs.closeSync(fd);
+          } catch (e) {
+            out.diskError ??= e as Error;
+          }
+        }
+        if (error !== null && out.diskError === null) out.error = error;
+        resolve(out);
+      };
+      if (signal?.aborted) {
+        out.error = signal.reason instanceof Error ? signal.reason : new Error('aborted');
+        resolve(out);
+        return;
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart: (c) => {
+          controller = c;
+        },
+        onResponseStart: (c, statusCode, headers) => {
+          out.statusCode = statusCode;
+          out.headers = headers;
+          target = decide(statusCode, headers);
+          if (target === null) return;
+          try {
+            fd = fs.openSync(target.path, target.append ? 'a' : 'w');
+            out.written = 0;
+          } catch (e) {
+            out.diskError = e as Error;
+            target = null;
+            c.abort(e as Error);
+          }
+        },
+        onResponseData: (c, chunk) => {
+          if (target === null || fd === null) return;
+          try {
+            for (let off = 0; off < chunk.length;) off += fs.writeSync(fd, chunk, off, chunk.length - off);
+          } catch (e) {
+            out.diskError = e as Error;
+            target = null;
+            c.abort(e as Error);
+            return;
+          }
+          out.written! += chunk.length;
+          target.onBytes(chunk.length);
+        },
+        onResponseEnd: () => finish(null),
+        onResponseError: (_c, err) => finish(err),
+      };
+      try {
+        this.dispatcher.dispatch({
+          origin: u.origin, path: `${u.pathname}${u.search}`, method: 'GET', headers: this.headersFor(url, extra),
+          headersTimeout: this.getTimeoutMs, bodyTimeout: this.getTimeoutMs,
+        }, handler);
+      } catch (e) {
+        finish(e as Error);
+      }
+    });
+  }
+}
+
+interface BodyTarget {
+  path: string;
+  append: boolean;
+  onBytes: (n: number) => void;
+}
+
+interface GetOutcome {
+  /** 0 when no response arrived. */
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** Bytes written to the target; null when the body was not kept. */
+  written: number | null;
+  /** The transport error (connection refused, cut body, timeout, abort), if any. */
+  error: Error | null;
+  /** Opening, writing or closing the target failed. */
+  diskError: Error | null;
 }
 
 function secondsFromEnv(env: NodeJS.ProcessEnv, name: string): number {

@@ -4,4 +4,5 @@ export { resolveWeights, weightsRequest, type ResolvedWeights, type ResolveWeigh
 export { assertValidWeights, checkConfig, verifyWeights, type VerifyReport } from './verify.ts';
 export { checkHeaderAgainstSchemas, loadSchema, loadSchemas, schemaFor, variantNames, type CheckpointSchema } from './schema.ts';
 export { formatSeed, parseSeed, runSynth, type SynthResult } from './synth.ts';
+export { syntheticMark, syntheticWarning, type SyntheticMark } from './synthetic.ts';
 export { DEFAULT_REPO, DEFAULT_REVISION, hubCacheDir } from './hub-cache.ts';

@@ -14,6 +14,7 @@ import {
   validateRepoId, validateRevision, writeRef,
 } from './hub-cache.ts';
 import { HubClient, hubFailureOf, type ProgressStream } from './hub-download.ts';
+import { syntheticMark } from './synthetic.ts';
 
 export type WeightsSource = 'env' | 'flag' | 'hf_model_dir' | 'cache' | 'download';
 
@@ -30,7 +31,14 @@ export interface ResolvedWeights {
   source: WeightsSource;
   /** Every step tried, in order, with its outcome; the last entry is the winner. */
   chain: string[];
+  /** The files say they were made by rfdetr-synth: they load and run, but their detections are meaningless. */
+  synthetic: boolean;
+  /** The generator seed of a synthetic checkpoint ("0x1"), when the files name it; null otherwise. */
+  syntheticSeed: string | null;
 }
+
+/** What the resolution steps find; resolveWeights adds the synthetic mark read from the files. */
+type Found = Omit<ResolvedWeights, 'synthetic' | 'syntheticSeed'>;
 
 export interface ResolveWeightsOptions {
   /** Defaults to process.env. */
@@ -132,6 +140,12 @@ function notFound(what: string, chain: string[], req: WeightsRequest | null, ext
 
 /** Resolves the checkpoint directory; throws E_WEIGHTS_NOT_FOUND (what was tried + how to fix), E_HUB or E_USAGE. */
 export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<ResolvedWeights> {
+  const found = await find(opts);
+  const mark = syntheticMark(found.files);
+  return { ...found, synthetic: mark.synthetic, syntheticSeed: mark.seed };
+}
+
+async function find(opts: ResolveWeightsOptions): Promise<Found> {
   const env = opts.env ?? process.env;
   const log = opts.log ?? (() => {});
   const chain: string[] = [];
@@ -193,7 +207,7 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
 
   // 3. The Hub cache.
   const cached = cachedCommit(repoDir, req.revision);
-  let cacheHit: ResolvedWeights | null = null;
+  let cacheHit: Found | null = null;
   if (cached.commit === null) {
     step(`Hub cache ${cacheDir} (${cacheFrom}) for ${revDesc}: ${cached.refPath} not found`);
   } else {
@@ -264,7 +278,7 @@ export async function resolveWeights(opts: ResolveWeightsOptions = {}): Promise<
   }
 }
 
-function winner(hit: ResolvedWeights, step: (line: string) => void): ResolvedWeights {
+function winner(hit: Found, step: (line: string) => void): Found {
   step(`Hub cache ${hit.dir}: used (winner)`);
   return hit;
 }

@@ -106,12 +106,23 @@ test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 wit
   }
 });
 
-test('e2e: an engine that cannot start fails the command at once (exit 1) with the sidecar\'s reason', skipUnless(engineSkip), async () => {
+test('e2e: a misspelt engine is a usage error (exit 2) before any sidecar starts; a bad config.json exits 1 with the sidecar\'s reason', skipUnless(engineSkip), async () => {
   const t0 = Date.now();
   const r = await runBin(['detect', '--json', '--engine', 'no-such-engine', '--weights', await synthWeights(), caseImage('case-1')], { timeoutMs: 60_000 });
-  assert.equal(r.code, 1);
+  assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stdout, '');
-  assert.match(r.stderr, /no-such-engine/);
-  assert.match(r.stderr, /exited with code \d+ before it was ready/);
+  assert.match(r.stderr, /--engine "no-such-engine": no such engine; this build has cpu/);
+  assert.doesNotMatch(r.stderr, /sidecar|crashed/);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-e2e-badcfg-'));
+  try {
+    fs.symlinkSync(path.join(await synthWeights(), 'model.safetensors'), path.join(dir, 'model.safetensors'));
+    fs.writeFileSync(path.join(dir, 'config.json'), '{"id2label": ');
+    const bad = await runBin(['detect', '--json', '--weights', dir, caseImage('case-1')], { timeoutMs: 60_000 });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /the sidecar could not start \(exit status 1, startup failure; not restarted\): engine 'cpu' failed to start .*config\.json: not valid JSON/);
+    assert.doesNotMatch(bad.stderr, /crashed/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
   assert.ok(Date.now() - t0 < 20_000, 'no restart loop for a one-shot command');
 });

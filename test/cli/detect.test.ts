@@ -131,8 +131,25 @@ test('detect: table per image on stderr, stdout empty without --json; no progres
   assert.match(r.stderr, new RegExp(`\\s1  ${top.label_name}\\s+${top.label}  ${top.score.toFixed(3)}`));
   assert.ok(!r.stderr.includes('\r') && !r.stderr.includes('\x1b'), 'no control characters when stderr is not a TTY');
   const tty = await runInProcess(['detect', '--json', caseImage('case-1'), caseImage('case-2')], { tty: true });
-  assert.match(tty.stderr, /\r\x1b\[2K\[#{12}-{12}\] 1\/2 /, 'a bar on a TTY');
+  assert.match(tty.stderr, /\r\x1b\[2K\[#{12}-{12}\] 1\/2 \d+\.\d s /, 'a bar with the elapsed time on a TTY');
   assert.equal(lines(tty.stdout).length, 2, 'the bar never reaches stdout');
+});
+
+test('detect: the engine start is told on stderr: redrawn with the elapsed time on a TTY, one plain line each way otherwise', async () => {
+  const what = 'detect: starting the cpu engine (loading the weights, warm-up)';
+  const esc = (s: string) => s.replace(/[()]/g, '\\$&');
+  const plain = await runInProcess(['detect', '--json', caseImage('case-1')]);
+  assert.equal(plain.code, 0, plain.stderr);
+  assert.match(plain.stderr, new RegExp(`^${esc(what)} …\n`, 'm'));
+  assert.match(plain.stderr, new RegExp(`^${esc(what)}: ready \\(fixture-replay on recorded outputs\\) in \\d+\\.\\d s\n`, 'm'));
+  assert.ok(!plain.stderr.includes('\r') && !plain.stderr.includes('\x1b'));
+  const tty = await runInProcess(['detect', '--json', caseImage('case-1')], { tty: true });
+  assert.ok(tty.stderr.includes(`\r\x1b[2K${what} … 0.`), tty.stderr);
+  assert.match(tty.stderr, new RegExp(`\r\x1b\\[2K${esc(what)}: ready .* in \\d+\\.\\d s\n`));
+  const failed = await runInProcess(['detect', '--json', caseImage('case-1')], { factory: () => { throw new Error('no engine today'); } });
+  assert.equal(failed.code, 1);
+  assert.match(failed.stderr, new RegExp(`${esc(what)}: failed after \\d+\\.\\d s\n`));
+  assert.match(failed.stderr, /no engine today/);
 });
 
 test('detect --save: annotated PNGs whose pixels on a detection\'s box edge carry the class colour', async () => {
@@ -171,6 +188,41 @@ test('detect --save: annotated PNGs whose pixels on a detection\'s box edge carr
   }
 });
 
+test('detect --save: a symlink or a file not ours already in DIR is never written through or replaced', async () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-save-link-'));
+  try {
+    const out = path.join(tmp, 'out');
+    fs.mkdirSync(out);
+    const outside = path.join(tmp, 'outside.txt');
+    fs.writeFileSync(outside, 'precious');
+    fs.symlinkSync(outside, path.join(out, 'input.png'));
+    const dangling = path.join(tmp, 'created-through-link');
+    fs.symlinkSync(dangling, path.join(out, 'input-2.png'));
+    const r = await runInProcess(['detect', '--json', '--save', out, caseImage('case-1'), caseImage('case-2'), caseImage('case-3')]);
+    assert.equal(fs.readFileSync(outside, 'utf8'), 'precious', 'the file the link points at is untouched');
+    assert.equal(fs.existsSync(dangling), false, 'nothing was created through a dangling link');
+    assert.equal(fs.lstatSync(path.join(out, 'input.png')).isSymbolicLink(), true, 'the link itself is left alone');
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /input\.png is a symbolic link; refusing to replace it/);
+    assert.match(r.stderr, /input-2\.png is a symbolic link; refusing to replace it/);
+    assert.equal(lines(r.stdout).length, 3, 'every image was still detected');
+    assert.ok((await sharp(path.join(out, 'input-3.png')).metadata()).width! > 0, 'the free name was written');
+    assert.deepEqual(fs.readdirSync(out).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left');
+    if (process.getuid?.() === 0) {
+      // As root: a regular file owned by another user is not ours to replace either.
+      fs.rmSync(path.join(out, 'input.png'));
+      fs.writeFileSync(path.join(out, 'input.png'), 'theirs');
+      fs.chownSync(path.join(out, 'input.png'), 65534, 65534);
+      const r2 = await runInProcess(['detect', '--json', '--save', out, caseImage('case-1')]);
+      assert.equal(r2.code, 1);
+      assert.match(r2.stderr, /input\.png is a file owned by uid 65534, not by this user/);
+      assert.equal(fs.readFileSync(path.join(out, 'input.png'), 'utf8'), 'theirs');
+    }
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 test('detect: an unreadable image is reported by name and skipped; the others run; exit 1', async () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-bad-'));
   try {
@@ -181,19 +233,26 @@ test('detect: an unreadable image is reported by name and skipped; the others ru
     const ls = lines(r.stdout);
     assert.deepEqual(ls.map((l) => l.image), [caseImage('case-1'), caseImage('case-2')]);
     assert.match(r.stderr, new RegExp(`detect: ${bad.replace(/[.]/g, '\\.')}: image could not be decoded`));
-    assert.match(r.stderr, /detect: 1 of 3 images failed: .*broken\.png/);
+    assert.match(r.stderr, /detect: 2 of 3 inputs detected, 1 failed in /);
+    assert.match(r.stderr, /detect: 1 of 3 inputs failed \(failed: .*broken\.png\)/);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
 
-test('detect: inputs naming nothing are all reported before any engine starts (exit 1)', async () => {
+test('detect: inputs naming nothing are reported and skipped, the others run, exit 1; counts agree; none at all starts nothing', async () => {
   const r = await runInProcess(['detect', '--json', 'missing-1.png', caseImage('case-1'), 'nowhere/*.jpg']);
   assert.equal(r.code, 1);
-  assert.equal(r.stdout, '');
-  assert.equal(r.requests.length, 0, 'no engine was opened');
-  assert.match(r.stderr, /missing-1\.png: no such file or directory/);
-  assert.match(r.stderr, /nowhere\/\*\.jpg: the pattern matches no image files/);
+  assert.deepEqual(lines(r.stdout).map((l) => l.image), [caseImage('case-1')]);
+  assert.match(r.stderr, /detect: skipped missing-1\.png: no such file or directory/);
+  assert.match(r.stderr, /detect: skipped nowhere\/\*\.jpg: the pattern matches no image files/);
+  assert.match(r.stderr, /detect: 1 of 3 inputs detected, 2 failed \(2 named no image\) in /);
+  assert.match(r.stderr, /detect: 2 of 3 inputs failed \(named no image: 2\)/);
+  const none = await runInProcess(['detect', '--json', 'missing-1.png', 'nowhere/*.jpg']);
+  assert.equal(none.code, 1);
+  assert.equal(none.stdout, '');
+  assert.equal(none.requests.length, 0, 'no engine was opened');
+  assert.match(none.stderr, /no input names an image \(2 skipped\); nothing was run/);
 });
 
 test('detect: --weights with --model is a usage error; bad values name the flag (exit 2)', async () => {
@@ -203,4 +262,14 @@ test('detect: --weights with --model is a usage error; bad values name the flag 
   const m = await runInProcess(['detect', '--max-detections', '0', caseImage('case-1')]);
   assert.equal(m.code, 2);
   assert.match(m.stderr, /--max-detections <n>' argument '0' is invalid. expected an integer from 1 to 300/);
+});
+
+test('detect --url with --engine, --weights, --threads or --precision is refused (exit 2) naming the flags', async () => {
+  const r = await runInProcess(['detect', '--url', 'http://127.0.0.1:9', '--engine', 'cpu', '--threads', '2', '--precision', 'bf16', '--weights', '/w', caseImage('case-1')]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--url sends the images to a running server.*; --engine, --threads, --precision, --weights cannot be combined with it/);
+  assert.equal(r.requests.length, 0);
+  const one = await runInProcess(['detect', '--url', 'http://127.0.0.1:9', '--model', 'a/b', caseImage('case-1')]);
+  assert.equal(one.code, 2);
+  assert.match(one.stderr, /; --model cannot be combined with it \(drop it,/);
 });

@@ -56,10 +56,10 @@ export class FixtureReplayBackend extends ScriptedBackend {
   }
   async close(): Promise<void> {
     this.closed = true;
-    this.state = 'stopped';
+    this.setState('stopped');
   }
   destroy(): void {
-    this.state = 'stopped';
+    this.setState('stopped');
   }
 }
 
@@ -159,10 +159,11 @@ function json(res: http.ServerResponse, status: number, body: unknown): void {
  * A minimal /predict server in the test process: /ready 200, POST /predict (JSON base64) answered by
  * detectImage on a fixture-replay backend — the library's own response object, so a client must reproduce it.
  */
-export async function replayServer(): Promise<{ url: string; close: () => Promise<void>; requests: string[] }> {
+export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url: string; close: () => Promise<void>; requests: string[] }> {
   const backend = new FixtureReplayBackend();
   return tinyServer(async (req, body, res) => {
     if (req.method === 'GET' && req.url === '/ready') return json(res, 200, { status: 'ready' });
+    if (req.method === 'GET' && req.url === '/info' && opts.info !== undefined) return json(res, 200, opts.info);
     if (req.method === 'POST' && req.url === '/predict') {
       const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean };
       try {

@@ -7,9 +7,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { expandGlob, expandInputs } from '../../cli/inputs.ts';
-import { percentile } from '../../cli/commands/bench.ts';
-import { maxAbsDiff, pcc } from '../../cli/commands/verify.ts';
-import { FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
+import { percentile } from '../../cli/commands/bench-run.ts';
+import { maxAbsDiff, pcc } from '../../cli/commands/verify-run.ts';
+import { sidecarSelfReport } from '../../cli/sidecar-info.ts';
+import { caseImage, FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { InferInput } from '../../src/sidecar/backend.ts';
 
@@ -103,15 +104,36 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
     assert.ok(c.detection_iou > 99, `${c.case}: ${c.detection_iou}`);
   }
   // Shift every box by 2% of the image width: IoU drops well below the gate.
-  const off = await runInProcess(['verify', '--engine', 'tt', '--weights', await synthWeights()], {
+  // No --engine: tt where the build has it, else tt-host; never an engine this build cannot run.
+  const built = (await sidecarSelfReport()).engines ?? [];
+  const off = await runInProcess(['verify', '--weights', await synthWeights()], {
     factory: (req) => (req.engine === 'cpu' ? new FixtureReplayBackend() : new ShiftedBackend(0.02)),
   });
-  assert.equal(off.code, 1);
-  assert.match(off.stdout, /^verify: engine tt against cpu/);
+  assert.equal(off.code, 1, off.stderr);
+  const want = built.includes('tt') ? 'tt' : 'tt-host';
+  assert.equal(off.requests[0]?.engine, want);
+  assert.ok(built.includes(off.requests[0]!.engine), `verify defaulted to ${off.requests[0]!.engine}, built: ${built.join(', ')}`);
+  assert.match(off.stdout, new RegExp(`^verify: engine ${want} against cpu`));
   assert.match(off.stdout, /\n  case-1 +\d+\.\d\d /);
   const mean = Number(/FAIL mean detection-IoU ([\d.]+) < gate 98\.5/.exec(off.stdout)?.[1]);
   assert.ok(mean > 0 && mean < 98.5, off.stdout);
   assert.match(off.stderr, /mean detection-IoU [\d.]+ is below the 98\.5 gate/);
+});
+
+test('a misspelt or unbuilt --engine is a usage error (exit 2) naming the built engines, before anything starts', async () => {
+  const built = (await sidecarSelfReport()).engines ?? [];
+  for (const argv of [['detect', '--engine', 'cpux', caseImage('case-1')], ['bench', '--engine', 'cpux'], ['verify', '--engine', 'tpu'], ['serve', '--engine', 'cpux', '--port', '0']]) {
+    const r = await runInProcess(argv);
+    assert.equal(r.code, 2, `${argv.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`--engine "(cpux|tpu)": no such engine; this build has ${built.join(', ')}`));
+    assert.equal(r.requests.length, 0, `${argv[0]}: no engine was started`);
+  }
+  if (!built.includes('tt')) {
+    const r = await runInProcess(['detect', '--engine', 'tt', caseImage('case-1')]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /--engine "tt": not built into this sidecar; this build has .*RFDETR_WITH_TTNN=ON/);
+    assert.equal(r.requests.length, 0);
+  }
 });
 
 test('verify/bench helpers: max-abs, PCC, nearest-rank percentiles', () => {
@@ -167,7 +189,7 @@ test('info --json: versions, sidecar, weights resolution (never downloads), devi
 });
 
 test('annotate: colours are fixed per class and distinct for neighbours; labels are XML-escaped; empty list is the image', async () => {
-  const { annotatePng, classColour, overlaySvg } = await import('../../src/draw/annotate.ts');
+  const { annotate, classColour, overlaySvg } = await import('../../src/draw/annotate.ts');
   const sharp = (await import('sharp')).default;
   assert.deepEqual(classColour(17), classColour(17));
   const cols = Array.from({ length: 91 }, (_, i) => classColour(i).join(','));
@@ -175,9 +197,9 @@ test('annotate: colours are fixed per class and distinct for neighbours; labels 
   const svg = overlaySvg(100, 80, [{ label: 'a<b>&"c"', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }]);
   assert.ok(svg.includes('a&lt;b&gt;&amp;&quot;c&quot; 0.50'));
   const img = { data: new Uint8Array(100 * 80 * 3).fill(200), width: 100, height: 80 };
-  const plain = await sharp(await annotatePng(img, [])).raw().toBuffer();
+  const plain = await sharp(await annotate(img, [], 'png')).raw().toBuffer();
   assert.ok(plain.every((v) => v === 200), 'no detections: the image unchanged');
-  const drawn = await sharp(await annotatePng(img, [{ label: 'a<b>', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }])).raw().toBuffer({ resolveWithObject: true });
+  const drawn = await sharp(await annotate(img, [{ label: 'a<b>', label_id: 3, score: 0.5, box: [10, 10, 50, 40] }], 'png')).raw().toBuffer({ resolveWithObject: true });
   assert.equal(drawn.info.channels, 3);
   const o = (35 * 100 + 50) * 3; // the right edge, below the label tag
   assert.deepEqual([...drawn.data.subarray(o, o + 3)], classColour(3));

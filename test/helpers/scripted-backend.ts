@@ -7,7 +7,7 @@ export abstract class ScriptedBackend implements InferenceBackend {
   #listeners = new Set<(s: BackendState, prev: BackendState) => void>();
   abstract info: SidecarInfo | null;
   restarts = 0;
-  failure: Error | undefined;
+  failureReason: string | null = null;
 
   get state(): BackendState {
     return this.#state;
@@ -17,6 +17,12 @@ export abstract class ScriptedBackend implements InferenceBackend {
     const prev = this.#state;
     this.#state = next;
     if (prev !== next) for (const l of this.#listeners) l(next, prev);
+  }
+
+  /** Moves to `next` with `reason` as the failure reason and tells the listeners (tests drive failures with this). */
+  setState(next: BackendState, reason: string | null = null): void {
+    this.failureReason = reason;
+    this.state = next;
   }
 
   onStateChange(listener: (s: BackendState, prev: BackendState) => void): () => void {

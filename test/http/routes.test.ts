@@ -70,7 +70,7 @@ describe('while starting', () => {
   });
 
   test('a failed engine: readiness 503 E_SIDECAR_FAILED with the reason, predict 503, health 200 "starting"', async () => {
-    const backend = Object.assign(new FakeBackend(), { failure: new Error('the sidecar crashed 5 times in the last 3 minutes') });
+    const backend = Object.assign(new FakeBackend(), { failureReason: 'the sidecar crashed 5 times in the last 3 minutes' });
     backend.state = 'failed';
     const s = await start({ backend });
     try {

@@ -7,10 +7,13 @@
 //   garbage         answer an infer with a frame that is not MessagePack
 //   bad-version     hello with protocol_version 99
 //   bad-hello       a reply instead of the hello
-//   exit-at-start   print a reason on stderr and exit 1 before READY
+//   exit-at-start   print a reason on stderr as the real sidecar does and exit 1 (startup failure) before READY
+//   exit-usage      the same with exit 2 (usage error)
+//   crash-at-start  print a line on stderr and exit 3 (not a documented status) before READY
 //   no-ready        never print READY
 //   stubborn        ignore the shutdown op and SIGTERM
 //   slow            answer infers after FAKE_DELAY_MS
+// FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
 import net from 'node:net';
 import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -37,9 +40,19 @@ const scenario = plan[Math.min(start, plan.length - 1)]!;
 const delayMs = Number(process.env.FAKE_DELAY_MS ?? '0');
 process.stderr.write(`fake-sidecar: start ${start} plays '${scenario}'\n`);
 
+if (process.env.FAKE_ENV_OUT) writeFileSync(process.env.FAKE_ENV_OUT, JSON.stringify(Object.keys(process.env)));
 if (scenario === 'exit-at-start') {
-  process.stderr.write('fake-sidecar: cannot open device 0 (scripted failure)\n');
+  process.stderr.write('load_weights: reading config.json\n');
+  process.stderr.write("rfdetr-sidecar: engine 'fake' failed to start: config.json: id2label is missing (scripted failure)\n");
   process.exit(1);
+}
+if (scenario === 'exit-usage') {
+  process.stderr.write("rfdetr-sidecar: --engine 'nope' is not built into this sidecar; built: cpu (scripted failure)\n");
+  process.exit(2);
+}
+if (scenario === 'crash-at-start') {
+  process.stderr.write('fake-sidecar: cannot open device 0 (scripted crash)\n');
+  process.exit(3);
 }
 if (scenario === 'stubborn') process.on('SIGTERM', () => process.stderr.write('fake-sidecar: ignoring SIGTERM\n'));
 else process.on('SIGTERM', () => stop(0));

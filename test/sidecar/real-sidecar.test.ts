@@ -2,7 +2,7 @@
 // fail on request) and the product binary with the CPU engine on a synthetic checkpoint.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -224,4 +224,24 @@ while True:
   assert.equal(existsSync(socket), false);
   const got = (await listener).stdout.split('\n');
   assert.deepEqual(got.slice(0, 3), ['BOUND', 'READY=1', 'STOPPING=1']);
+});
+
+test('real sidecar (cpu): a bad config.json is a startup failure: not restarted, the sidecar\'s own message', async (t) => {
+  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
+  if (!(await cpuEngineBuilt())) return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar');
+  const weights = await synthDir();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-badcfg-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  symlinkSync(path.join(weights, 'model.safetensors'), path.join(dir, 'model.safetensors'));
+  writeFileSync(path.join(dir, 'config.json'), '{"id2label": ');
+  const b = backend(t, { engine: 'cpu', weightsDir: dir, threads: 1, restart: { initialDelayMs: 20, maxCrashes: 5 } });
+  const states: string[] = [];
+  b.onStateChange((s) => states.push(s));
+  const e = await b.ready().then(() => assert.fail('a bad config.json must not start'), (err: RfdetrError) => err);
+  assert.equal(e.code, 'E_SIDECAR_FAILED');
+  assert.match(e.message, /could not start \(exit status 1, startup failure; not restarted\)/);
+  assert.match(e.message, /config\.json: not valid JSON/);
+  assert.doesNotMatch(e.message, /crashed/);
+  assert.deepEqual(states, ['failed']);
+  assert.equal(b.restarts, 0);
 });

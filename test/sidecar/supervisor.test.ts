@@ -1,7 +1,8 @@
 // The supervisor and client against a scripted fake sidecar (test/sidecar/fake-sidecar.ts) on real Unix sockets.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +11,7 @@ import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '
 import type { BackendState } from '../../src/sidecar/backend.ts';
 import { RfdetrError, isRfdetrError } from '../../src/errors.ts';
 import { rampPixels } from './pixels.ts';
+import { encodeFrame } from '../../src/protocol/codec.ts';
 
 const fakePath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fake-sidecar.ts');
 
@@ -60,7 +62,7 @@ function checkEcho(px: Float32Array, r: { logits: Float32Array; predBoxes: Float
   for (let i = 0; i < r.predBoxes.length; i++) assert.equal(r.predBoxes[i], Math.fround(px[27300 + i]! * 0.5));
 }
 
-test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', async (t) => {
+test('fake sidecar: ready, hello info, infer echo, close via SIGTERM', async (t) => {
   const { b, logs } = fake(t, 'ok');
   await b.ready();
   assert.equal(b.state, 'ready');
@@ -77,7 +79,7 @@ test('fake sidecar: ready, hello info, infer echo, close via the shutdown op', a
   await b.close();
   assert.equal(b.state, 'stopped');
   assert.ok(logs.some((l) => l.includes('sidecar state starting → ready')), logs.join('\n'));
-  assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"shutdown op"')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"SIGTERM"')), logs.join('\n'));
   assert.equal(existsSync(socketDir), false, 'the temp socket dir is removed');
   await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
 });
@@ -147,12 +149,14 @@ test('fake sidecar: a first frame that is not a hello is a protocol error and a 
 });
 
 test('fake sidecar: more than maxCrashes deaths in the window → failed, with backoff and the stderr reason', async (t) => {
-  const { b, logs } = fake(t, 'exit-at-start', { restart: { initialDelayMs: 30, maxDelayMs: 1000, maxCrashes: 2, windowMs: 60_000 } });
+  const { b, logs } = fake(t, 'crash-at-start', { restart: { initialDelayMs: 30, maxDelayMs: 1000, maxCrashes: 2, windowMs: 60_000 } });
   await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
   assert.equal(b.state, 'failed');
   assert.match(b.failure!.message, /crashed 3 times in the last 60 s; not restarting/);
   assert.match(b.failure!.message, /cannot open device 0/);
-  assert.match(b.failure!.message, /exited with code 1 before it was ready/);
+  assert.match(b.failure!.message, /exited with code 3 before it was ready/);
+  assert.equal(b.failureReason, b.failure!.message);
+  assert.equal(b.restarts, 2);
   const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
   assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
   assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
@@ -165,15 +169,15 @@ test('fake sidecar: no READY within the startup deadline → killed and counted 
   assert.match(b.failure!.message, /no READY line within 1500 ms/);
 });
 
-test('fake sidecar: close() escalates shutdown op → SIGTERM → SIGKILL when ignored', async (t) => {
-  const { b, logs } = fake(t, 'stubborn', { closeTimeouts: { shutdownMs: 300, termMs: 300, killMs: 2000 } });
+test('fake sidecar: close() escalates SIGTERM → SIGKILL when ignored', async (t) => {
+  const { b, logs } = fake(t, 'stubborn', { closeTimeouts: { termMs: 300, killMs: 2000 } });
   await b.ready();
   const t0 = performance.now();
   await b.close();
   const ms = performance.now() - t0;
   assert.equal(b.state, 'stopped');
-  assert.ok(ms >= 600 && ms < 4000, `close took ${ms} ms`);
-  assert.ok(logs.some((l) => l.includes('sending SIGTERM')), logs.join('\n'));
+  assert.ok(ms >= 300 && ms < 4000, `close took ${ms} ms`);
+  assert.ok(logs.some((l) => l.includes('ignored SIGTERM')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('sending SIGKILL')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('"how":"SIGKILL"') && l.includes('"signal":"SIGKILL"')), logs.join('\n'));
 });
@@ -246,4 +250,89 @@ test('external mode: connects without spawning, reconnects with backoff, close()
   assert.equal(b.state, 'stopped');
   assert.doesNotThrow(() => process.kill(side.pid!, 0), 'the external sidecar keeps running after close()');
   assert.ok(isRfdetrError(await b.infer({ pixelValues: px }).catch((e: unknown) => e), 'E_CLOSED'));
+});
+
+for (const [scenario, status, kind, said] of [
+  ['exit-at-start', 1, 'startup failure', /engine 'fake' failed to start: config\.json: id2label is missing/],
+  ['exit-usage', 2, 'usage error', /--engine 'nope' is not built into this sidecar/],
+] as const) {
+  test(`fake sidecar: exit status ${status} before READY (${kind}) fails at once with the sidecar's own message, no restart`, async (t) => {
+    const states: string[] = [];
+    const { b, dir } = fake(t, `${scenario},ok`, { restart: { initialDelayMs: 20, maxCrashes: 5 } });
+    b.onStateChange((s) => states.push(s));
+    const e = await rejectsWith(b.ready(), 'E_SIDECAR_FAILED');
+    assert.match(e.message, new RegExp(`could not start \\(exit status ${status}, ${kind}; not restarted\\)`));
+    assert.match(e.message, said);
+    assert.doesNotMatch(e.message, /crashed|load_weights/, 'its own line, not a crash count or engine log lines');
+    assert.equal(b.failureReason, e.message);
+    assert.deepEqual(states, ['failed']);
+    assert.equal(b.restarts, 0);
+    assert.equal(readFileSync(path.join(dir, 'counter'), 'utf8'), '1', 'started exactly once');
+  });
+}
+
+test('fake sidecar: a clean exit 0 while serving (a shutdown op from another client) is restarted and not counted as a crash', async (t) => {
+  // maxCrashes 0: one crash would fail the backend, so reaching ready again proves the stop was not counted.
+  const { b } = fake(t, 'ok', { restart: { initialDelayMs: 20, maxCrashes: 0 } });
+  await b.ready();
+  const firstPid = b.pid;
+  assert.equal(b.failureReason, null);
+  const restarting = waitState(b, 'restarting', 5000);
+  const sock = net.createConnection(b.socketPath);
+  sock.on('error', () => {});
+  sock.write(encodeFrame({ kind: 'request', id: 7, op: 'shutdown' }));
+  await restarting;
+  assert.match(b.failureReason ?? '', /exited with code 0 while serving/);
+  await waitState(b, 'ready');
+  sock.destroy();
+  assert.notEqual(b.pid, firstPid);
+  assert.equal(b.restarts, 1);
+  assert.equal(b.failureReason, null);
+  const px = rampPixels();
+  checkEcho(px, await b.infer({ pixelValues: px }));
+});
+
+test('fake sidecar: Hub credentials in this process are not passed into the sidecar\'s environment', async (t) => {
+  const saved = { HF_TOKEN: process.env.HF_TOKEN, HUGGING_FACE_HUB_TOKEN: process.env.HUGGING_FACE_HUB_TOKEN };
+  process.env.HF_TOKEN = 'hf_secret';
+  process.env.HUGGING_FACE_HUB_TOKEN = 'hf_secret2';
+  t.after(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'rfdetr-env-')), 'env.json');
+  t.after(() => rmSync(path.dirname(out), { recursive: true, force: true }));
+  const { b } = fake(t, 'ok', {}, { FAKE_ENV_OUT: out });
+  await b.ready();
+  const names = JSON.parse(readFileSync(out, 'utf8')) as string[];
+  assert.ok(names.includes('FAKE_SCENARIO') && names.includes('PATH'), 'the rest of the environment is there');
+  assert.equal(names.includes('HF_TOKEN'), false);
+  assert.equal(names.includes('HUGGING_FACE_HUB_TOKEN'), false);
+});
+
+test('supervisor: socket directories of processes that died without closing are removed by the next supervisor', async (t) => {
+  // A supervisor in a child process, killed with SIGKILL once its sidecar is ready: nothing of ours runs to clean up.
+  const script = `
+    import { createBackend } from ${JSON.stringify(path.join(path.dirname(fakePath), '../../src/sidecar/index.ts'))};
+    const b = createBackend({ engine: 'fake', weightsDir: '/nonexistent', command: { file: process.execPath, args: ['--import', 'tsx', ${JSON.stringify(fakePath)}] } });
+    await b.ready();
+    process.stdout.write(b.socketPath + '\\n');
+    setInterval(() => {}, 1000);
+  `;
+  const child = execa(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { reject: false, buffer: false, stdout: 'pipe', stderr: 'inherit' });
+  t.after(() => void child.kill('SIGKILL'));
+  const socketPath = await new Promise<string>((resolve) => child.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim())));
+  const dir = path.dirname(socketPath);
+  assert.match(path.basename(dir), new RegExp(`^rfdetr-sidecar-${child.pid}-`));
+  child.kill('SIGKILL');
+  await child;
+  // The orphaned sidecar notices its parent is gone and removes its socket; the directory stays behind.
+  for (let i = 0; i < 50 && existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal(existsSync(socketPath), false, 'the sidecar removed its socket');
+  assert.equal(existsSync(dir), true, 'the directory was left behind');
+  const { b } = fake(t, 'ok');
+  assert.equal(existsSync(dir), false, 'the next supervisor removed the dead process\'s directory');
+  assert.equal(existsSync(path.dirname(b.socketPath)), true, 'and kept its own');
 });

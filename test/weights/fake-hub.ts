@@ -52,6 +52,8 @@ export class FakeHub {
   linkedEtagOverride: string | null = null;
   /** Delay before the CDN answers, ms. */
   cdnDelayMs = 0;
+  /** CDN answers carry Connection: close: the whole body is written and the socket ended (FIN) at once. */
+  cdnCloses = false;
   private hub!: http.Server;
   private cdn!: http.Server;
   hubUrl = '';
@@ -182,6 +184,10 @@ export class FakeHub {
     this.serveCdn(req, res, f);
   }
 
+  private closing(): Record<string, string> {
+    return this.cdnCloses ? { connection: 'close' } : {};
+  }
+
   private serveCdn(req: http.IncomingMessage, res: http.ServerResponse, f: FakeFile): void {
     const body = this.body(f);
     const r = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
@@ -192,9 +198,9 @@ export class FakeHub {
         res.writeHead(416, { 'content-range': `bytes */${body.length}` }).end();
         return;
       }
-      res.writeHead(206, { 'content-range': `bytes ${start}-${body.length - 1}/${body.length}`, 'content-length': String(body.length - start) });
+      res.writeHead(206, { 'content-range': `bytes ${start}-${body.length - 1}/${body.length}`, 'content-length': String(body.length - start), ...this.closing() });
     } else {
-      res.writeHead(200, { 'content-length': String(body.length) });
+      res.writeHead(200, { 'content-length': String(body.length), ...this.closing() });
     }
     const part = body.subarray(start);
     if (this.cutCdnOnceAfter !== null && part.length > this.cutCdnOnceAfter) {

@@ -1,0 +1,111 @@
+// `rfdetr serve`: the HTTP server (src/http) over a supervised sidecar (or an external one with
+// --sidecar-socket). Wiring, plus what only cli/ may do: signal handlers and the exit status. SIGTERM/SIGINT
+// → drain (readiness 503, in-flight requests finish within --deadline-ms, the sidecar is closed) → exit 0; a
+// second signal while draining exits 1 at once. A backend that reaches `failed` (crash loop) drains and
+// exits 1 so that systemd or the container runtime restarts the process.
+import { createJsonLogger, createServer, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
+import type { InferenceBackend } from '../../src/sidecar/backend.ts';
+import { RfdetrError } from '../../src/errors.ts';
+import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
+import { syntheticWarning } from '../../src/weights/synthetic.ts';
+import type { CliContext } from '../context.ts';
+import { checkEngine, type EngineFlags } from '../options.ts';
+
+
+export interface ServeFlags extends EngineFlags {
+  host: string;
+  port: number;
+  queueSize?: number;
+  deadlineMs: number;
+  sidecarSocket?: string;
+  logLevel: LogLevel;
+}
+
+
+/** Raised when the server stopped because the backend failed for good: exit 1. */
+export class BackendFailedError extends Error {
+  override name = 'BackendFailedError';
+}
+
+export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
+  const logger = createJsonLogger(f.logLevel, (l) => void ctx.stderr.write(l));
+  const log = (line: string) => logger.log('info', line);
+  if (f.weights !== undefined && (f.model !== undefined || f.revision !== undefined)) {
+    throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
+  }
+  // An external sidecar runs whatever engine it was started with; only a spawned one is checked here.
+  if (!f.sidecarSocket) await checkEngine(ctx, f.engine);
+  let w: ResolvedWeights | null = null;
+  try {
+    w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: true, log, progress: null });
+  } catch (e) {
+    // An external sidecar loaded its own weights: what we would have loaded is only information for /info.
+    if (!f.sidecarSocket) throw e;
+    log(`weights: not resolved here (${(e as Error).message.split('\n')[0]}); the external sidecar at ${f.sidecarSocket} loads its own`);
+  }
+  if (w?.synthetic) logger.log('warn', syntheticWarning(w.dir, { synthetic: true, seed: w.syntheticSeed }), { event: 'synthetic_weights' });
+  const weights: WeightsInfo | undefined = w
+    ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files, synthetic: w.synthetic }
+    : undefined;
+  const backend = await ctx.openBackend({
+    engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false,
+    log: (line) => logger.log('warn', line),
+    logger: {
+      debug: (m, fields) => logger.log('debug', m, { component: 'sidecar', ...fields }),
+      info: (m, fields) => logger.log('info', m, { component: 'sidecar', ...fields }),
+      warn: (m, fields) => logger.log('warn', m, { component: 'sidecar', ...fields }),
+      error: (m, fields) => logger.log('error', m, { component: 'sidecar', ...fields }),
+    },
+  });
+  const server = createServer({
+    backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger,
+    deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
+  });
+  try {
+    await server.listen(f.host, f.port);
+  } catch (e) {
+    backend.destroy(e as Error);
+    throw e;
+  }
+  const failure = await waitForStop(server, backend, f.deadlineMs, logger);
+  if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
+}
+
+/**
+ * Resolves after a drain triggered by SIGTERM/SIGINT (null) or by the backend reaching `failed` (its failure
+ * reason). A second signal while draining destroys the backend and exits 1 at once. The handlers are removed
+ * afterwards.
+ */
+function waitForStop(server: RfdetrServer, backend: InferenceBackend, drainMs: number, logger: Logger): Promise<string | null> {
+  return new Promise<string | null>((resolve) => {
+    let draining = false;
+    let failed: string | null = null;
+    const stop = (why: string) => {
+      if (draining) {
+        logger.log('warn', `${why} again while draining: exiting now`, { event: 'forced_exit' });
+        backend.destroy(new RfdetrError('E_DRAINING', `forced exit on a second ${why}`));
+        process.exit(1);
+      }
+      draining = true;
+      logger.log('info', `${why}: draining (up to ${drainMs} ms)`, { event: 'stopping', reason: why });
+      void server.drain(drainMs).finally(() => {
+        offState();
+        process.off('SIGTERM', onTerm);
+        process.off('SIGINT', onInt);
+        resolve(failed);
+      });
+    };
+    const onTerm = () => stop('SIGTERM');
+    const onInt = () => stop('SIGINT');
+    process.on('SIGTERM', onTerm);
+    process.on('SIGINT', onInt);
+    const onFailed = () => {
+      failed = backend.failureReason ?? 'the sidecar failed (no reason given)';
+      stop('the engine failed and is not restarting');
+    };
+    const offState = backend.onStateChange((s) => {
+      if (s === 'failed' && !draining) onFailed();
+    });
+    if (backend.state === 'failed') onFailed();
+  });
+}
