@@ -54,7 +54,7 @@ function describe(r: ResolvedWeights): string[] {
 
 function describeReport(v: VerifyReport): string[] {
   const lines = [
-    `model   ${v.model.path}: ${v.model.bytes} bytes, ${v.model.tensors} tensors, ${v.model.numClasses ?? '?'} classes`,
+    `model   ${v.model.path}: ${v.model.bytes} bytes, ${v.model.tensors} tensors, ${v.model.numClasses ?? '?'} classes, variant ${v.model.variant ?? '?'} (${v.model.layout ?? '?'} key names)`,
     `config  ${v.config.path}: ${v.config.labels ?? '?'} labels`,
   ];
   for (const which of ['model', 'config'] as const) {
@@ -81,7 +81,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
   };
 
   const weights = new Command('weights')
-    .description('find, download, verify or synthesize the RF-DETR-base checkpoint')
+    .description('find, download, verify or synthesize an RF-DETR checkpoint (default Roboflow/rf-detr-base)')
     .exitOverride()
     .configureOutput({ writeOut: out, writeErr: err });
 
@@ -142,13 +142,15 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .requiredOption('--seed <n>', 'generator seed, decimal or 0x-hex, up to 64 bits')
     .requiredOption('--out <dir>', 'output directory')
     .option('--num-classes <n>', 'class count (default 91, COCO)')
-    .action(async (f: HubFlags & { seed: string; out: string; numClasses?: string }) => {
-      const { formatSeed, parseNumClasses, parseSeed, runSynth } = await import('../../src/weights/synth.ts');
+    .option('--variant <name>', 'RF-DETR size: base (default), nano, small, medium, large, large_deprecated')
+    .action(async (f: HubFlags & { seed: string; out: string; numClasses?: string; variant?: string }) => {
+      const { formatSeed, parseNumClasses, parseSeed, parseVariant, runSynth } = await import('../../src/weights/synth.ts');
       const seed = parseSeed(f.seed);
       const numClasses = f.numClasses !== undefined ? parseNumClasses(f.numClasses) : undefined;
+      const variant = f.variant !== undefined ? parseVariant(f.variant) : undefined;
       if (f.model !== undefined || f.revision !== undefined) logLine('weights synth: --model/--revision do not apply to a synthetic checkpoint; ignored');
-      const r = await runSynth({ seed, out: f.out, numClasses, env, onStdout: err, onStderr: err });
-      logLine(`WARNING: ${r.dir} holds a SYNTHETIC checkpoint (seed ${formatSeed(seed)}): its detections are meaningless. Use it for demos and tests only.`);
+      const r = await runSynth({ seed, out: f.out, numClasses, variant, env, onStdout: err, onStderr: err });
+      logLine(`WARNING: ${r.dir} holds a SYNTHETIC ${r.report.model.variant ?? 'base'} checkpoint (seed ${formatSeed(seed)}): its detections are meaningless. Use it for demos and tests only.`);
       line(r.dir);
     });
 

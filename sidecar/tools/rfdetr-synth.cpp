@@ -1,5 +1,6 @@
-// rfdetr-synth --seed N --out DIR [--num-classes C] [--quiet]
-// Writes a synthetic RF-DETR-base checkpoint (rfdetr-synth SPEC v1): DIR/model.safetensors + DIR/config.json.
+// rfdetr-synth --seed N --out DIR [--variant V] [--num-classes C] [--quiet]
+// Writes a synthetic RF-DETR checkpoint of variant V (rfdetr-synth SPEC v1 + the family rule table):
+// DIR/model.safetensors + DIR/config.json.
 // Exit codes: 0 written, 1 write failed, 2 usage error (the message names the flag).
 #include <chrono>
 #include <cstdio>
@@ -7,14 +8,16 @@
 #include <string>
 
 #include "engines/engine.h"
+#include "model/schema.h"
 #include "model/synth.h"
 
 namespace {
 
 constexpr const char * k_usage =
-    "usage: rfdetr-synth --seed N --out DIR [--num-classes C] [--quiet]\n"
+    "usage: rfdetr-synth --seed N --out DIR [--variant V] [--num-classes C] [--quiet]\n"
     "  --seed N         generator seed, decimal or 0x-hex, up to 64 bits (required)\n"
     "  --out DIR        output directory (created); writes DIR/model.safetensors and DIR/config.json\n"
+    "  --variant V      base (default), nano, small, medium, large, large_deprecated\n"
     "  --num-classes C  class count (default 91, COCO); other values make a fine-tuned-shaped checkpoint\n"
     "  --quiet          only the SYNTHETIC warning on stderr\n";
 
@@ -46,7 +49,7 @@ int main(int argc, char ** argv) {
         if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
             flag  = arg.substr(0, eq);
             value = arg.substr(eq + 1);
-        } else if (arg == "--seed" || arg == "--out" || arg == "--num-classes") {
+        } else if (arg == "--seed" || arg == "--out" || arg == "--num-classes" || arg == "--variant") {
             if (i + 1 >= argc) {
                 return usage_error(arg + " needs a value");
             }
@@ -62,6 +65,13 @@ int main(int argc, char ** argv) {
                 return usage_error("--out: expected a directory, got ''");
             }
             out = value;
+        } else if (flag == "--variant") {
+            try {
+                rfdetr::schema_get(value);
+            } catch (const rfdetr::error &) {
+                return usage_error("--variant: expected one of " + rfdetr::schema_variant_names() + ", got '" + value + "'");
+            }
+            opts.variant = value;
         } else if (flag == "--num-classes") {
             uint64_t n = 0;
             if (!rfdetr::synth_parse_u64(value, n) || n < 1 || n > 100000) {
@@ -91,8 +101,8 @@ int main(int argc, char ** argv) {
     }
     if (!quiet) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "rfdetr-synth: wrote %s/model.safetensors and %s/config.json (%d classes) in %.0f ms\n",
-                     out.c_str(), out.c_str(), opts.num_classes, ms);
+        std::fprintf(stderr, "rfdetr-synth: wrote %s/model.safetensors and %s/config.json (%s, %d classes) in %.0f ms\n",
+                     out.c_str(), out.c_str(), rfdetr::schema_get(opts.variant).model.c_str(), opts.num_classes, ms);
     }
     return 0;
 }

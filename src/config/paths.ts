@@ -14,8 +14,11 @@ export function synthBinary(env: NodeJS.ProcessEnv = process.env): string {
   return env.RFDETR_SYNTH || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-synth');
 }
 
-/** The one checkpoint schema (487 tensors, shapes, synth rules), shared with the C++ loader. */
-export const schemaPath = path.join(packageRoot, 'sidecar', 'schema', 'rfdetr-base.json');
+/** The checkpoint schemas (one rfdetr-<variant>.json per variant, the transformers key map), shared with the C++ loader. */
+export const schemaDir = path.join(packageRoot, 'sidecar', 'schema');
+
+/** RF-DETR-base's schema (487 tensors, shapes, synth rules): the default variant. */
+export const schemaPath = path.join(schemaDir, 'rfdetr-base.json');
 
 /** The COCO-91 config.json (id2label) written next to synthetic checkpoints. */
 export const cocoConfigPath = path.join(packageRoot, 'sidecar', 'schema', 'coco-config.json');

@@ -1,5 +1,5 @@
 // `rfdetr weights synth`: runs the one generator implementation, the C++ `rfdetr-synth` built with the sidecar
-// (fixtures SPEC v1, bit-exact), then checks its output against the schema. The seed is validated here so a bad
+// (fixtures SPEC v1 + the family rule table, bit-exact), then checks its output against the variant's schema. The seed is validated here so a bad
 // value is a usage error naming it, before any process starts.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -7,6 +7,7 @@ import { execa } from 'execa';
 import { synthBinary } from '../config/paths.ts';
 import { RfdetrError } from '../errors.ts';
 import { CONFIG_FILE, MODEL_FILE } from './hub-cache.ts';
+import { schemaFor } from './schema.ts';
 import { verifyWeights, type VerifyReport } from './verify.ts';
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -35,10 +36,17 @@ export function parseNumClasses(text: string): number {
   return v;
 }
 
+/** Parses --variant: one of the family's schemas (base, nano, small, medium, large, large_deprecated). */
+export function parseVariant(text: string): string {
+  return schemaFor(text).variant;
+}
+
 export interface SynthOptions {
   seed: bigint;
   out: string;
   numClasses?: number | undefined;
+  /** Default base. */
+  variant?: string | undefined;
   env?: NodeJS.ProcessEnv;
   /** The generator's stdout and stderr, passed through as they arrive (its "synthetic" warning among them). */
   onStdout?: (chunk: string) => void;
@@ -54,7 +62,7 @@ export interface SynthResult {
   report: VerifyReport;
 }
 
-/** Runs rfdetr-synth --seed N --out DIR [--num-classes N] and verifies what it wrote. */
+/** Runs rfdetr-synth --seed N --out DIR [--num-classes N] [--variant V] and verifies what it wrote (as that variant). */
 export async function runSynth(opts: SynthOptions): Promise<SynthResult> {
   const env = opts.env ?? process.env;
   const binary = synthBinary(env);
@@ -66,6 +74,7 @@ export async function runSynth(opts: SynthOptions): Promise<SynthResult> {
   // Decimal on the command line: any integer parser reads it the same way (a leading 0 is never octal here).
   const args = ['--seed', opts.seed.toString(10), '--out', dir];
   if (opts.numClasses !== undefined) args.push('--num-classes', String(opts.numClasses));
+  if (opts.variant !== undefined) args.push('--variant', opts.variant);
   const child = execa(binary, args, { env, extendEnv: false, reject: false, stdin: 'ignore', cancelSignal: opts.signal, encoding: 'utf8', stripFinalNewline: false });
   const tail: string[] = [];
   child.stdout?.on('data', (b: Buffer) => opts.onStdout?.(b.toString()));
@@ -82,6 +91,10 @@ export async function runSynth(opts: SynthOptions): Promise<SynthResult> {
   }
   const files = { model: path.join(dir, MODEL_FILE), config: path.join(dir, CONFIG_FILE) };
   const report = await verifyWeights(files, { hashes: false });
+  if (report.ok && report.model.variant !== (opts.variant ?? 'base')) {
+    report.problems.push(`${files.model}: identifies as ${report.model.variant}, not the ${opts.variant ?? 'base'} that was asked for`);
+    report.ok = false;
+  }
   if (!report.ok) {
     throw new RfdetrError('E_WEIGHTS_INVALID', [`${binary} ran but its output in ${dir} does not verify:`, ...report.problems.map((p) => `  - ${p}`)].join('\n'), { problems: report.problems });
   }

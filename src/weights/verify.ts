@@ -1,107 +1,40 @@
-// Checks a checkpoint directory against the ONE schema, sidecar/schema/rfdetr-base.json (read at run time; the
-// C++ loader reads the same file): the safetensors header (via the strict reader), the exact key set, dtype and
-// shape of every tensor (class-count axes take the count from class_embed.weight rows, so a fine-tuned
-// checkpoint with another class count passes), config.json's id2label against that count, and, for files in the
-// Hub cache, the content hash against the blob's etag.
+// Checks a checkpoint directory against the family's schemas (sidecar/schema/, read at run time; the C++ loader
+// embeds the same files): the safetensors header (via the strict reader), the variant its key set and shapes
+// identify (either key naming; class-count axes take the count from class_embed.weight rows, so a fine-tuned
+// checkpoint with another class count passes), config.json's id2label against that count and its variant
+// fields against the variant, and, for files in the Hub cache, the content hash against the blob's etag.
 import fs from 'node:fs';
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { schemaPath } from '../config/paths.ts';
 import { RfdetrError } from '../errors.ts';
-import { SafetensorsError, readSafetensorsHeader, type SafetensorsHeader } from './safetensors.ts';
+import { SafetensorsError, readSafetensorsHeader } from './safetensors.ts';
+import { CLASS_COUNT_TENSOR, checkHeaderAgainstSchemas, loadSchemas, variantConfigFields, type CheckpointSchema } from './schema.ts';
 import { checkEtag, type EtagCheck } from './hub-download.ts';
 
-export interface SchemaTensor {
-  name: string;
-  shape: number[];
-  /** The axis whose size is the class count (91 for COCO). */
-  classAxis?: number;
-}
+export { loadSchema, loadSchemas } from './schema.ts';
 
-export interface CheckpointSchema {
-  file: string;
-  model: string;
-  dtype: string;
-  numClasses: number;
-  tensors: SchemaTensor[];
-}
-
-/** The tensor whose rows give the class count. */
-export const CLASS_COUNT_TENSOR = 'class_embed.weight';
 const LIST_MAX = 20;
-
-export function loadSchema(file: string = schemaPath): CheckpointSchema {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (e) {
-    throw new RfdetrError('E_WEIGHTS_INVALID', `cannot read the checkpoint schema ${file}: ${(e as Error).message}; the package install is incomplete`);
-  }
-  const r = raw as { model?: unknown; dtype?: unknown; num_classes?: unknown; count?: unknown; tensors?: unknown };
-  if (!Array.isArray(r.tensors) || typeof r.dtype !== 'string' || typeof r.num_classes !== 'number') {
-    throw new RfdetrError('E_WEIGHTS_INVALID', `checkpoint schema ${file} lacks tensors/dtype/num_classes`);
-  }
-  const tensors = r.tensors.map((t: { name?: unknown; shape?: unknown; class_axis?: unknown }, i: number): SchemaTensor => {
-    if (typeof t.name !== 'string' || !Array.isArray(t.shape) || !t.shape.every((d) => Number.isSafeInteger(d))) {
-      throw new RfdetrError('E_WEIGHTS_INVALID', `checkpoint schema ${file}: entry ${i} lacks a name or an integer shape`);
-    }
-    return typeof t.class_axis === 'number' ? { name: t.name, shape: t.shape as number[], classAxis: t.class_axis } : { name: t.name, shape: t.shape as number[] };
-  });
-  if (typeof r.count === 'number' && r.count !== tensors.length) {
-    throw new RfdetrError('E_WEIGHTS_INVALID', `checkpoint schema ${file} says count ${r.count} but lists ${tensors.length} tensors`);
-  }
-  return { file, model: String(r.model ?? ''), dtype: r.dtype, numClasses: r.num_classes, tensors };
-}
 
 function listed(names: string[]): string {
   const head = names.slice(0, LIST_MAX).join(', ');
   return names.length > LIST_MAX ? `${head} (and ${names.length - LIST_MAX} more)` : head;
 }
 
-export interface SchemaCheck {
-  /** class_embed.weight rows, or null when that tensor is absent or malformed. */
-  numClasses: number | null;
-  tensorCount: number;
-  problems: string[];
+function lookup(root: unknown, dotted: string): unknown {
+  let cur: unknown = root;
+  for (const k of dotted.split('.')) {
+    if (typeof cur !== 'object' || cur === null || Array.isArray(cur)) return undefined;
+    cur = (cur as Record<string, unknown>)[k];
+  }
+  return cur ?? undefined;
 }
 
-/** Compares a safetensors header with the schema; every missing, unexpected or misshapen tensor is named. */
-export function checkHeaderAgainstSchema(header: SafetensorsHeader, schema: CheckpointSchema): SchemaCheck {
-  const problems: string[] = [];
-  const cls = header.tensors.get(CLASS_COUNT_TENSOR);
-  let numClasses: number | null = null;
-  if (!cls) {
-    problems.push(`tensor '${CLASS_COUNT_TENSOR}' is missing, so the class count is unknown (expected [classes, 256], ${schema.numClasses} classes for COCO)`);
-  } else if (cls.shape.length !== 2 || cls.shape[0]! < 1) {
-    problems.push(`tensor '${CLASS_COUNT_TENSOR}' has shape ${JSON.stringify(cls.shape)}; expected [classes, 256]`);
-  } else {
-    numClasses = cls.shape[0]!;
-  }
-  const want = new Map(schema.tensors.map((t) => [t.name, t]));
-  const missing = schema.tensors.filter((t) => !header.tensors.has(t.name)).map((t) => t.name);
-  const unexpected = [...header.tensors.keys()].filter((k) => !want.has(k));
-  if (missing.length > 0) problems.push(`${missing.length} tensor(s) missing: ${listed(missing)}`);
-  if (unexpected.length > 0) problems.push(`${unexpected.length} unexpected tensor(s): ${listed(unexpected)}`);
-  const misshapen: string[] = [];
-  const wrongDtype: string[] = [];
-  for (const t of schema.tensors) {
-    const got = header.tensors.get(t.name);
-    if (!got) continue;
-    const expected = t.shape.slice();
-    if (t.classAxis !== undefined) expected[t.classAxis] = numClasses ?? schema.numClasses;
-    if (got.shape.length !== expected.length || got.shape.some((d, i) => d !== expected[i])) {
-      misshapen.push(`${t.name} is ${JSON.stringify(got.shape)}, expected ${JSON.stringify(expected)}`);
-    }
-    if (got.dtype !== schema.dtype) wrongDtype.push(`${t.name} is ${got.dtype}`);
-  }
-  if (misshapen.length > 0) problems.push(`${misshapen.length} misshapen tensor(s): ${listed(misshapen)}`);
-  if (wrongDtype.length > 0) problems.push(`${wrongDtype.length} tensor(s) not ${schema.dtype}: ${listed(wrongDtype)}`);
-  return { numClasses, tensorCount: header.tensors.size, problems };
-}
-
-/** Checks config.json's id2label (required: keys 0..n-1 with n = the checkpoint's class count) and num_labels. */
-export function checkConfig(config: unknown, numClasses: number | null): string[] {
+/**
+ * Checks config.json's id2label (required: keys 0..n-1 with n = the checkpoint's class count), num_labels, and,
+ * given the variant's schema, the fields that name a variant (rfdetr.config_class, image_size, ...).
+ */
+export function checkConfig(config: unknown, numClasses: number | null, schema?: CheckpointSchema): string[] {
   const problems: string[] = [];
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return ['config.json is not a JSON object'];
   const c = config as { id2label?: unknown; num_labels?: unknown };
@@ -122,6 +55,14 @@ export function checkConfig(config: unknown, numClasses: number | null): string[
     if (outOfRange.length > 0) problems.push(`config.json id2label ids ${listed(outOfRange.map(String))} are outside 0..${numClasses - 1}`);
     if (c.num_labels !== undefined && c.num_labels !== numClasses) {
       problems.push(`config.json num_labels is ${JSON.stringify(c.num_labels)} but the checkpoint has ${numClasses} classes`);
+    }
+  }
+  if (schema) {
+    for (const [field, want] of variantConfigFields(schema)) {
+      const got = lookup(config, field);
+      if (got !== undefined && JSON.stringify(got) !== JSON.stringify(want)) {
+        problems.push(`config.json field ${field} is ${JSON.stringify(got)} but the checkpoint's tensors are ${schema.model} (${schema.configClass}), whose ${field} is ${JSON.stringify(want)}`);
+      }
     }
   }
   return problems;
@@ -152,34 +93,41 @@ export async function hashFile(file: string): Promise<FileHash> {
 export interface VerifyReport {
   ok: boolean;
   problems: string[];
-  model: { path: string; bytes: number; tensors: number; numClasses: number | null; hash?: FileHash };
+  model: { path: string; bytes: number; tensors: number; numClasses: number | null; variant: string | null; layout: 'upstream' | 'transformers' | null; hash?: FileHash };
   config: { path: string; labels: number | null; hash?: FileHash };
+  /** The schema file of the identified (or closest) variant. */
   schema: string;
 }
 
 export interface VerifyOptions {
   /** Hash both files (against the cache etag when they are Hub cache blobs). Default true. */
   hashes?: boolean;
-  schemaFile?: string;
+  /** A directory of rfdetr-<variant>.json schemas (default sidecar/schema). */
+  schemaDir?: string;
 }
 
 /** Verifies a model.safetensors + config.json pair; returns every problem found (never throws for bad content). */
 export async function verifyWeights(files: { model: string; config: string }, opts: VerifyOptions = {}): Promise<VerifyReport> {
-  const schema = loadSchema(opts.schemaFile);
+  const schemas = loadSchemas(opts.schemaDir);
   const problems: string[] = [];
   const report: VerifyReport = {
     ok: false,
     problems,
-    model: { path: files.model, bytes: 0, tensors: 0, numClasses: null },
+    model: { path: files.model, bytes: 0, tensors: 0, numClasses: null, variant: null, layout: null },
     config: { path: files.config, labels: null },
-    schema: schema.file,
+    schema: schemas[0]!.file,
   };
+  let schema: CheckpointSchema | undefined;
   try {
     report.model.bytes = fs.statSync(files.model).size;
     const header = readSafetensorsHeader(files.model);
-    const check = checkHeaderAgainstSchema(header, schema);
+    const check = checkHeaderAgainstSchemas(header, schemas);
     report.model.tensors = check.tensorCount;
     report.model.numClasses = check.numClasses;
+    report.model.variant = check.variant;
+    report.model.layout = check.layout;
+    schema = schemas.find((s) => s.variant === check.variant);
+    if (schema) report.schema = schema.file;
     problems.push(...check.problems.map((p) => `${files.model}: ${p}`));
   } catch (e) {
     if (!(e instanceof SafetensorsError) && (e as NodeJS.ErrnoException).code === undefined) throw e;
@@ -188,7 +136,7 @@ export async function verifyWeights(files: { model: string; config: string }, op
   try {
     const config = JSON.parse(fs.readFileSync(files.config, 'utf8')) as { id2label?: unknown };
     if (config && typeof config.id2label === 'object' && config.id2label !== null) report.config.labels = Object.keys(config.id2label).length;
-    problems.push(...checkConfig(config, report.model.numClasses).map((p) => `${files.config}: ${p}`));
+    problems.push(...checkConfig(config, report.model.numClasses, schema).map((p) => `${files.config}: ${p}`));
   } catch (e) {
     problems.push(`${files.config}: ${e instanceof SyntaxError ? `not valid JSON (${e.message})` : (e as Error).message}`);
   }
@@ -212,7 +160,7 @@ export async function assertValidWeights(files: { model: string; config: string 
   const report = await verifyWeights(files, opts);
   if (!report.ok) {
     throw new RfdetrError('E_WEIGHTS_INVALID', [
-      `the checkpoint does not match the RF-DETR-base schema (${report.schema}):`,
+      `the checkpoint is not a supported RF-DETR checkpoint (closest schema: ${report.schema}):`,
       ...report.problems.map((p) => `  - ${p}`),
       'Expected the published Roboflow/rf-detr-base files (rfdetr weights fetch) or a synthetic checkpoint (rfdetr weights synth).',
     ].join('\n'), { problems: report.problems });

@@ -31,7 +31,7 @@ test('rfdetr-synth --seed 1 matches weights_check_seed0x1.json bit for bit', asy
 
     const f = SafetensorsFile.read(path.join(out, 'model.safetensors'));
     assert.equal((8 + f.header.headerBytes) % 8, 0, 'header padded to 8');
-    assert.deepEqual(f.header.metadata, { format: 'pt', generator: 'rfdetr-synth v1', num_classes: '91', seed: '0x1', synthetic: 'true' });
+    assert.deepEqual(f.header.metadata, { format: 'pt', generator: 'rfdetr-synth v1', num_classes: '91', seed: '0x1', synthetic: 'true', variant: 'base' });
     const names = [...f.header.tensors.keys()];
     assert.equal(names.length, check.count);
     assert.deepEqual([...names].sort(byteOrder), Object.keys(check.tensors).sort(byteOrder), 'the 487 keys');
@@ -66,6 +66,41 @@ test('rfdetr-synth --seed 1 matches weights_check_seed0x1.json bit for bit', asy
   }
 });
 
+// The family fixtures' weights_check files: every variant's tensors, byte for byte (GENERATOR.md's rule table).
+const familyDir = process.env.RFDETR_FAMILY_FIXTURES || path.resolve(testFixturesDir, '..', '..', '..', 'shared', 'fixtures', 'rfdetr-family');
+for (const variant of ['nano', 'small', 'medium', 'large', 'large_deprecated']) {
+  const checkFile = path.join(familyDir, variant, 'weights_check_seed0x1.json');
+  const have = fs.existsSync(checkFile);
+  const skip = have ? false : process.env.RFDETR_REQUIRE_ALL === '1' ? false : `no ${checkFile} (the shared family fixtures)`;
+  test(`rfdetr-synth --variant ${variant} --seed 1 matches its weights_check_seed0x1.json bit for bit`, { skip }, async () => {
+    assert.ok(have, `RFDETR_REQUIRE_ALL=1 and ${checkFile} is missing`);
+    const vcheck = JSON.parse(fs.readFileSync(checkFile, 'utf8')) as WeightsCheck;
+    const out = tempDir();
+    try {
+      await execa(synthBinary(), ['--seed', '1', '--variant', variant, '--out', out, '--quiet']);
+      const f = SafetensorsFile.read(path.join(out, 'model.safetensors'));
+      assert.equal(f.header.metadata.variant, variant);
+      assert.equal(f.header.tensors.size, vcheck.count);
+      const all = crypto.createHash('sha256');
+      const mismatched: string[] = [];
+      for (const name of Object.keys(vcheck.tensors).sort(byteOrder)) {
+        assert.deepEqual(f.entry(name).shape, vcheck.tensors[name]!.shape, `${name} shape`);
+        const raw = f.raw(name);
+        if (sha256(raw) !== vcheck.tensors[name]!.sha256_le_f32) mismatched.push(name);
+        all.update(raw);
+      }
+      assert.deepEqual(mismatched, [], 'tensors whose SHA-256 differs from the check file');
+      assert.equal(all.digest('hex'), vcheck.all_tensors_sha256);
+      const cfg = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8')) as { image_size?: number; decoder_layers?: number };
+      const arch = JSON.parse(fs.readFileSync(path.join(familyDir, variant, 'architecture.json'), 'utf8')) as { resolution: number; dec_layers: number };
+      assert.equal(cfg.image_size, arch.resolution);
+      assert.equal(cfg.decoder_layers, arch.dec_layers);
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+}
+
 test('rfdetr-synth refuses bad values with exit 2, naming the flag, and writes nothing', async () => {
   const root = tempDir();
   try {
@@ -78,6 +113,7 @@ test('rfdetr-synth refuses bad values with exit 2, naming the flag, and writes n
       [['--seed', '0x1ffffffffffffffff', '--out', out], /--seed: .* got '0x1ffffffffffffffff'/],
       [['--out', out], /--seed is required/],
       [['--seed', '1'], /--out is required/],
+      [['--seed', '1', '--out', out, '--variant', 'xlarge'], /--variant: expected one of base, nano, small, medium, large, large_deprecated, got 'xlarge'/],
       [['--seed', '1', '--out'], /--out needs a value/],
       [['--seed', '1', '--out', out, '--num-classes', '0'], /--num-classes: expected an integer in 1\.\.100000, got '0'/],
       [['--seed', '1', '--out', out, '--bogus'], /unknown argument '--bogus'/],

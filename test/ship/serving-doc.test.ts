@@ -42,7 +42,7 @@ test('SERVING.md: the pins, gates and demo operators check against', () => {
   const d = doc();
   for (const s of ['7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a', 'v0.78.0-dev20260820-25', '8b98410e730', '98.5',
     'http://images.cocodataset.org/val2017/000000039769.jpg', 'cat 0.96 / 0.93, remote 0.90 / 0.73,\ncouch 0.67',
-    'rfdetr verify --engine tt', 'rfdetr-serve ready: Application startup complete', 'written and reviewed, not built', 'Batch 1', 'shape-locked to 560×560',
+    'rfdetr verify --engine tt', 'rfdetr-serve ready: Application startup complete', 'written and reviewed, not built', 'Batch 1', 'shape-locked to the variant\'s input', 'Base 560×560',
     'serialised per engine', 'ENTRYPOINT ["rfdetr", "serve"]']) {
     assert.ok(d.includes(s), `SERVING.md lacks ${JSON.stringify(s)}`);
   }

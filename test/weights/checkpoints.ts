@@ -2,7 +2,7 @@
 // written as sparse files (a real header, zero data via ftruncate), so the full 129 MB layout costs no memory.
 import fs from 'node:fs';
 import path from 'node:path';
-import { schemaPath } from '../../src/config/paths.ts';
+import { schemaDir } from '../../src/config/paths.ts';
 import { encodeSafetensors } from '../../src/weights/safetensors.ts';
 
 export function tinySafetensors(seed = 1, n = 4096): Buffer {
@@ -27,11 +27,15 @@ export interface ShapedOptions {
   add?: Record<string, number[]>;
   reshape?: Record<string, number[]>;
   dtype?: Record<string, 'F16'>;
+  /** The family variant whose schema shapes the file (default base). */
+  variant?: string;
+  /** Renames every key (e.g. to another naming) after the other deviations. */
+  rename?: (name: string) => string;
 }
 
 /** Writes DIR/model.safetensors shaped by the schema (with the requested deviations) as a sparse file. */
 export function writeSchemaShaped(dir: string, opts: ShapedOptions = {}): string {
-  const schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8')) as SchemaJson;
+  const schema = JSON.parse(fs.readFileSync(path.join(schemaDir, `rfdetr-${(opts.variant ?? 'base').replace('_', '-')}.json`), 'utf8')) as SchemaJson;
   const entries: { name: string; shape: number[]; dtype: string }[] = [];
   for (const t of schema.tensors) {
     if (opts.drop?.includes(t.name)) continue;
@@ -41,6 +45,7 @@ export function writeSchemaShaped(dir: string, opts: ShapedOptions = {}): string
     entries.push({ name: t.name, shape, dtype: opts.dtype?.[t.name] ?? 'F32' });
   }
   for (const [name, shape] of Object.entries(opts.add ?? {})) entries.push({ name, shape, dtype: 'F32' });
+  if (opts.rename) for (const e of entries) e.name = opts.rename(e.name);
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
   let off = 0;

@@ -1,10 +1,10 @@
-// Schema and config checks against the one schema (sidecar/schema/rfdetr-base.json), on schema-shaped sparse
-// checkpoints (a real header; zero data that costs no memory), plus hash checks of Hub cache blobs.
+// Schema and config checks against the family's schemas (sidecar/schema/rfdetr-<variant>.json), on schema-shaped
+// sparse checkpoints (a real header; zero data that costs no memory), plus hash checks of Hub cache blobs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { assertValidWeights, checkConfig, loadSchema, verifyWeights } from '../../src/weights/verify.ts';
+import { assertValidWeights, checkConfig, loadSchema, loadSchemas, verifyWeights } from '../../src/weights/verify.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 import { configJson, tinySafetensors, tmpDir, writeSchemaShaped, writeValidCheckpoint } from './checkpoints.ts';
 import { gitBlobSha1, sha256 } from './fake-hub.ts';
@@ -138,4 +138,75 @@ test('verify: files in the Hub cache are hashed against their blob etag', async 
   assert.equal(p.model.hash?.against, 'none');
   assert.equal(p.model.hash?.actual, sha256(model));
   assert.equal(p.model.hash?.ok, null);
+});
+
+test('verify: every family variant is identified from its shapes, with any class count', async () => {
+  assert.deepEqual(loadSchemas().map((s) => `${s.variant}:${s.tensors.length}`), ['base:487', 'nano:465', 'small:487', 'medium:509', 'large:509', 'large_deprecated:533']);
+  for (const variant of ['nano', 'small', 'medium', 'large', 'large_deprecated']) {
+    for (const n of [91, 3]) {
+      const files = dirWith(`v-${variant}-${n}`, { variant, numClasses: n }, configJson(n, { rfdetr: { config_class: loadSchemas().find((s) => s.variant === variant)!.configClass } }));
+      const v = await verifyWeights(files, { hashes: false });
+      assert.deepEqual(v.problems, [], `${variant} ${n}`);
+      assert.equal(v.model.variant, variant);
+      assert.equal(v.model.numClasses, n);
+      assert.ok(v.schema.endsWith(`rfdetr-${variant.replace('_', '-')}.json`));
+    }
+  }
+  // A config.json that names another variant is named against the one the shapes say.
+  const other = dirWith('v-other', { variant: 'nano' }, configJson(91, { image_size: 560 }));
+  assert.deepEqual((await verifyWeights(other, { hashes: false })).problems,
+    [`${other.config}: config.json field image_size is 560 but the checkpoint's tensors are RF-DETR-Nano (RFDETRNanoConfig), whose image_size is 384`]);
+});
+
+// Upstream -> transformers' RfDetrForObjectDetection names (independent of transformers-keys.json), with the decoder
+// self-attention's in_proj split into q/k/v by the caller.
+function nativeName(n: string): string {
+  return n
+    .replace(/^backbone\.0\.encoder\.encoder\./, 'model.backbone.backbone.')
+    .replace(/\.attention\.attention\.query\./, '.attention.q_proj.')
+    .replace(/^backbone\.0\.projector\.stages\.(\d+)\.0\.cv(\d)\.conv\./, 'model.backbone.projector.scale_layers.$1.projector_layer.conv$2.conv.')
+    .replace(/^backbone\.0\.projector\.stages\.(\d+)\.0\.cv(\d)\.bn\./, 'model.backbone.projector.scale_layers.$1.projector_layer.conv$2.norm.')
+    .replace(/^backbone\.0\.projector\.stages\.(\d+)\.0\.m\.(\d+)\.cv(\d)\.conv\./, 'model.backbone.projector.scale_layers.$1.projector_layer.bottlenecks.$2.conv$3.conv.')
+    .replace(/^backbone\.0\.projector\.stages\.(\d+)\.0\.m\.(\d+)\.cv(\d)\.bn\./, 'model.backbone.projector.scale_layers.$1.projector_layer.bottlenecks.$2.conv$3.norm.')
+    .replace(/^backbone\.0\.projector\.stages\.(\d+)\.1\./, 'model.backbone.projector.scale_layers.$1.layer_norm.')
+    .replace(/^transformer\.decoder\.layers\.(\d+)\.norm1\./, 'model.decoder.layers.$1.self_attn_layer_norm.')
+    .replace(/^transformer\.decoder\.layers\.(\d+)\.norm2\./, 'model.decoder.layers.$1.cross_attn_layer_norm.')
+    .replace(/^transformer\.decoder\.layers\.(\d+)\.norm3\./, 'model.decoder.layers.$1.layer_norm.')
+    .replace(/^transformer\.decoder\.layers\.(\d+)\.linear(\d)\./, 'model.decoder.layers.$1.mlp.fc$2.')
+    .replace(/^transformer\.decoder\.layers\.(\d+)\.self_attn\.out_proj\./, 'model.decoder.layers.$1.self_attn.o_proj.')
+    .replace(/^transformer\.decoder\.norm\./, 'model.decoder.layernorm.')
+    .replace(/^transformer\./, 'model.')
+    .replace(/^refpoint_embed\./, 'model.reference_point_embed.')
+    .replace(/^query_feat\./, 'model.query_feat.');
+}
+
+test("verify: transformers' native key names (split q/k/v) verify as the same variant; a missing part is named", async () => {
+  const split: Record<string, number[]> = {};
+  const drop: string[] = [];
+  for (let l = 0; l < 2; l++) {
+    for (const [kind, shape] of [['weight', [256, 256]], ['bias', [256]]] as const) {
+      drop.push(`transformer.decoder.layers.${l}.self_attn.in_proj_${kind}`);
+      for (const p of ['q', 'k', 'v']) split[`model.decoder.layers.${l}.self_attn.${p}_proj.${kind}`] = [...shape];
+    }
+  }
+  const files = dirWith('native', { variant: 'nano', drop, rename: (n) => (n.startsWith('model.decoder') ? n : nativeName(n)) }, configJson(91));
+  // The split parts are added after renaming (their names are already native).
+  const d = path.dirname(files.model);
+  writeSchemaShaped(d, { variant: 'nano', drop, add: split, rename: (n) => (n.startsWith('model.decoder.layers') && /_proj\.(weight|bias)$/.test(n) && !n.includes('o_proj') ? n : nativeName(n)) });
+  const v = await verifyWeights(files, { hashes: false });
+  assert.deepEqual(v.problems, []);
+  assert.equal(v.model.variant, 'nano');
+  assert.equal(v.model.layout, 'transformers');
+  delete split['model.decoder.layers.1.self_attn.k_proj.weight'];
+  writeSchemaShaped(d, { variant: 'nano', drop, add: split, rename: (n) => (n.startsWith('model.decoder.layers') && /_proj\.(weight|bias)$/.test(n) && !n.includes('o_proj') ? n : nativeName(n)) });
+  const bad = await verifyWeights(files, { hashes: false });
+  assert.match(bad.problems.join('\n'), /transformer\.decoder\.layers\.1\.self_attn\.in_proj_weight is made of the split q\/k\/v tensors, but its k part\(s\) are missing/);
+});
+
+test('verify: unsupported kinds are refused by name with what is supported', async () => {
+  const seg = dirWith('seg', { variant: 'nano', add: { 'segmentation_head.bias': [1] } });
+  const v = await verifyWeights(seg, { hashes: false });
+  assert.match(v.problems.join('\n'), /an RF-DETR segmentation checkpoint \(it has segmentation_head\.bias\).*Supported: RF-DETR detection checkpoints of the variants base \(RF-DETR-base\), nano/);
+  const vitb = dirWith('vitb', { reshape: { 'backbone.0.encoder.encoder.embeddings.cls_token': [1, 1, 768] } });
+  assert.match((await verifyWeights(vitb, { hashes: false })).problems.join('\n'), /XLarge\/2XLarge \(rfdetr_plus\)/);
 });

@@ -127,7 +127,7 @@ test('weights synth: runs the generator, passes its warning through and adds its
   assert.equal(r.code, 0, String(r.error));
   assert.equal(r.out, `${out}\n`);
   assert.match(r.err, /rfdetr-synth: WARNING: SYNTHETIC weights, detections are meaningless/);
-  assert.match(r.err, /WARNING: .*synth-out holds a SYNTHETIC checkpoint \(seed 0x2a\): its detections are meaningless/);
+  assert.match(r.err, /WARNING: .*synth-out holds a SYNTHETIC base checkpoint \(seed 0x2a\): its detections are meaningless/);
   assert.deepEqual(fs.readFileSync(env.FAKE_SYNTH_ARGS!, 'utf8').trim().split('\n'), ['--seed', '42', '--out', out]);
 });
 

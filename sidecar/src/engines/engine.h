@@ -1,4 +1,4 @@
-// The engine interface: one forward of RF-DETR-base, pixel_values in, raw head outputs out.
+// The engine interface: one forward of the loaded RF-DETR variant, pixel_values in, raw head outputs out.
 // Engines never postprocess; the TypeScript side owns that (see DESIGN.md, "The data path").
 #pragma once
 
@@ -17,7 +17,6 @@ class error : public std::runtime_error {
 };
 
 constexpr int k_input_channels = 3;
-constexpr int k_input_size     = 560;  // the graph is shape-locked to 560x560
 constexpr int k_num_queries    = 300;
 
 struct engine_options {
@@ -35,10 +34,11 @@ class engine {
     virtual std::string device() const = 0;  // human description, e.g. "AMD EPYC (2 threads, OpenBLAS)"
     virtual int num_queries() const    = 0;  // 300
     virtual int num_classes() const    = 0;  // from the checkpoint (class_embed rows)
+    virtual int input_size() const     = 0;  // S of pixel_values [3,S,S]: the variant's resolution (Base 560)
     // Label per class index, from config.json id2label ("N/A" where absent).
     virtual const std::vector<std::string> & labels() const = 0;
 
-    // pixel_values: f32 [3,560,560] CHW. logits: f32 [num_queries*num_classes] (pre-sigmoid).
+    // pixel_values: f32 [3,S,S] CHW, S = input_size(). logits: f32 [num_queries*num_classes] (pre-sigmoid).
     // pred_boxes: f32 [num_queries*4] normalised cxcywh, unclamped. Not thread-safe: one forward at a time.
     virtual void forward(const float * pixel_values, float * logits, float * pred_boxes) = 0;
 

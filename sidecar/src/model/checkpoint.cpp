@@ -5,11 +5,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
 #include "engines/engine.h"
+#include "model/identify.h"
 #include "model/schema.h"
 
 namespace rfdetr {
@@ -22,115 +24,13 @@ int64_t tensor_view::numel() const {
     return n;
 }
 
-namespace {
-
-constexpr size_t  k_list_max         = 20;
-constexpr int64_t k_max_config_bytes = 16 * 1024 * 1024;
-
-std::string name_list(const std::vector<std::string> & names) {
-    std::string s;
-    for (size_t i = 0; i < names.size() && i < k_list_max; i++) {
-        s += "\n    " + names[i];
-    }
-    if (names.size() > k_list_max) {
-        s += "\n    ... and " + std::to_string(names.size() - k_list_max) + " more";
-    }
-    return s;
-}
-
-}  // namespace
-
 int checkpoint_check_tensors(const std::string & file, const st_header & header) {
-    const schema & sch = schema_get();
-    std::unordered_map<std::string, const st_tensor *> have;
-    for (const auto & t : header.tensors) {
-        have[t.name] = &t;
-    }
-    std::vector<std::string> missing;
-    std::vector<std::string> unexpected;
-    for (const auto & st : sch.tensors) {
-        if (!have.count(st.name)) {
-            missing.push_back(st.name);
-        }
-    }
-    for (const auto & t : header.tensors) {  // sorted by name
-        if (!sch.find(t.name)) {
-            unexpected.push_back(t.name);
-        }
-    }
-    if (!missing.empty() || !unexpected.empty()) {
-        std::string msg = file + ": not an " + sch.model + " checkpoint: the tensor names do not match the " +
-                          std::to_string(sch.tensors.size()) + "-tensor schema (" + std::to_string(missing.size()) +
-                          " missing, " + std::to_string(unexpected.size()) + " unexpected).";
-        if (!missing.empty()) {
-            msg += "\n  missing (" + std::to_string(missing.size()) + "):" + name_list(missing);
-        }
-        if (!unexpected.empty()) {
-            msg += "\n  unexpected (" + std::to_string(unexpected.size()) + "):" + name_list(unexpected);
-        }
-        // A state dict saved from a wrapper module carries a prefix ("model.", "module."): say so.
-        std::map<std::string, size_t> prefixes;
-        for (const auto & name : unexpected) {
-            for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
-                if (sch.find(name.substr(dot + 1))) {
-                    prefixes[name.substr(0, dot + 1)]++;
-                    break;
-                }
-            }
-        }
-        for (const auto & [prefix, count] : prefixes) {
-            if (count * 2 >= missing.size() && !missing.empty()) {
-                msg += "\n  " + std::to_string(count) + " unexpected keys are schema keys under the prefix '" + prefix +
-                       "': the state dict was saved from a wrapper module; strip the prefix from the key names.";
-            }
-        }
-        msg += "\n  Use the Roboflow/rf-detr-base checkpoint (or a fine-tune of RF-DETR-base) in safetensors format "
-               "with its original key names.";
-        throw error(msg);
-    }
-
-    const st_tensor & cls = *have.at("class_embed.weight");
-    if (cls.shape.size() != 2 || cls.shape[0] < 1) {
-        throw error(file + ": tensor 'class_embed.weight' has shape " + shape_str(cls.shape) +
-                    "; expected [num_classes >= 1, 256]. The checkpoint is not RF-DETR-base.");
-    }
-    const int64_t num_classes = cls.shape[0];
-    if (num_classes > 100000) {
-        throw error(file + ": tensor 'class_embed.weight' has " + std::to_string(num_classes) +
-                    " rows (classes); more than 100000 is not a detection head. The checkpoint is corrupt.");
-    }
-
-    std::vector<std::string> bad;
-    for (const auto & st : sch.tensors) {
-        const st_tensor &          t    = *have.at(st.name);
-        const std::vector<int64_t> want = st.shape_for(num_classes);
-        if (t.shape == want) {
-            continue;
-        }
-        std::string line = st.name + " has shape " + shape_str(t.shape) + ", expected " + shape_str(want);
-        if (st.class_axis >= 0 && t.shape.size() == want.size()) {
-            bool only_class_axis = true;
-            for (size_t i = 0; i < want.size(); i++) {
-                only_class_axis &= (static_cast<int>(i) == st.class_axis) || t.shape[i] == want[i];
-            }
-            if (only_class_axis) {
-                line = st.name + " has " + std::to_string(t.shape[st.class_axis]) + " classes (axis " +
-                       std::to_string(st.class_axis) + ") but class_embed.weight has " + std::to_string(num_classes) +
-                       " rows; all class-dependent tensors must agree";
-            }
-        }
-        bad.push_back(line);
-    }
-    if (!bad.empty()) {
-        throw error(file + ": " + std::to_string(bad.size()) + " tensor" + (bad.size() == 1 ? "" : "s") +
-                    " do not have the " + sch.model + " shape (class count " + std::to_string(num_classes) +
-                    " from class_embed.weight rows):" + name_list(bad) +
-                    "\n  The checkpoint is not RF-DETR-base, or is damaged.");
-    }
-    return static_cast<int>(num_classes);
+    return checkpoint_identify(file, header).num_classes;
 }
 
 namespace {
+
+constexpr int64_t k_max_config_bytes = 16 * 1024 * 1024;
 
 std::string read_text_file(const std::string & path, const std::string & what_for) {
     struct stat st {};
@@ -166,15 +66,18 @@ class mmap_checkpoint final : public checkpoint {
         const std::string st_path  = prefix + "/model.safetensors";
         const std::string cfg_path = prefix + "/config.json";
 
-        file_             = std::make_unique<mapped_file>(st_path);
-        const st_header h = safetensors_parse(st_path, file_->data(), file_->size());
-        num_classes_      = checkpoint_check_tensors(st_path, h);
-        metadata_         = h.metadata;
+        file_                          = std::make_unique<mapped_file>(st_path);
+        const st_header             h  = safetensors_parse(st_path, file_->data(), file_->size());
+        const identified_checkpoint id = checkpoint_identify(st_path, h);
+        sch_                           = id.sch;
+        layout_                        = id.layout;
+        num_classes_                   = id.num_classes;
+        metadata_                      = h.metadata;
 
         const std::string cfg_text =
             read_text_file(cfg_path, "a checkpoint directory needs config.json (with id2label: class index -> name) "
                                      "next to model.safetensors");
-        model_config cfg = config_parse(cfg_path, cfg_text, num_classes_);
+        model_config cfg = config_parse(cfg_path, cfg_text, *sch_, num_classes_);
         labels_          = std::move(cfg.labels);
         auto syn         = metadata_.find("synthetic");
         synthetic_       = cfg.synthetic || (syn != metadata_.end() && syn->second == "true");
@@ -192,24 +95,40 @@ class mmap_checkpoint final : public checkpoint {
             std::memcpy(aligned_.data(), base, file_->size() - h.data_offset);
             base = reinterpret_cast<const uint8_t *>(aligned_.data());
         }
-        for (const auto & t : h.tensors) {
-            tensor_view v;
-            v.data  = reinterpret_cast<const float *>(base + t.begin);
-            v.shape = t.shape;
-            views_.emplace(t.name, std::move(v));
+        // Renamed tensors are used in place; the split q/k/v of the transformers layout are fused once here.
+        for (size_t i = 0; i < sch_->tensors.size(); i++) {
+            const auto & parts = id.sources[i];
+            tensor_view  v;
+            v.shape = sch_->tensors[i].shape_for(num_classes_);
+            if (parts.size() == 1) {
+                v.data = reinterpret_cast<const float *>(base + parts[0]->begin);
+            } else {
+                std::vector<float> & own = fused_.emplace_back(static_cast<size_t>(v.numel()));
+                size_t               at  = 0;
+                for (const st_tensor * p : parts) {
+                    std::memcpy(own.data() + at, base + p->begin, p->end - p->begin);
+                    at += (p->end - p->begin) / sizeof(float);
+                }
+                v.data = own.data();
+            }
+            views_.emplace(sch_->tensors[i].name, std::move(v));
         }
     }
 
     const tensor_view & get(const std::string & name) const override {
         auto it = views_.find(name);
         if (it == views_.end()) {
-            throw error("checkpoint::get: no tensor '" + name + "' in the " + schema_get().model +
-                        " schema (sidecar/schema/rfdetr-base.json); this is a programming error in the caller");
+            throw error("checkpoint::get: no tensor '" + name + "' in the " + sch_->model + " schema (sidecar/schema/" +
+                        sch_->file + "); this is a programming error in the caller");
         }
         return it->second;
     }
 
     int num_classes() const override { return num_classes_; }
+
+    const schema & variant() const override { return *sch_; }
+
+    const std::string & layout() const override { return layout_; }
 
     const std::vector<std::string> & labels() const override { return labels_; }
 
@@ -223,6 +142,9 @@ class mmap_checkpoint final : public checkpoint {
     std::string                                  dir_;
     std::unique_ptr<mapped_file>                 file_;
     std::vector<float>                           aligned_;
+    std::deque<std::vector<float>>               fused_;  // stable addresses
+    const schema *                               sch_ = nullptr;
+    std::string                                  layout_;
     std::unordered_map<std::string, tensor_view> views_;
     std::map<std::string, std::string>           metadata_;
     std::vector<std::string>                     labels_;

@@ -1,5 +1,5 @@
 // config.json of a checkpoint directory: id2label is what the loader needs; the other (informational)
-// fields are refused only when present AND contradicting the checkpoint's shapes.
+// fields are refused only when present AND contradicting the checkpoint's shapes or its variant.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -14,16 +14,16 @@ namespace rfdetr {
 
 namespace {
 
-std::vector<int64_t> schema_shape(const std::string & name, int num_classes) {
-    const schema_tensor * st = schema_get().find(name);
+std::vector<int64_t> schema_shape(const schema & sch, const std::string & name, int num_classes) {
+    const schema_tensor * st = sch.find(name);
     if (!st) {
         throw error("config_parse: schema has no tensor '" + name + "'; the schema and config.cpp disagree");
     }
     return st->shape_for(num_classes);
 }
 
-std::string shape_ref(const std::string & name, int num_classes) {
-    return name + " " + shape_str(schema_shape(name, num_classes));
+std::string shape_ref(const schema & sch, const std::string & name, int num_classes) {
+    return name + " " + shape_str(schema_shape(sch, name, num_classes));
 }
 
 std::string clip_dump(const nlohmann::json & v) {
@@ -61,7 +61,7 @@ struct field_check {
 
 }  // namespace
 
-model_config config_parse(const std::string & file, const std::string & text, int num_classes) {
+model_config config_parse(const std::string & file, const std::string & text, const schema & sch, int num_classes) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
@@ -108,23 +108,23 @@ model_config config_parse(const std::string & file, const std::string & text, in
         cfg.labels[idx] = it.value().get<std::string>();
     }
 
-    const std::vector<int64_t> cls   = schema_shape("class_embed.weight", num_classes);
-    const std::vector<int64_t> cls_t = schema_shape("backbone.0.encoder.encoder.embeddings.cls_token", num_classes);
+    const std::vector<int64_t> cls   = schema_shape(sch, "class_embed.weight", num_classes);
+    const std::vector<int64_t> cls_t = schema_shape(sch, "backbone.0.encoder.encoder.embeddings.cls_token", num_classes);
     const std::vector<int64_t> patch =
-        schema_shape("backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes);
+        schema_shape(sch, "backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes);
     const std::vector<int64_t> fc1 =
-        schema_shape("backbone.0.encoder.encoder.encoder.layer.0.mlp.fc1.weight", num_classes);
-    const std::vector<int64_t> lin1 = schema_shape("transformer.decoder.layers.0.linear1.weight", num_classes);
-    const std::vector<int64_t> ref  = schema_shape("refpoint_embed.weight", num_classes);
-    const std::vector<int64_t> m0   = schema_shape("backbone.0.projector.stages.0.0.m.0.cv1.conv.weight", num_classes);
-    const std::vector<int64_t> cv1  = schema_shape("backbone.0.projector.stages.0.0.cv1.conv.weight", num_classes);
+        schema_shape(sch, "backbone.0.encoder.encoder.encoder.layer.0.mlp.fc1.weight", num_classes);
+    const std::vector<int64_t> lin1 = schema_shape(sch, "transformer.decoder.layers.0.linear1.weight", num_classes);
+    const std::vector<int64_t> ref  = schema_shape(sch, "refpoint_embed.weight", num_classes);
+    const std::vector<int64_t> m0   = schema_shape(sch, "backbone.0.projector.stages.0.0.m.0.cv1.conv.weight", num_classes);
+    const std::vector<int64_t> cv1  = schema_shape(sch, "backbone.0.projector.stages.0.0.cv1.conv.weight", num_classes);
     const std::vector<int64_t> attw =
-        schema_shape("transformer.decoder.layers.0.cross_attn.attention_weights.weight", num_classes);
+        schema_shape(sch, "transformer.decoder.layers.0.cross_attn.attention_weights.weight", num_classes);
 
     int vit_layers = 0;
     int dec_layers = 0;
     int c2f_blocks = 0;
-    for (const auto & st : schema_get().tensors) {
+    for (const auto & st : sch.tensors) {
         const auto count = [&](const std::string & prefix, int & n) {
             if (st.name.compare(0, prefix.size(), prefix) == 0) {
                 n = std::max(n, std::stoi(st.name.substr(prefix.size())) + 1);
@@ -136,26 +136,26 @@ model_config config_parse(const std::string & file, const std::string & text, in
     }
 
     const std::vector<field_check> checks = {
-        { "num_labels", double(num_classes), shape_ref("class_embed.weight", num_classes) + " (rows = classes)" },
-        { "d_model", double(cls[1]), shape_ref("class_embed.weight", num_classes) },
-        { "decoder_ffn_dim", double(lin1[0]), shape_ref("transformer.decoder.layers.0.linear1.weight", num_classes) },
+        { "num_labels", double(num_classes), shape_ref(sch, "class_embed.weight", num_classes) + " (rows = classes)" },
+        { "d_model", double(cls[1]), shape_ref(sch, "class_embed.weight", num_classes) },
+        { "decoder_ffn_dim", double(lin1[0]), shape_ref(sch, "transformer.decoder.layers.0.linear1.weight", num_classes) },
         { "decoder_layers", double(dec_layers),
           "the " + std::to_string(dec_layers) + " transformer.decoder.layers.N.* tensor groups" },
         { "c2f_num_blocks", double(c2f_blocks),
           "the " + std::to_string(c2f_blocks) + " backbone.0.projector.stages.0.0.m.N.* tensor groups" },
         { "hidden_expansion", double(m0[0]) / double(cv1[0]),
-          shape_ref("backbone.0.projector.stages.0.0.m.0.cv1.conv.weight", num_classes) + " / " +
-              shape_ref("backbone.0.projector.stages.0.0.cv1.conv.weight", num_classes) },
+          shape_ref(sch, "backbone.0.projector.stages.0.0.m.0.cv1.conv.weight", num_classes) + " / " +
+              shape_ref(sch, "backbone.0.projector.stages.0.0.cv1.conv.weight", num_classes) },
         { "backbone_config.hidden_size", double(cls_t[2]),
-          shape_ref("backbone.0.encoder.encoder.embeddings.cls_token", num_classes) },
+          shape_ref(sch, "backbone.0.encoder.encoder.embeddings.cls_token", num_classes) },
         { "backbone_config.num_hidden_layers", double(vit_layers),
           "the " + std::to_string(vit_layers) + " backbone.0.encoder.encoder.encoder.layer.N.* tensor groups" },
         { "backbone_config.patch_size", double(patch[2]),
-          shape_ref("backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes) },
+          shape_ref(sch, "backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes) },
         { "backbone_config.num_channels", double(patch[1]),
-          shape_ref("backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes) },
+          shape_ref(sch, "backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight", num_classes) },
         { "backbone_config.mlp_ratio", double(fc1[0]) / double(fc1[1]),
-          shape_ref("backbone.0.encoder.encoder.encoder.layer.0.mlp.fc1.weight", num_classes) },
+          shape_ref(sch, "backbone.0.encoder.encoder.encoder.layer.0.mlp.fc1.weight", num_classes) },
     };
     for (const auto & c : checks) {
         const nlohmann::json * v = lookup(j, c.path);
@@ -194,9 +194,36 @@ model_config config_parse(const std::string & file, const std::string & text, in
                         "fix or remove the fields");
         }
     };
-    product_check({ "num_queries", "group_detr" }, ref[0], shape_ref("refpoint_embed.weight", num_classes) + " rows");
+    product_check({ "num_queries", "group_detr" }, ref[0], shape_ref(sch, "refpoint_embed.weight", num_classes) + " rows");
     product_check({ "decoder_cross_attention_heads", "num_feature_levels", "decoder_n_points" }, attw[0],
-                  shape_ref("transformer.decoder.layers.0.cross_attn.attention_weights.weight", num_classes) + " rows");
+                  shape_ref(sch, "transformer.decoder.layers.0.cross_attn.attention_weights.weight", num_classes) + " rows");
+
+    // Fields that name a variant: they must name the one the shapes say.
+    const model_arch & a = sch.arch;
+    const std::vector<std::pair<std::string, nlohmann::json>> variant_fields = {
+        { "rfdetr.config_class", sch.config_class },
+        { "rfdetr.encoder", a.encoder },
+        { "rfdetr.resolution", a.resolution },
+        { "rfdetr.patch_size", a.patch_size },
+        { "rfdetr.num_windows", a.num_windows },
+        { "rfdetr.positional_encoding_size", a.pos_grid },
+        { "rfdetr.out_feature_indexes", a.out_feature_indexes },
+        { "rfdetr.projector_scale", a.projector_scale },
+        { "rfdetr.dec_layers", a.dec_layers },
+        { "image_size", a.resolution },
+        { "backbone_config.num_windows", a.num_windows },
+        { "backbone_config.out_indices", a.out_feature_indexes },
+        { "num_feature_levels", a.levels() },
+    };
+    for (const auto & [path, want] : variant_fields) {
+        const nlohmann::json * v = lookup(j, path);
+        if (v && *v != want) {
+            throw error(file + ": field " + path + " is " + clip_dump(*v) + " but the checkpoint's tensors are " +
+                        sch.model + " (" + sch.config_class + "), whose " + path + " is " + clip_dump(want) +
+                        "; the config.json does not belong to this checkpoint (or asks for a resolution or windowing "
+                        "this server does not run): fix or remove the field");
+        }
+    }
 
     auto syn = j.find("synthetic");
     cfg.synthetic = syn != j.end() && syn->is_boolean() && syn->get<bool>();

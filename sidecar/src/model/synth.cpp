@@ -88,7 +88,7 @@ struct planned {
 
 std::vector<planned> plan(const synth_options & opts) {
     std::vector<planned> out;
-    for (const auto & st : schema_get().tensors) {
+    for (const auto & st : schema_get(opts.variant).tensors) {
         out.push_back({ &st, st.numel_for(opts.num_classes), 0 });
     }
     std::sort(out.begin(), out.end(), [](const planned & a, const planned & b) { return a.st->name < b.st->name; });
@@ -107,7 +107,7 @@ std::string json_str(const std::string & s) {
 std::string header_for(const synth_options & opts, const std::vector<planned> & tensors) {
     std::string j = "{\"__metadata__\":{\"format\":\"pt\",\"generator\":\"rfdetr-synth v1\",\"num_classes\":\"" +
                     std::to_string(opts.num_classes) + "\",\"seed\":\"" + synth_seed_hex(opts.seed) +
-                    "\",\"synthetic\":\"true\"}";
+                    "\",\"synthetic\":\"true\",\"variant\":" + json_str(opts.variant) + "}";
     for (const auto & p : tensors) {
         j += "," + json_str(p.st->name) + ":{\"dtype\":\"F32\",\"shape\":[";
         const auto shape = p.st->shape_for(opts.num_classes);
@@ -129,15 +129,28 @@ std::string header_for(const synth_options & opts, const std::vector<planned> & 
     return out + j;
 }
 
+// `patch` merged into `target`: objects field by field, everything else replaced.
+void merge_into(nlohmann::ordered_json & target, const nlohmann::ordered_json & patch) {
+    for (auto it = patch.begin(); it != patch.end(); ++it) {
+        if (it.value().is_object() && target.contains(it.key()) && target[it.key()].is_object()) {
+            merge_into(target[it.key()], it.value());
+        } else {
+            target[it.key()] = it.value();
+        }
+    }
+}
+
 std::string config_for(const synth_options & opts) {
+    const schema &         sch = schema_get(opts.variant);
     nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(coco_config_json_text());
+    merge_into(cfg, nlohmann::ordered_json::parse(sch.config_json));
     cfg["_comment"] = "SYNTHETIC weights made by rfdetr-synth (SPEC v1, seed " + synth_seed_hex(opts.seed) +
-                      "): random values, detections are meaningless. Config fields follow the RF-DETR-base "
-                      "COCO config.json" + (opts.num_classes == 91 ? std::string() : " with " +
+                      "): random values, detections are meaningless. Config fields follow the " + sch.model +
+                      " COCO config.json" + (opts.num_classes == 91 ? std::string() : " with " +
                       std::to_string(opts.num_classes) + " placeholder classes") + ".";
     cfg["synthetic"]      = true;
     cfg["synthetic_seed"] = synth_seed_hex(opts.seed);
-    if (opts.num_classes != schema_get().num_classes) {
+    if (opts.num_classes != sch.num_classes) {
         nlohmann::ordered_json id2label = nlohmann::ordered_json::object();
         nlohmann::ordered_json label2id = nlohmann::ordered_json::object();
         for (int i = 0; i < opts.num_classes; i++) {
@@ -179,7 +192,7 @@ class temp_file {
             }
             if (w <= 0) {
                 throw error("synth_write: writing " + path_ + " failed (" + std::strerror(errno) +
-                            "); is the disk full? (a checkpoint needs ~129 MB)");
+                            "); is the disk full? (a checkpoint needs 120-550 MB)");
             }
             p += w;
             n -= static_cast<size_t>(w);
@@ -238,6 +251,7 @@ void synth_write(const std::string & dir, const synth_options & opts) {
     if (dir.empty()) {
         throw error("synth_write: empty output directory");
     }
+    schema_get(opts.variant);  // an unknown variant is refused before anything is written
     make_dirs(dir);
     const std::vector<planned> tensors = plan(opts);
 

@@ -103,9 +103,9 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         return 1;
     }
 
-    // The engines' graphs are shape-locked to k_input_size (engine.h); the pipeline and the hello take the
-    // size from here.
-    const int               input_size = k_input_size;
+    // The loaded variant's input side (engine::input_size: Base 560, Nano 384, ...); the pipeline (its
+    // resize) and the hello take the size from here.
+    int                     input_size = 0;
     std::unique_ptr<engine> eng;
     double                  load_ms   = 0.0;
     double                  warmup_ms = 0.0;
@@ -118,6 +118,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         const auto t_load = clock_type::now();
         eng               = factory.create(opts.engine, opts.weights_dir, eo);
         load_ms           = ms_since(t_load);
+        input_size        = eng->input_size();
         warmup_ms         = warm_up(*eng, input_size);
     } catch (const std::exception & e) {
         listener_close(lst);

@@ -178,20 +178,20 @@ TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_top
         // The golden holds the raw interpolated grid; the engine's row 0 also carries the cls token.
         std::vector<float> pe(model_->pos_embed(), model_->pos_embed() + g.at("backbone.pos_embed_interp").numel());
         const float *      cls = ckpt_->get("backbone.0.encoder.encoder.embeddings.cls_token").data;
-        for (int i = 0; i < cpu::k_vit_dim; ++i) pe[i] -= cls[i];
+        for (int i = 0; i < model_->dims().vit_dim; ++i) pe[i] -= cls[i];
         check("backbone.pos_embed_interp", pe.data(), g.at("backbone.pos_embed_interp").f32);
     }
     if (g.count("backbone.embeddings")) check("backbone.embeddings", model_->embeddings(), g.at("backbone.embeddings").f32);
     for (int t = 0; t < 4; ++t) {
         const std::string key  = "backbone.feature_map." + std::to_string(t);
-        const auto        want = chw_to_pixel_major(g.at(key).f32, cpu::k_vit_dim, cpu::k_pixels);
+        const auto        want = chw_to_pixel_major(g.at(key).f32, model_->dims().vit_dim, model_->dims().pixels);
         std::vector<float> got(want.size());
-        for (int p = 0; p < cpu::k_pixels; ++p)
-            for (int ch = 0; ch < cpu::k_vit_dim; ++ch)
-                got[static_cast<size_t>(p) * cpu::k_vit_dim + ch] = model_->taps()[static_cast<size_t>(p) * 4 * cpu::k_vit_dim + t * cpu::k_vit_dim + ch];
+        for (int p = 0; p < model_->dims().pixels; ++p)
+            for (int ch = 0; ch < model_->dims().vit_dim; ++ch)
+                got[static_cast<size_t>(p) * model_->dims().vit_dim + ch] = model_->taps()[static_cast<size_t>(p) * 4 * model_->dims().vit_dim + t * model_->dims().vit_dim + ch];
         check(key, got.data(), want);
     }
-    check("projector.out", model_->memory(), chw_to_pixel_major(g.at("projector.out").f32, cpu::k_dim, cpu::k_pixels));
+    check("projector.out", model_->memory(), chw_to_pixel_major(g.at("projector.out").f32, model_->dims().dim, model_->dims().pixels));
     check("two_stage.enc_class_logits", model_->enc_class_logits(), g.at("two_stage.enc_class_logits").f32);
     check("two_stage.enc_coords", model_->enc_coords(), g.at("two_stage.enc_coords").f32);
     check("decoder.reference_points", model_->reference_points(), g.at("decoder.reference_points").f32);

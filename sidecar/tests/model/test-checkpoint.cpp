@@ -14,18 +14,6 @@ using namespace rfdetr_test;
 
 namespace {
 
-// Opens DIR and returns the error message ("" when it loads).
-std::string open_error(const std::string & dir) {
-    try {
-        rfdetr::checkpoint::open(dir);
-    } catch (const rfdetr::error & e) {
-        return e.what();
-    }
-    return "";
-}
-
-#define EXPECT_HAS(msg, fragment) EXPECT_NE((msg).find(fragment), std::string::npos) << "missing '" << (fragment) << "' in:\n" << (msg)
-
 std::string labels_config(int n) {
     return coco_config([n](nlohmann::ordered_json & j) {
         nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -89,8 +77,9 @@ TEST(Checkpoint, MissingAndUnexpectedKeysAreListed) {
     ts.push_back({ "ema.class_embed.weight", { 91, 256 } });
     ts.push_back({ "z.unexpected", { 1 } });
     const std::string msg = open_error(make_checkpoint("keys", ts, read_file(RFDETR_COCO_CONFIG_JSON)));
-    EXPECT_HAS(msg, "/keys/model.safetensors: not an RF-DETR-base checkpoint");
-    EXPECT_HAS(msg, "487-tensor schema (25 missing, 3 unexpected)");
+    EXPECT_HAS(msg, "/keys/model.safetensors: not an RF-DETR checkpoint of a supported variant");
+    EXPECT_HAS(msg, "the closest is RF-DETR-base (487-tensor schema: 25 missing, 3 unexpected)");
+    EXPECT_HAS(msg, "Supported: RF-DETR detection checkpoints of the variants base (RF-DETR-base), nano (RF-DETR-Nano)");
     EXPECT_HAS(msg, "missing (25):");
     EXPECT_HAS(msg, "... and 5 more");
     std::vector<std::string> sorted = removed;  // the list follows the schema order
@@ -107,7 +96,7 @@ TEST(Checkpoint, ManyUnexpectedKeysAreCapped) {
         ts.push_back({ "extra." + std::to_string(100 + i), { 1 } });
     }
     const std::string msg = open_error(make_checkpoint("unexpected", ts, read_file(RFDETR_COCO_CONFIG_JSON)));
-    EXPECT_HAS(msg, "(0 missing, 30 unexpected)");
+    EXPECT_HAS(msg, "(487-tensor schema: 0 missing, 30 unexpected)");
     EXPECT_HAS(msg, "extra.119\n    ... and 10 more");
     EXPECT_EQ(msg.find("extra.120"), std::string::npos);
     EXPECT_EQ(msg.find("missing ("), std::string::npos);
@@ -119,7 +108,7 @@ TEST(Checkpoint, WrapperPrefixIsPointedOut) {
         t.name = "module." + t.name;
     }
     const std::string msg = open_error(make_checkpoint("prefix", ts, read_file(RFDETR_COCO_CONFIG_JSON)));
-    EXPECT_HAS(msg, "(487 missing, 487 unexpected)");
+    EXPECT_HAS(msg, "RF-DETR-base (487-tensor schema: 487 missing, 487 unexpected)");
     EXPECT_HAS(msg, "487 unexpected keys are schema keys under the prefix 'module.'");
 }
 

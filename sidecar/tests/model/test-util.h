@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "engines/engine.h"
+#include "model/checkpoint.h"
 #include "model/schema.h"
 
 namespace rfdetr_test {
@@ -27,10 +29,10 @@ struct fake_tensor {
     std::string          dtype = "F32";
 };
 
-// The schema's tensors for `num_classes` classes.
-inline std::vector<fake_tensor> schema_tensors(int num_classes = 91) {
+// The variant schema's tensors for `num_classes` classes.
+inline std::vector<fake_tensor> schema_tensors(int num_classes = 91, const std::string & variant = "base") {
     std::vector<fake_tensor> out;
-    for (const auto & st : rfdetr::schema_get().tensors) {
+    for (const auto & st : rfdetr::schema_get(variant).tensors) {
         out.push_back({ st.name, st.shape_for(num_classes) });
     }
     return out;
@@ -121,5 +123,17 @@ template <typename F> inline std::string coco_config(F edit) {
 inline std::string coco_config() {
     return coco_config([](nlohmann::ordered_json &) {});
 }
+
+// Opens DIR and returns the error message ("" when it loads).
+inline std::string open_error(const std::string & dir) {
+    try {
+        rfdetr::checkpoint::open(dir);
+    } catch (const rfdetr::error & e) {
+        return e.what();
+    }
+    return "";
+}
+
+#define EXPECT_HAS(msg, fragment) EXPECT_NE((msg).find(fragment), std::string::npos) << "missing '" << (fragment) << "' in:\n" << (msg)
 
 }  // namespace rfdetr_test

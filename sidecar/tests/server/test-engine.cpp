@@ -27,6 +27,7 @@ class test_echo_engine : public engine {
     bool forward_uses_host_cores() const override { return sleep_ms_ < 0; }
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return k_test_echo_classes; }
+    int input_size() const override { return 560; }
     const std::vector<std::string> & labels() const override { return labels_; }
 
     void forward(const float * px, float * logits, float * boxes) override {

@@ -65,6 +65,21 @@ std::string shared_fixtures_dir() {
     return is_dir(p) ? p : "";
 }
 
+std::string family_fixtures_dir() {
+    if (const char * e = std::getenv("RFDETR_FAMILY_FIXTURES"); e && *e) return is_dir(e) ? e : "";
+    const std::string p = std::string(RFDETR_REPO_ROOT_DIR) + "/../shared/fixtures/rfdetr-family";
+    return is_dir(p) ? p : "";
+}
+
+// Tools that reuse this file without the ctest fixtures (bench/engine) leave the directory undefined.
+#ifndef RFDETR_FAMILY_WEIGHTS_DIR
+#define RFDETR_FAMILY_WEIGHTS_DIR ""
+#endif
+
+std::string family_weights_dir(const std::string & variant) {
+    return std::string(RFDETR_FAMILY_WEIGHTS_DIR) + "/" + variant + "-seed-0x1";
+}
+
 std::string repo_fixtures_dir() { return std::string(RFDETR_REPO_ROOT_DIR) + "/test/fixtures/rfdetr-synth"; }
 
 std::string test_weights_dir() {

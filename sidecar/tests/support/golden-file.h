@@ -23,6 +23,11 @@ std::map<std::string, golden_tensor> read_golden(const std::string & path);
 // The shared per-stage fixtures: $RFDETR_SHARED_FIXTURES, else ../shared/fixtures/rfdetr-synth from the
 // repo root. Empty when absent.
 std::string shared_fixtures_dir();
+// The family fixtures (one directory per variant): $RFDETR_FAMILY_FIXTURES, else
+// ../shared/fixtures/rfdetr-family from the repo root. Empty when absent.
+std::string family_fixtures_dir();
+// The seed-1 synthetic checkpoint of a family variant written by the ctest fixture synth_family.
+std::string family_weights_dir(const std::string & variant);
 // test/fixtures/rfdetr-synth in this repository.
 std::string repo_fixtures_dir();
 // The seed-1 checkpoint the tests run on: $RFDETR_TEST_WEIGHTS, else the ctest fixture's directory.

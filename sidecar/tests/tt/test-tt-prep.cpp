@@ -3,6 +3,7 @@
 // backbone.embeddings, decoder.query_pos).
 #include "engines/tt/tt-ops.h"
 #include "engines/tt/tt-prep.h"
+#include "model/schema.h"
 #include "tt-test-support.h"
 
 #include <cblas.h>
@@ -16,6 +17,10 @@ using namespace rfdetr::tt;
 using namespace rfdetr::tt_test;
 
 namespace {
+
+// RF-DETR-base's sizes: the tables are checked against its goldens.
+const tt_dims D = tt_dims_of(rfdetr::schema_get("base").arch);
+
 
 std::vector<float> rnd(size_t n, uint32_t seed) {
     std::mt19937                          g(seed);
@@ -33,20 +38,20 @@ constexpr int S = 560;
 
 TEST(TtPrep, Im2colTimesKernelIsThePatchConvolution) {
     auto               px = rnd(3 * S * S, 1);
-    auto               cw = rnd(k_hidden * k_patch_k, 2);
-    std::vector<float> cols((size_t)k_tokens * k_patch_k_pad);
-    tt_im2col(px.data(), cols.data());
-    auto kernel = tt_patch_kernel(cw.data());
+    auto               cw = rnd(D.hidden * D.patch_k, 2);
+    std::vector<float> cols((size_t)D.tokens * D.patch_k_pad);
+    tt_im2col(D, px.data(), cols.data());
+    auto kernel = tt_patch_kernel(D, cw.data());
     // spot-check windows, rows and output channels against the direct stride-14 convolution
     for (int w : {0, 5, 15}) {
-        EXPECT_EQ(std::count(cols.begin() + (size_t)w * k_window_seq * k_patch_k_pad,
-                             cols.begin() + ((size_t)w * k_window_seq + 1) * k_patch_k_pad, 0.0f),
-                  k_patch_k_pad)
+        EXPECT_EQ(std::count(cols.begin() + (size_t)w * D.window_seq * D.patch_k_pad,
+                             cols.begin() + ((size_t)w * D.window_seq + 1) * D.patch_k_pad, 0.0f),
+                  D.patch_k_pad)
             << "row 0 of each window is the zero cls slot";
         for (int t : {0, 37, 99}) {
             int          gy = (w / 4) * 10 + t / 10, gx = (w % 4) * 10 + t % 10;
-            const float * row = cols.data() + ((size_t)w * k_window_seq + 1 + t) * k_patch_k_pad;
-            for (int c = k_patch_k; c < k_patch_k_pad; ++c) {
+            const float * row = cols.data() + ((size_t)w * D.window_seq + 1 + t) * D.patch_k_pad;
+            for (int c = D.patch_k; c < D.patch_k_pad; ++c) {
                 ASSERT_EQ(row[c], 0.0f);
             }
             for (int o : {0, 201, 383}) {
@@ -58,8 +63,8 @@ TEST(TtPrep, Im2colTimesKernelIsThePatchConvolution) {
                         }
                     }
                 }
-                for (int i = 0; i < k_patch_k_pad; ++i) {
-                    via += (double)row[i] * kernel[(size_t)i * k_hidden + o];
+                for (int i = 0; i < D.patch_k_pad; ++i) {
+                    via += (double)row[i] * kernel[(size_t)i * D.hidden + o];
                 }
                 ASSERT_NEAR(via, direct, 1e-9) << "window " << w << " token " << t << " channel " << o;
             }
@@ -68,12 +73,12 @@ TEST(TtPrep, Im2colTimesKernelIsThePatchConvolution) {
 }
 
 TEST(TtPrep, ShapingPermIsTheWindowUnpartition) {
-    auto           p = tt_shaping_perm();
+    auto           p = tt_shaping_perm(D);
     std::set<int>  sources;
-    for (int r = 0; r < k_patches; ++r) {
+    for (int r = 0; r < D.patches; ++r) {
         int ones = 0, src = -1;
-        for (int c = 0; c < k_tokens; ++c) {
-            float v = p[(size_t)r * k_tokens + c];
+        for (int c = 0; c < D.tokens; ++c) {
+            float v = p[(size_t)r * D.tokens + c];
             ASSERT_TRUE(v == 0.0f || v == 1.0f);
             if (v == 1.0f) {
                 ++ones;
@@ -81,14 +86,14 @@ TEST(TtPrep, ShapingPermIsTheWindowUnpartition) {
             }
         }
         ASSERT_EQ(ones, 1);
-        ASSERT_NE(src % k_window_seq, 0) << "cls rows are dropped";
+        ASSERT_NE(src % D.window_seq, 0) << "cls rows are dropped";
         sources.insert(src);
         // the reference partition: [1,40,40,C] -> [4,10,4,10,C] (wy,py,wx,px) -> (wy,wx,py,px)
         int y = r / 40, x = r % 40;
         int w = (y / 10) * 4 + (x / 10), t = (y % 10) * 10 + (x % 10);
-        ASSERT_EQ(src, w * k_window_seq + 1 + t);
+        ASSERT_EQ(src, w * D.window_seq + 1 + t);
     }
-    EXPECT_EQ(sources.size(), (size_t)k_patches);
+    EXPECT_EQ(sources.size(), (size_t)D.patches);
 }
 
 TEST(TtPrep, SineTableReproducesTheInterleavedEmbedding) {
@@ -115,7 +120,7 @@ TEST(TtPrep, SineTableReproducesTheInterleavedEmbedding) {
 }
 
 TEST(TtPrep, GridAndRefineTablesGiveTheReferenceFormulas) {
-    auto               xy2 = tt_grid_xy2(), wh = tt_grid_wh_half(), neg = tt_grid_neg1();
+    auto               xy2 = tt_grid_xy2(D), wh = tt_grid_wh_half(D), neg = tt_grid_neg1(D);
     std::vector<float> ref = {0.4f, 0.6f, 0.2f, 0.1f};
     for (int j = 0; j < 64; ++j) {
         float off = 0.3f - 0.01f * j;
@@ -138,7 +143,7 @@ TEST(TtPrep, GridAndRefineTablesGiveTheReferenceFormulas) {
         EXPECT_EQ(a, o < 2 ? ref[o] : 0.0f);
         EXPECT_EQ(w, ref[2 + o % 2]);
     }
-    auto pxy = tt_proposals_xy0();
+    auto pxy = tt_proposals_xy0(D);
     EXPECT_EQ(pxy[(41 * 4) + 0], 1.5f / 40.0f);  // token 41 = (y 1, x 1)
     EXPECT_EQ(pxy[(41 * 4) + 1], 1.5f / 40.0f);
     EXPECT_EQ(pxy[(39 * 4) + 0], 39.5f / 40.0f);
@@ -180,7 +185,7 @@ TEST(TtPrepGolden, PosEmbedInterpAndEmbeddings) {
         TT_SKIP_OR_FAIL(e.skip);
     }
     const std::string p   = "backbone.0.encoder.encoder.embeddings.";
-    auto              pos = tt_pos_interp(e.ck->get(p + "position_embeddings").data);
+    auto              pos = tt_pos_interp(D, e.ck->get(p + "position_embeddings").data);
     const auto &      gp  = e.golden.at("backbone.pos_embed_interp").f32;
     ASSERT_EQ(pos.size(), gp.size());
     auto err = max_abs_diff(pos.data(), gp.data(), pos.size());
@@ -188,13 +193,13 @@ TEST(TtPrepGolden, PosEmbedInterpAndEmbeddings) {
     EXPECT_LE(err.abs, 1e-6) << "at " << err.at;
 
     // embeddings = im2col @ kernel + cls/pos constant, windowed [16,101,384]
-    std::vector<float> cols((size_t)k_tokens * k_patch_k_pad);
-    tt_im2col(e.golden.at("pixel_values").f32.data(), cols.data());
-    auto kernel = tt_patch_kernel(e.ck->get(p + "patch_embeddings.projection.weight").data);
-    auto cp     = tt_cls_pos(e.ck->get(p + "cls_token").data, pos.data(), e.ck->get(p + "patch_embeddings.projection.bias").data);
+    std::vector<float> cols((size_t)D.tokens * D.patch_k_pad);
+    tt_im2col(D, e.golden.at("pixel_values").f32.data(), cols.data());
+    auto kernel = tt_patch_kernel(D, e.ck->get(p + "patch_embeddings.projection.weight").data);
+    auto cp     = tt_cls_pos(D, e.ck->get(p + "cls_token").data, pos.data(), e.ck->get(p + "patch_embeddings.projection.bias").data);
     std::vector<float> emb(cp);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, k_tokens, k_hidden, k_patch_k_pad, 1.0f, cols.data(), k_patch_k_pad,
-                kernel.data(), k_hidden, 1.0f, emb.data(), k_hidden);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D.tokens, D.hidden, D.patch_k_pad, 1.0f, cols.data(), D.patch_k_pad,
+                kernel.data(), D.hidden, 1.0f, emb.data(), D.hidden);
     const auto & ge = e.golden.at("backbone.embeddings").f32;
     ASSERT_EQ(emb.size(), ge.size());
     err = max_abs_diff(emb.data(), ge.data(), emb.size());

@@ -26,21 +26,8 @@ const char * stage_str(stage s) {
 
 namespace {
 
-constexpr int   k_patch      = 14;
-constexpr int   k_patch_k    = 3 * k_patch * k_patch;  // 588
-constexpr int   k_heads      = 6;
-constexpr int   k_head_dim   = 64;
-constexpr int   k_pos_side   = 37;
 constexpr float k_eps_vit    = 1e-6f;
 constexpr float k_eps_dec    = 1e-5f;
-constexpr int   k_sa_heads   = 8;
-constexpr int   k_sa_dim     = 32;
-constexpr int   k_ca_heads   = 16;
-constexpr int   k_ca_dim     = 16;
-constexpr int   k_ca_points  = 2;
-constexpr int   k_ffn        = 2048;
-constexpr int   k_c2f_hidden = 128;
-constexpr int   k_taps[4]    = {1, 4, 7, 10};  // blocks whose outputs feed the projector
 
 const std::string k_vit = "backbone.0.encoder.encoder.";
 const std::string k_prj = "backbone.0.projector.stages.0.";
@@ -52,6 +39,43 @@ double now_ms() {
 size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
 
 }  // namespace
+
+model_dims dims_of(const model_arch & a) {
+    if (a.levels() != 1 || a.c2f_blocks != 3 || a.out_feature_indexes.size() != 4) {
+        throw error("cpu engine: the checkpoint's projector has " + std::to_string(a.levels()) +
+                    " levels; the cpu engine runs the single-level (P4) RF-DETR variants (RF-DETR-LargeDeprecated's "
+                    "P3+P5 projector is not built yet): use base, nano, small, medium or large");
+    }
+    model_dims d;
+    d.input        = a.resolution;
+    d.patch        = a.patch_size;
+    d.patch_k      = 3 * a.patch_size * a.patch_size;
+    d.grid         = a.grid();
+    d.pixels       = d.grid * d.grid;
+    d.win_per_side = a.num_windows;
+    d.windows      = a.num_windows * a.num_windows;
+    d.win_side     = a.window_side();
+    d.win_tok      = 1 + d.win_side * d.win_side;
+    d.tokens       = d.windows * d.win_tok;
+    d.vit_dim      = a.vit_hidden;
+    d.mlp_dim      = a.vit_mlp;
+    d.heads        = a.vit_heads;
+    d.head_dim     = a.vit_hidden / a.vit_heads;
+    d.blocks       = a.blocks_used();
+    d.pos_side     = a.pos_grid;
+    d.dim          = a.d_model;
+    d.c2f_hidden   = a.d_model / 2;
+    d.dec_layers   = a.dec_layers;
+    d.sa_heads     = a.sa_heads;
+    d.sa_dim       = a.d_model / a.sa_heads;
+    d.ca_heads     = a.ca_heads;
+    d.ca_dim       = a.d_model / a.ca_heads;
+    d.ca_points    = a.dec_points;
+    d.ffn          = a.ffn;
+    for (int f : a.out_feature_indexes) d.tap_blocks.push_back(f - 1);
+    for (int b = 0; b < d.blocks; ++b) d.global.push_back(a.is_global(b));
+    return d;
+}
 
 const float * model::w(const std::string & name) const { return ckpt_.get(name).data; }
 
@@ -71,22 +95,23 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
     return pack_weight(cat.data(), static_cast<int>(parts.size()) * n_each, k, k);
 }
 
-model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads), nc_(ckpt.num_classes()) {
+model::model(const checkpoint & ckpt, int threads)
+    : ckpt_(ckpt), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight");
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
-    for (int b = 0; b < k_vit_blocks_used; ++b) {
+    for (int b = 0; b < d_.blocks; ++b) {
         const std::string p = k_vit + "encoder.layer." + std::to_string(b) + ".";
         vit_block         blk;
         std::vector<const float *> qkv_parts;
-        blk.qkv_b.resize(3 * k_vit_dim);
+        blk.qkv_b.resize(3 * d_.vit_dim);
         const char * parts[3] = {"query", "key", "value"};
         for (int i = 0; i < 3; ++i) {
             const std::string a = p + "attention.attention." + parts[i];
             qkv_parts.push_back(w(a + ".weight"));
-            std::memcpy(blk.qkv_b.data() + i * k_vit_dim, w(a + ".bias"), k_vit_dim * 4);
+            std::memcpy(blk.qkv_b.data() + i * d_.vit_dim, w(a + ".bias"), d_.vit_dim * 4);
         }
-        blk.qkv    = pack_concat(qkv_parts, k_vit_dim, k_vit_dim);
+        blk.qkv    = pack_concat(qkv_parts, d_.vit_dim, d_.vit_dim);
         blk.ln1_g  = w(p + "norm1.weight");
         blk.ln1_b  = w(p + "norm1.bias");
         blk.proj   = packed(p + "attention.output.dense.weight");
@@ -99,23 +124,28 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
         blk.fc2    = packed(p + "mlp.fc2.weight");
         blk.fc2_b  = w(p + "mlp.fc2.bias");
         blk.ls2    = w(p + "layer_scale2.lambda1");
-        blk.global = b == 2 || b == 5 || b == 8;
+        blk.global = d_.global[b];
         blocks_.push_back(std::move(blk));
     }
     final_ln_g_ = w(k_vit + "layernorm.weight");
     final_ln_b_ = w(k_vit + "layernorm.bias");
 
-    // Position embeddings are input-independent: cls row as is, the 37x37 grid resized to 40x40 once.
+    // Position embeddings are input-independent: cls row as is, the grid (Base 37x37) resized to the patch grid
+    // (Base 40x40) once, or used as is when they agree (Nano..Large).
     {
         const float * pos = w(k_vit + "embeddings.position_embeddings");
-        pos_embed_.resize(sz(1 + k_pixels, k_vit_dim));
-        std::memcpy(pos_embed_.data(), pos, k_vit_dim * 4);
-        std::vector<float> scratch(sz(k_pos_side * k_grid, k_vit_dim));
-        resize_bicubic_aa(pos + k_vit_dim, k_pos_side, k_pos_side, k_vit_dim, pos_embed_.data() + k_vit_dim, k_grid,
-                          k_grid, scratch.data());
+        pos_embed_.resize(sz(1 + d_.pixels, d_.vit_dim));
+        std::memcpy(pos_embed_.data(), pos, d_.vit_dim * 4);
+        if (d_.pos_side == d_.grid) {  // the native grid: upstream adds the parameter as is
+            std::memcpy(pos_embed_.data(), pos, sz(1 + d_.pixels, d_.vit_dim) * 4);
+        } else {
+            std::vector<float> scratch(sz(d_.pos_side * d_.grid, d_.vit_dim));
+            resize_bicubic_aa(pos + d_.vit_dim, d_.pos_side, d_.pos_side, d_.vit_dim, pos_embed_.data() + d_.vit_dim,
+                              d_.grid, d_.grid, scratch.data());
+        }
         // cls token + its position embedding, the same in every window.
         const float * cls = w(k_vit + "embeddings.cls_token");
-        for (int c = 0; c < k_vit_dim; ++c) pos_embed_[c] = cls[c] + pos_embed_[c];
+        for (int c = 0; c < d_.vit_dim; ++c) pos_embed_[c] = cls[c] + pos_embed_[c];
     }
 
     // Projector
@@ -152,12 +182,12 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
     query_feat_ = w("query_feat.weight");
     refpoint_   = w("refpoint_embed.weight");
     std::vector<const float *> value_parts;
-    value_b_.resize(k_dec_layers * k_dim);
-    for (int l = 0; l < k_dec_layers; ++l) {
+    value_b_.resize(d_.dec_layers * d_.dim);
+    for (int l = 0; l < d_.dec_layers; ++l) {
         const std::string p = "transformer.decoder.layers." + std::to_string(l) + ".";
         dec_layer         d;
-        d.in_qk  = packed(p + "self_attn.in_proj_weight", 0, 2 * k_dim);
-        d.in_v   = packed(p + "self_attn.in_proj_weight", 2 * k_dim, k_dim);
+        d.in_qk  = packed(p + "self_attn.in_proj_weight", 0, 2 * d_.dim);
+        d.in_v   = packed(p + "self_attn.in_proj_weight", 2 * d_.dim, d_.dim);
         d.in_b   = w(p + "self_attn.in_proj_bias");
         d.out    = packed(p + "self_attn.out_proj.weight");
         d.out_b  = w(p + "self_attn.out_proj.bias");
@@ -179,9 +209,9 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
         d.n3_b   = w(p + "norm3.bias");
         dec_.push_back(std::move(d));
         value_parts.push_back(w(p + "cross_attn.value_proj.weight"));
-        std::memcpy(value_b_.data() + l * k_dim, w(p + "cross_attn.value_proj.bias"), k_dim * 4);
+        std::memcpy(value_b_.data() + l * d_.dim, w(p + "cross_attn.value_proj.bias"), d_.dim * 4);
     }
-    value_w_    = pack_concat(value_parts, k_dim, k_dim);
+    value_w_    = pack_concat(value_parts, d_.dim, d_.dim);
     dec_norm_g_ = w("transformer.decoder.norm.weight");
     dec_norm_b_ = w("transformer.decoder.norm.bias");
     cls_w_      = packed("class_embed.weight");
@@ -192,56 +222,56 @@ model::model(const checkpoint & ckpt, int threads) : ckpt_(ckpt), pool_(threads)
     gemm_scratch_.resize(gemm_scratch_stride_ * pool_.size());
 
     // Buffers, sized once.
-    cols_.resize(sz(k_pixels, k_patch_k));
-    embeddings_.resize(sz(k_tokens, k_vit_dim));
-    x_.resize(sz(k_tokens, k_vit_dim));
-    h_.resize(sz(k_tokens, k_vit_dim));
-    qkv_.resize(sz(k_tokens, 3 * k_vit_dim));
-    ctx_.resize(sz(k_tokens, k_vit_dim));
-    mlp_.resize(sz(k_tokens, k_mlp_dim));
+    cols_.resize(sz(d_.pixels, d_.patch_k));
+    embeddings_.resize(sz(d_.tokens, d_.vit_dim));
+    x_.resize(sz(d_.tokens, d_.vit_dim));
+    h_.resize(sz(d_.tokens, d_.vit_dim));
+    qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
+    ctx_.resize(sz(d_.tokens, d_.vit_dim));
+    mlp_.resize(sz(d_.tokens, d_.mlp_dim));
     // Attention scratch per thread: the largest of a window head (its keys packed in place), a global
     // query block, and a decoder head.
-    att_scratch_stride_ = std::max({attention_head_scratch_floats(k_win_tok, k_head_dim),
-                                    attention_scratch_floats(k_attention_block, k_head_dim),
-                                    attention_head_scratch_floats(k_queries, k_sa_dim)});
+    att_scratch_stride_ = std::max({attention_head_scratch_floats(d_.win_tok, d_.head_dim),
+                                    attention_scratch_floats(k_attention_block, d_.head_dim),
+                                    attention_head_scratch_floats(k_queries, d_.sa_dim)});
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
-    keys_.resize(attention_keys_floats(k_tokens, k_head_dim) * k_heads);
-    taps_.resize(sz(k_pixels, 4 * k_vit_dim));
-    cat_.resize(sz(k_pixels, 5 * k_c2f_hidden));
-    im2col_.resize(sz(k_pixels, 9 * k_c2f_hidden));
-    t128_.resize(sz(k_pixels, k_c2f_hidden));
-    y256_.resize(sz(k_pixels, k_dim));
-    memory_.resize(sz(k_pixels, k_dim));
-    mem2_.resize(sz(k_pixels, k_dim));
-    enc_cls_.resize(sz(k_pixels, nc_));
-    enc_h1_.resize(sz(k_pixels, k_dim));
-    enc_h2_.resize(sz(k_pixels, k_dim));
-    enc_delta_.resize(sz(k_pixels, 4));
-    enc_coords_.resize(sz(k_pixels, 4));
-    scores_.resize(k_pixels);
+    keys_.resize(attention_keys_floats(d_.tokens, d_.head_dim) * d_.heads);
+    taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
+    cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
+    im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
+    t128_.resize(sz(d_.pixels, d_.c2f_hidden));
+    y256_.resize(sz(d_.pixels, d_.dim));
+    memory_.resize(sz(d_.pixels, d_.dim));
+    mem2_.resize(sz(d_.pixels, d_.dim));
+    enc_cls_.resize(sz(d_.pixels, nc_));
+    enc_h1_.resize(sz(d_.pixels, d_.dim));
+    enc_h2_.resize(sz(d_.pixels, d_.dim));
+    enc_delta_.resize(sz(d_.pixels, 4));
+    enc_coords_.resize(sz(d_.pixels, 4));
+    scores_.resize(d_.pixels);
     topk_.resize(k_queries);
-    topk_scratch_.resize(k_pixels);
+    topk_scratch_.resize(d_.pixels);
     topk_forced_.resize(k_queries);
     ref_.resize(sz(k_queries, 4));
-    sine_.resize(sz(k_queries, 2 * k_dim));
-    qp_h_.resize(sz(k_queries, k_dim));
-    query_pos_.resize(sz(k_queries, k_dim));
-    tgt_.resize(sz(k_queries, k_dim));
-    qin_.resize(sz(k_queries, k_dim));
-    qk_.resize(sz(k_queries, 2 * k_dim));
-    v_.resize(sz(k_queries, k_dim));
-    attn_.resize(sz(k_queries, k_dim));
-    tmp_.resize(sz(k_queries, k_dim));
-    off_.resize(sz(k_queries, k_ca_heads * k_ca_points * 2));
-    aw_.resize(sz(k_queries, k_ca_heads * k_ca_points));
-    samp_.resize(sz(k_queries, k_dim));
-    ffn_.resize(sz(k_queries, k_ffn));
-    value_.resize(sz(k_pixels, k_dec_layers * k_dim));
-    layer_out_.resize(sz(k_dec_layers * k_queries, k_dim));
-    hs_.resize(sz(k_queries, k_dim));
-    head_h1_.resize(sz(k_queries, k_dim));
-    head_h2_.resize(sz(k_queries, k_dim));
+    sine_.resize(sz(k_queries, 2 * d_.dim));
+    qp_h_.resize(sz(k_queries, d_.dim));
+    query_pos_.resize(sz(k_queries, d_.dim));
+    tgt_.resize(sz(k_queries, d_.dim));
+    qin_.resize(sz(k_queries, d_.dim));
+    qk_.resize(sz(k_queries, 2 * d_.dim));
+    v_.resize(sz(k_queries, d_.dim));
+    attn_.resize(sz(k_queries, d_.dim));
+    tmp_.resize(sz(k_queries, d_.dim));
+    off_.resize(sz(k_queries, d_.ca_heads * d_.ca_points * 2));
+    aw_.resize(sz(k_queries, d_.ca_heads * d_.ca_points));
+    samp_.resize(sz(k_queries, d_.dim));
+    ffn_.resize(sz(k_queries, d_.ffn));
+    value_.resize(sz(d_.pixels, d_.dec_layers * d_.dim));
+    layer_out_.resize(sz(d_.dec_layers * k_queries, d_.dim));
+    hs_.resize(sz(k_queries, d_.dim));
+    head_h1_.resize(sz(k_queries, d_.dim));
+    head_h2_.resize(sz(k_queries, d_.dim));
     head_delta_.resize(sz(k_queries, 4));
 }
 
@@ -292,70 +322,72 @@ epilogue with_bias(epi kind, const float * bias, const float * scale = nullptr) 
 
 void model::run_embed(const float * px) {
     // Patch embedding as one GEMM over im2col rows (column c*196 + ky*14 + kx, the conv weight's order).
-    pool_.parallel_for(k_grid, [&](int py, int) {
-        for (int pxi = 0; pxi < k_grid; ++pxi) {
-            float * row = cols_.data() + sz(py * k_grid + pxi, k_patch_k);
+    pool_.parallel_for(d_.grid, [&](int py, int) {
+        for (int pxi = 0; pxi < d_.grid; ++pxi) {
+            float * row = cols_.data() + sz(py * d_.grid + pxi, d_.patch_k);
             for (int c = 0; c < 3; ++c) {
-                for (int ky = 0; ky < k_patch; ++ky) {
-                    const float * src = px + (sz(c, k_input_size) + py * k_patch + ky) * k_input_size + pxi * k_patch;
-                    std::memcpy(row + (c * k_patch + ky) * k_patch, src, k_patch * 4);
+                for (int ky = 0; ky < d_.patch; ++ky) {
+                    const float * src = px + (sz(c, d_.input) + py * d_.patch + ky) * d_.input + pxi * d_.patch;
+                    std::memcpy(row + (c * d_.patch + ky) * d_.patch, src, d_.patch * 4);
                 }
             }
         }
     });
     // Conv output (+bias), then + position embedding, scattered into window order (wy, wx, py, px).
     float * patches = h_.data();  // [1600, 384] scratch
-    linear(cols_.data(), k_patch_k, k_pixels, patch_w_, patches, k_vit_dim, with_bias(epi::bias, patch_b_));
-    pool_.parallel_for(k_windows, [&](int win, int) {
-        const int wy = win / 4, wx = win % 4;
-        float *   dst = x_.data() + sz(win * k_win_tok, k_vit_dim);
-        std::memcpy(dst, pos_embed_.data(), k_vit_dim * 4);
-        for (int t = 0; t < k_win_side * k_win_side; ++t) {
-            const int     pix = (wy * k_win_side + t / k_win_side) * k_grid + wx * k_win_side + t % k_win_side;
-            const float * p   = patches + sz(pix, k_vit_dim);
-            const float * pe  = pos_embed_.data() + sz(1 + pix, k_vit_dim);
-            float *       o   = dst + sz(1 + t, k_vit_dim);
-            for (int c = 0; c < k_vit_dim; ++c) o[c] = p[c] + pe[c];
+    linear(cols_.data(), d_.patch_k, d_.pixels, patch_w_, patches, d_.vit_dim, with_bias(epi::bias, patch_b_));
+    pool_.parallel_for(d_.windows, [&](int win, int) {
+        const int wy = win / d_.win_per_side, wx = win % d_.win_per_side;
+        float *   dst = x_.data() + sz(win * d_.win_tok, d_.vit_dim);
+        std::memcpy(dst, pos_embed_.data(), d_.vit_dim * 4);
+        for (int t = 0; t < d_.win_side * d_.win_side; ++t) {
+            const int     pix = (wy * d_.win_side + t / d_.win_side) * d_.grid + wx * d_.win_side + t % d_.win_side;
+            const float * p   = patches + sz(pix, d_.vit_dim);
+            const float * pe  = pos_embed_.data() + sz(1 + pix, d_.vit_dim);
+            float *       o   = dst + sz(1 + t, d_.vit_dim);
+            for (int c = 0; c < d_.vit_dim; ++c) o[c] = p[c] + pe[c];
         }
     });
     std::memcpy(embeddings_.data(), x_.data(), embeddings_.size() * 4);
 }
 
 void model::run_vit() {
-    const int tap_lds = 4 * k_vit_dim;
-    for (int b = 0; b < k_vit_blocks_used; ++b) {
+    // softmax(q k^T / sqrt(head_dim)): 1/8 for every variant's 64-wide heads, exact in f32.
+    const float inv_sqrt_head = 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
+    const int tap_lds = 4 * d_.vit_dim;
+    for (int b = 0; b < d_.blocks; ++b) {
         const vit_block & blk = blocks_[b];
         // qkv = LN1(x) Wqkv^T + b (one fused GEMM, the LayerNorm applied as its rows are packed).
-        const int      parts = row_parts(k_tokens);
+        const int      parts = row_parts(d_.tokens);
         const a_layernorm ln1{blk.ln1_g, blk.ln1_b, k_eps_vit};
-        linear(x_.data(), k_vit_dim, k_tokens, blk.qkv, qkv_.data(), 3 * k_vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
+        linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
                [](int, int) {}, &ln1);
         // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per
         // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
         // per (head, 64-query block).
-        const int ld = 3 * k_vit_dim;
+        const int ld = 3 * d_.vit_dim;
         if (blk.global) {
-            const size_t kfl = attention_keys_floats(k_tokens, k_head_dim);
-            pool_.parallel_for(k_heads, [&](int hd, int) {
-                attention_pack_keys(qkv_.data() + k_vit_dim + hd * k_head_dim, ld, k_tokens, k_head_dim,
+            const size_t kfl = attention_keys_floats(d_.tokens, d_.head_dim);
+            pool_.parallel_for(d_.heads, [&](int hd, int) {
+                attention_pack_keys(qkv_.data() + d_.vit_dim + hd * d_.head_dim, ld, d_.tokens, d_.head_dim,
                                     keys_.data() + kfl * hd);
             });
-            const int qblocks = (k_tokens + k_attention_block - 1) / k_attention_block;
-            pool_.parallel_for(k_heads * qblocks, [&](int task, int thread) {
+            const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
+            pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
                 const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
-                const int nq = std::min(k_attention_block, k_tokens - q0);
-                attention_block(qkv_.data() + sz(q0, ld) + hd * k_head_dim, ld, keys_.data() + kfl * hd, k_tokens,
-                                qkv_.data() + 2 * k_vit_dim + hd * k_head_dim, ld,
-                                ctx_.data() + sz(q0, k_vit_dim) + hd * k_head_dim, k_vit_dim, nq, k_head_dim, 0.125f,
+                const int nq = std::min(k_attention_block, d_.tokens - q0);
+                attention_block(qkv_.data() + sz(q0, ld) + hd * d_.head_dim, ld, keys_.data() + kfl * hd, d_.tokens,
+                                qkv_.data() + 2 * d_.vit_dim + hd * d_.head_dim, ld,
+                                ctx_.data() + sz(q0, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, nq, d_.head_dim, inv_sqrt_head,
                                 att_scratch(thread));
             });
         } else {
-            pool_.parallel_for(k_windows * k_heads, [&](int task, int thread) {
-                const int     win = task / k_heads, hd = task % k_heads;
-                const float * base = qkv_.data() + sz(win * k_win_tok, ld) + hd * k_head_dim;
-                attention_head(base, ld, base + k_vit_dim, ld, base + 2 * k_vit_dim, ld,
-                               ctx_.data() + sz(win * k_win_tok, k_vit_dim) + hd * k_head_dim, k_vit_dim, k_win_tok,
-                               k_win_tok, k_head_dim, 0.125f, att_scratch(thread));
+            pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
+                const int     win = task / d_.heads, hd = task % d_.heads;
+                const float * base = qkv_.data() + sz(win * d_.win_tok, ld) + hd * d_.head_dim;
+                attention_head(base, ld, base + d_.vit_dim, ld, base + 2 * d_.vit_dim, ld,
+                               ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, d_.win_tok,
+                               d_.win_tok, d_.head_dim, inv_sqrt_head, att_scratch(thread));
             });
         }
         // Projection with x = (y + b) * ls1 + x in its epilogue (the reference's order); then the MLP:
@@ -364,26 +396,26 @@ void model::run_vit() {
         const a_layernorm ln2{blk.ln2_g, blk.ln2_b, k_eps_vit};
         pool_.parallel_for(parts, [&](int p, int thread) {
             int r0, r1;
-            row_range(k_tokens, parts, p, r0, r1);
+            row_range(d_.tokens, parts, p, r0, r1);
             const int rows = r1 - r0;
-            float *   x    = x_.data() + sz(r0, k_vit_dim);
-            float *   hid  = mlp_.data() + sz(r0, k_mlp_dim);
+            float *   x    = x_.data() + sz(r0, d_.vit_dim);
+            float *   hid  = mlp_.data() + sz(r0, d_.mlp_dim);
             float *   scr  = gemm_scratch(thread);
-            gemm_packed(rows, ctx_.data() + sz(r0, k_vit_dim), k_vit_dim, blk.proj, x, k_vit_dim,
+            gemm_packed(rows, ctx_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
                         with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
-            gemm_packed(rows, x, k_vit_dim, blk.fc1, hid, k_mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr, &ln2);
-            gemm_packed(rows, hid, k_mlp_dim, blk.fc2, x, k_vit_dim, with_bias(epi::bias_scale_add, blk.fc2_b, blk.ls2),
+            gemm_packed(rows, x, d_.vit_dim, blk.fc1, hid, d_.mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr, &ln2);
+            gemm_packed(rows, hid, d_.mlp_dim, blk.fc2, x, d_.vit_dim, with_bias(epi::bias_scale_add, blk.fc2_b, blk.ls2),
                         scr);
         });
         // Taps: outputs of blocks 1, 4, 7, 10 through the final LayerNorm, cls dropped, un-windowed.
         for (int t = 0; t < 4; ++t) {
-            if (k_taps[t] != b) continue;
-            pool_.parallel_for(k_windows, [&](int win, int) {
-                const int wy = win / 4, wx = win % 4;
-                for (int tok = 0; tok < k_win_side * k_win_side; ++tok) {
-                    const int pix = (wy * k_win_side + tok / k_win_side) * k_grid + wx * k_win_side + tok % k_win_side;
-                    layernorm(x_.data() + sz(win * k_win_tok + 1 + tok, k_vit_dim), k_vit_dim,
-                              taps_.data() + sz(pix, tap_lds) + t * k_vit_dim, tap_lds, 1, k_vit_dim, final_ln_g_,
+            if (d_.tap_blocks[t] != b) continue;
+            pool_.parallel_for(d_.windows, [&](int win, int) {
+                const int wy = win / d_.win_per_side, wx = win % d_.win_per_side;
+                for (int tok = 0; tok < d_.win_side * d_.win_side; ++tok) {
+                    const int pix = (wy * d_.win_side + tok / d_.win_side) * d_.grid + wx * d_.win_side + tok % d_.win_side;
+                    layernorm(x_.data() + sz(win * d_.win_tok + 1 + tok, d_.vit_dim), d_.vit_dim,
+                              taps_.data() + sz(pix, tap_lds) + t * d_.vit_dim, tap_lds, 1, d_.vit_dim, final_ln_g_,
                               final_ln_b_, k_eps_vit);
                 }
             });
@@ -392,59 +424,59 @@ void model::run_vit() {
 }
 
 void model::run_projector() {
-    const int ldc = 5 * k_c2f_hidden;  // cat[y0, y1, m0, m1, m2]
+    const int ldc = 5 * d_.c2f_hidden;  // cat[y0, y1, m0, m1, m2]
     // ConvX epilogue: channels-first LayerNorm (eps 1e-6) then SiLU, in place.
     auto ln_silu = [&](float * y, int ld, int r0, int rows, int n, const convx & cv) {
         layernorm(y + sz(r0, ld), ld, y + sz(r0, ld), ld, rows, n, cv.g, cv.b, k_eps_vit);
         silu(y + sz(r0, ld), ld, rows, n);
     };
     // cv1: 1x1 1536 -> 256 into cat columns 0..255.
-    linear(taps_.data(), 4 * k_vit_dim, k_pixels, cv1_.w, cat_.data(), ldc, epilogue{},
-           [&](int r0, int rows) { ln_silu(cat_.data(), ldc, r0, rows, k_dim, cv1_); });
+    linear(taps_.data(), 4 * d_.vit_dim, d_.pixels, cv1_.w, cat_.data(), ldc, epilogue{},
+           [&](int r0, int rows) { ln_silu(cat_.data(), ldc, r0, rows, d_.dim, cv1_); });
     // Three bottlenecks (two 3x3 convs each, no shortcut), chained from y1; outputs at cat columns 256, 384, 512.
-    const int k9 = 9 * k_c2f_hidden;
+    const int k9 = 9 * d_.c2f_hidden;
     for (int i = 0; i < 3; ++i) {
-        const float * in  = cat_.data() + (1 + i) * k_c2f_hidden;
-        float *       out = cat_.data() + (2 + i) * k_c2f_hidden;
+        const float * in  = cat_.data() + (1 + i) * d_.c2f_hidden;
+        float *       out = cat_.data() + (2 + i) * d_.c2f_hidden;
         for (int j = 0; j < 2; ++j) {
             const float * src   = j == 0 ? in : t128_.data();
-            const int     ldsrc = j == 0 ? ldc : k_c2f_hidden;
+            const int     ldsrc = j == 0 ? ldc : d_.c2f_hidden;
             float *       dst   = j == 0 ? t128_.data() : out;
-            const int     lddst = j == 0 ? k_c2f_hidden : ldc;
+            const int     lddst = j == 0 ? d_.c2f_hidden : ldc;
             const convx & cv    = m_[i][j];
-            const int     parts = std::min(4 * pool_.size(), k_grid);  // image row bands, as row_parts
+            const int     parts = std::min(4 * pool_.size(), d_.grid);  // image row bands, as row_parts
             pool_.parallel_for(parts, [&](int p, int thread) {
-                const int y0 = k_grid * p / parts, y1 = k_grid * (p + 1) / parts;
-                im2col_3x3(src, ldsrc, k_grid, k_grid, k_c2f_hidden, im2col_.data(), y0, y1);
-                const int r0 = y0 * k_grid, rows = (y1 - y0) * k_grid;
+                const int y0 = d_.grid * p / parts, y1 = d_.grid * (p + 1) / parts;
+                im2col_3x3(src, ldsrc, d_.grid, d_.grid, d_.c2f_hidden, im2col_.data(), y0, y1);
+                const int r0 = y0 * d_.grid, rows = (y1 - y0) * d_.grid;
                 gemm_packed(rows, im2col_.data() + sz(r0, k9), k9, cv.w, dst + sz(r0, lddst), lddst, epilogue{},
                             gemm_scratch(thread));
-                ln_silu(dst, lddst, r0, rows, k_c2f_hidden, cv);
+                ln_silu(dst, lddst, r0, rows, d_.c2f_hidden, cv);
             });
         }
     }
     // cv2: 1x1 640 -> 256, then the projector's final LayerNorm (no activation) -> memory.
-    linear(cat_.data(), ldc, k_pixels, cv2_.w, y256_.data(), k_dim, epilogue{}, [&](int r0, int rows) {
-        ln_silu(y256_.data(), k_dim, r0, rows, k_dim, cv2_);
-        layernorm(y256_.data() + sz(r0, k_dim), k_dim, memory_.data() + sz(r0, k_dim), k_dim, rows, k_dim, proj_ln_g_,
+    linear(cat_.data(), ldc, d_.pixels, cv2_.w, y256_.data(), d_.dim, epilogue{}, [&](int r0, int rows) {
+        ln_silu(y256_.data(), d_.dim, r0, rows, d_.dim, cv2_);
+        layernorm(y256_.data() + sz(r0, d_.dim), d_.dim, memory_.data() + sz(r0, d_.dim), d_.dim, rows, d_.dim, proj_ln_g_,
                   proj_ln_b_, k_eps_vit);
     });
 }
 
 void model::run_two_stage() {
     // mem2 = LN(enc_output(memory)); class logits; box MLP deltas on the fixed 40x40 proposals.
-    linear(memory_.data(), k_dim, k_pixels, enc_w_, mem2_.data(), k_dim, with_bias(epi::bias, enc_b_), [&](int r0, int rows) {
-        layernorm(mem2_.data() + sz(r0, k_dim), k_dim, mem2_.data() + sz(r0, k_dim), k_dim, rows, k_dim, enc_ln_g_,
+    linear(memory_.data(), d_.dim, d_.pixels, enc_w_, mem2_.data(), d_.dim, with_bias(epi::bias, enc_b_), [&](int r0, int rows) {
+        layernorm(mem2_.data() + sz(r0, d_.dim), d_.dim, mem2_.data() + sz(r0, d_.dim), d_.dim, rows, d_.dim, enc_ln_g_,
                   enc_ln_b_, k_eps_dec);
     });
-    linear(mem2_.data(), k_dim, k_pixels, enc_cls_w_, enc_cls_.data(), nc_, with_bias(epi::bias, enc_cls_b_));
-    linear(mem2_.data(), k_dim, k_pixels, enc_box_w_[0], enc_h1_.data(), k_dim, with_bias(epi::bias_relu, enc_box_b_[0]));
-    linear(enc_h1_.data(), k_dim, k_pixels, enc_box_w_[1], enc_h2_.data(), k_dim, with_bias(epi::bias_relu, enc_box_b_[1]));
-    linear(enc_h2_.data(), k_dim, k_pixels, enc_box_w_[2], enc_delta_.data(), 4, with_bias(epi::bias, enc_box_b_[2]));
+    linear(mem2_.data(), d_.dim, d_.pixels, enc_cls_w_, enc_cls_.data(), nc_, with_bias(epi::bias, enc_cls_b_));
+    linear(mem2_.data(), d_.dim, d_.pixels, enc_box_w_[0], enc_h1_.data(), d_.dim, with_bias(epi::bias_relu, enc_box_b_[0]));
+    linear(enc_h1_.data(), d_.dim, d_.pixels, enc_box_w_[1], enc_h2_.data(), d_.dim, with_bias(epi::bias_relu, enc_box_b_[1]));
+    linear(enc_h2_.data(), d_.dim, d_.pixels, enc_box_w_[2], enc_delta_.data(), 4, with_bias(epi::bias, enc_box_b_[2]));
     const float wh = 0.05f;
-    for (int pix = 0; pix < k_pixels; ++pix) {
-        const float   px = (static_cast<float>(pix % k_grid) + 0.5f) / static_cast<float>(k_grid);
-        const float   py = (static_cast<float>(pix / k_grid) + 0.5f) / static_cast<float>(k_grid);
+    for (int pix = 0; pix < d_.pixels; ++pix) {
+        const float   px = (static_cast<float>(pix % d_.grid) + 0.5f) / static_cast<float>(d_.grid);
+        const float   py = (static_cast<float>(pix / d_.grid) + 0.5f) / static_cast<float>(d_.grid);
         const float * d  = enc_delta_.data() + sz(pix, 4);
         float *       o  = enc_coords_.data() + sz(pix, 4);
         o[0]             = d[0] * wh + px;
@@ -457,7 +489,7 @@ void model::run_two_stage() {
     if (topk_override_) {
         std::copy(topk_forced_.begin(), topk_forced_.end(), topk_.begin());
     } else {
-        topk(scores_.data(), k_pixels, k_queries, topk_.data(), topk_scratch_.data());
+        topk(scores_.data(), d_.pixels, k_queries, topk_.data(), topk_scratch_.data());
     }
     // Reference boxes: query slot i pairs refpoint_embed[i] with the rank-i proposal.
     for (int i = 0; i < k_queries; ++i) {
@@ -481,77 +513,77 @@ void model::run_decoder() {
     for (int i = 0; i < k_queries; ++i) {
         for (int b = 0; b < 4; ++b) {
             const float e = ref_[sz(i, 4) + order[b]] * two_pi;
-            float *     o = sine_.data() + sz(i, 2 * k_dim) + b * 128;
+            float *     o = sine_.data() + sz(i, 2 * d_.dim) + b * 128;
             for (int j = 0; j < 128; j += 2) {
                 o[j]     = std::sin(e / dim_t[j]);
                 o[j + 1] = std::cos(e / dim_t[j + 1]);
             }
         }
     }
-    linear(sine_.data(), 2 * k_dim, k_queries, rph_w_[0], qp_h_.data(), k_dim, with_bias(epi::bias_relu, rph_b_[0]));
-    linear(qp_h_.data(), k_dim, k_queries, rph_w_[1], query_pos_.data(), k_dim, with_bias(epi::bias, rph_b_[1]));
+    linear(sine_.data(), 2 * d_.dim, k_queries, rph_w_[0], qp_h_.data(), d_.dim, with_bias(epi::bias_relu, rph_b_[0]));
+    linear(qp_h_.data(), d_.dim, k_queries, rph_w_[1], query_pos_.data(), d_.dim, with_bias(epi::bias, rph_b_[1]));
 
     // The memory's value projections for all three layers in one GEMM: [1600, 768].
-    linear(memory_.data(), k_dim, k_pixels, value_w_, value_.data(), k_dec_layers * k_dim,
+    linear(memory_.data(), d_.dim, d_.pixels, value_w_, value_.data(), d_.dec_layers * d_.dim,
            with_bias(epi::bias, value_b_.data()));
 
-    std::memcpy(tgt_.data(), query_feat_, sz(k_queries, k_dim) * 4);
-    const float inv_sqrt_dim = std::sqrt(static_cast<float>(k_sa_dim));
-    for (int l = 0; l < k_dec_layers; ++l) {
+    std::memcpy(tgt_.data(), query_feat_, sz(k_queries, d_.dim) * 4);
+    const float inv_sqrt_dim = std::sqrt(static_cast<float>(d_.sa_dim));
+    for (int l = 0; l < d_.dec_layers; ++l) {
         const dec_layer & d = dec_[l];
         // Self-attention: q = k = tgt + query_pos, v = tgt; torch 1.13 divides q by sqrt(32) before q k^T.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), k_dim, k_queries, d.in_qk, qk_.data(), 2 * k_dim, with_bias(epi::bias, d.in_b), [&](int r0, int rows) {
+        linear(qin_.data(), d_.dim, k_queries, d.in_qk, qk_.data(), 2 * d_.dim, with_bias(epi::bias, d.in_b), [&](int r0, int rows) {
             for (int r = r0; r < r0 + rows; ++r) {
-                for (int c = 0; c < k_dim; ++c) qk_[sz(r, 2 * k_dim) + c] /= inv_sqrt_dim;
+                for (int c = 0; c < d_.dim; ++c) qk_[sz(r, 2 * d_.dim) + c] /= inv_sqrt_dim;
             }
         });
-        linear(tgt_.data(), k_dim, k_queries, d.in_v, v_.data(), k_dim, with_bias(epi::bias, d.in_b + 2 * k_dim));
-        pool_.parallel_for(k_sa_heads, [&](int hd, int thread) {
-            attention_head(qk_.data() + hd * k_sa_dim, 2 * k_dim, qk_.data() + k_dim + hd * k_sa_dim, 2 * k_dim,
-                           v_.data() + hd * k_sa_dim, k_dim, attn_.data() + hd * k_sa_dim, k_dim, k_queries, k_queries,
-                           k_sa_dim, 1.0f, att_scratch(thread));
+        linear(tgt_.data(), d_.dim, k_queries, d.in_v, v_.data(), d_.dim, with_bias(epi::bias, d.in_b + 2 * d_.dim));
+        pool_.parallel_for(d_.sa_heads, [&](int hd, int thread) {
+            attention_head(qk_.data() + hd * d_.sa_dim, 2 * d_.dim, qk_.data() + d_.dim + hd * d_.sa_dim, 2 * d_.dim,
+                           v_.data() + hd * d_.sa_dim, d_.dim, attn_.data() + hd * d_.sa_dim, d_.dim, k_queries, k_queries,
+                           d_.sa_dim, 1.0f, att_scratch(thread));
         });
-        linear(attn_.data(), k_dim, k_queries, d.out, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.out_b));
-        layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n1_g, d.n1_b, k_eps_dec);
+        linear(attn_.data(), d_.dim, k_queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);
 
         // Deformable cross-attention: 16 heads x 1 level x 2 points over the 40x40 memory.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), k_dim, k_queries, d.off, off_.data(), k_ca_heads * k_ca_points * 2, with_bias(epi::bias, d.off_b));
-        linear(qin_.data(), k_dim, k_queries, d.aw, aw_.data(), k_ca_heads * k_ca_points, with_bias(epi::bias, d.aw_b));
-        softmax_rows(aw_.data(), k_ca_points, k_queries * k_ca_heads, k_ca_points);
+        linear(qin_.data(), d_.dim, k_queries, d.off, off_.data(), d_.ca_heads * d_.ca_points * 2, with_bias(epi::bias, d.off_b));
+        linear(qin_.data(), d_.dim, k_queries, d.aw, aw_.data(), d_.ca_heads * d_.ca_points, with_bias(epi::bias, d.aw_b));
+        softmax_rows(aw_.data(), d_.ca_points, k_queries * d_.ca_heads, d_.ca_points);
         std::fill(samp_.begin(), samp_.end(), 0.0f);
-        const float * value = value_.data() + l * k_dim;
+        const float * value = value_.data() + l * d_.dim;
         pool_.parallel_for(k_queries, [&](int i, int) {
             const float * r = ref_.data() + sz(i, 4);
-            for (int hd = 0; hd < k_ca_heads; ++hd) {
-                for (int p = 0; p < k_ca_points; ++p) {
-                    const float * o  = off_.data() + sz(i, k_ca_heads * k_ca_points * 2) + (hd * k_ca_points + p) * 2;
-                    const float   lx = r[0] + o[0] / static_cast<float>(k_ca_points) * r[2] * 0.5f;
-                    const float   ly = r[1] + o[1] / static_cast<float>(k_ca_points) * r[3] * 0.5f;
-                    const float   a  = aw_[sz(i, k_ca_heads * k_ca_points) + hd * k_ca_points + p];
-                    bilinear_sample_accumulate(value + hd * k_ca_dim, k_dec_layers * k_dim, k_grid, k_grid, lx, ly, a,
-                                               k_ca_dim, samp_.data() + sz(i, k_dim) + hd * k_ca_dim);
+            for (int hd = 0; hd < d_.ca_heads; ++hd) {
+                for (int p = 0; p < d_.ca_points; ++p) {
+                    const float * o  = off_.data() + sz(i, d_.ca_heads * d_.ca_points * 2) + (hd * d_.ca_points + p) * 2;
+                    const float   lx = r[0] + o[0] / static_cast<float>(d_.ca_points) * r[2] * 0.5f;
+                    const float   ly = r[1] + o[1] / static_cast<float>(d_.ca_points) * r[3] * 0.5f;
+                    const float   a  = aw_[sz(i, d_.ca_heads * d_.ca_points) + hd * d_.ca_points + p];
+                    bilinear_sample_accumulate(value + hd * d_.ca_dim, d_.dec_layers * d_.dim, d_.grid, d_.grid, lx, ly, a,
+                                               d_.ca_dim, samp_.data() + sz(i, d_.dim) + hd * d_.ca_dim);
                 }
             }
         });
-        linear(samp_.data(), k_dim, k_queries, d.outp, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.outp_b));
-        layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n2_g, d.n2_b, k_eps_dec);
+        linear(samp_.data(), d_.dim, k_queries, d.outp, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.outp_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n2_g, d.n2_b, k_eps_dec);
 
         // FFN 256 -> 2048 -> 256 (ReLU), residual, norm3.
-        linear(tgt_.data(), k_dim, k_queries, d.l1, ffn_.data(), k_ffn, with_bias(epi::bias_relu, d.l1_b));
-        linear(ffn_.data(), k_ffn, k_queries, d.l2, tgt_.data(), k_dim, with_bias(epi::bias_residual, d.l2_b));
-        layernorm(tgt_.data(), k_dim, tgt_.data(), k_dim, k_queries, k_dim, d.n3_g, d.n3_b, k_eps_dec);
-        std::memcpy(layer_out_.data() + sz(l * k_queries, k_dim), tgt_.data(), tgt_.size() * 4);
+        linear(tgt_.data(), d_.dim, k_queries, d.l1, ffn_.data(), d_.ffn, with_bias(epi::bias_relu, d.l1_b));
+        linear(ffn_.data(), d_.ffn, k_queries, d.l2, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.l2_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n3_g, d.n3_b, k_eps_dec);
+        std::memcpy(layer_out_.data() + sz(l * k_queries, d_.dim), tgt_.data(), tgt_.size() * 4);
     }
 }
 
 void model::run_heads(float * logits, float * boxes) {
-    layernorm(tgt_.data(), k_dim, hs_.data(), k_dim, k_queries, k_dim, dec_norm_g_, dec_norm_b_, k_eps_dec);
-    linear(hs_.data(), k_dim, k_queries, cls_w_, logits, nc_, with_bias(epi::bias, cls_b_));
-    linear(hs_.data(), k_dim, k_queries, box_w_[0], head_h1_.data(), k_dim, with_bias(epi::bias_relu, box_b_[0]));
-    linear(head_h1_.data(), k_dim, k_queries, box_w_[1], head_h2_.data(), k_dim, with_bias(epi::bias_relu, box_b_[1]));
-    linear(head_h2_.data(), k_dim, k_queries, box_w_[2], head_delta_.data(), 4, with_bias(epi::bias, box_b_[2]));
+    layernorm(tgt_.data(), d_.dim, hs_.data(), d_.dim, k_queries, d_.dim, dec_norm_g_, dec_norm_b_, k_eps_dec);
+    linear(hs_.data(), d_.dim, k_queries, cls_w_, logits, nc_, with_bias(epi::bias, cls_b_));
+    linear(hs_.data(), d_.dim, k_queries, box_w_[0], head_h1_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[0]));
+    linear(head_h1_.data(), d_.dim, k_queries, box_w_[1], head_h2_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[1]));
+    linear(head_h2_.data(), d_.dim, k_queries, box_w_[2], head_delta_.data(), 4, with_bias(epi::bias, box_b_[2]));
     for (int i = 0; i < k_queries; ++i) {
         const float * d = head_delta_.data() + sz(i, 4);
         const float * r = ref_.data() + sz(i, 4);

@@ -1,4 +1,5 @@
-// RF-DETR-base forward on the CPU (../shared/MODEL.md is the map): weights read from a loaded checkpoint,
+// RF-DETR forward on the CPU (../shared/MODEL.md is the map), sized by the checkpoint's variant (model_dims):
+// weights read from a loaded checkpoint,
 // every buffer sized once here, the linear layers' weights repacked once for the GEMM (gemm.h), a fixed
 // thread pool splitting every GEMM and attention.
 // The intermediate buffers are exposed read-only for the per-stage parity tests.
@@ -7,6 +8,7 @@
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/thread-pool.h"
 #include "model/checkpoint.h"
+#include "model/schema.h"
 
 #include <cstdint>
 #include <string>
@@ -16,38 +18,42 @@ namespace rfdetr::cpu {
 
 enum stage {
     STAGE_EMBED,      // patch embedding, position embeddings, window partition
-    STAGE_VIT,        // ViT blocks 0..10 and the four taps
+    STAGE_VIT,        // ViT blocks up to the last tap and the four taps
     STAGE_PROJECTOR,  // C2f projector -> memory
     STAGE_TWO_STAGE,  // encoder heads, top-300, reference points
-    STAGE_DECODER,    // query_pos, 3 decoder layers
+    STAGE_DECODER,    // query_pos, the decoder layers
     STAGE_HEADS,      // final norm, class and box heads
     STAGE_COUNT,
 };
 const char * stage_str(stage s);
 
-// Geometry of RF-DETR-base at 560x560.
-constexpr int k_grid     = 40;                 // patches per side
-constexpr int k_pixels   = k_grid * k_grid;    // 1600
-constexpr int k_windows  = 16;                 // 4x4
-constexpr int k_win_side = 10;                 // patches per window side
-constexpr int k_win_tok  = 101;                // cls + 100
-constexpr int k_tokens   = k_windows * k_win_tok;  // 1616
-constexpr int k_vit_dim  = 384;
-constexpr int k_mlp_dim  = 1536;
-constexpr int k_vit_blocks_used = 11;          // block 11 is computed upstream but never read
-constexpr int k_dim      = 256;
-constexpr int k_queries  = 300;
-constexpr int k_dec_layers = 3;
+constexpr int k_queries = 300;  // every RF-DETR detection variant
+
+// The sizes of the loaded variant, from the checkpoint's schema architecture (model_arch). Base: 560 px,
+// patch 14, grid 40, 4x4 windows of 10x10 (101 tokens with the cls copy, 1616 in all), ViT 384 wide with
+// 6 heads and MLP 1536, blocks 0..10 run (taps after 1, 4, 7, 10; global 2, 5, 8), d_model 256, 3 decoder
+// layers. Nano..Large: patch 16, 2x2 windows, all 12 blocks (taps after 2, 5, 8, 11; global 3, 6, 9).
+struct model_dims {
+    int input = 0, patch = 0, patch_k = 0, grid = 0, pixels = 0;
+    int win_per_side = 0, windows = 0, win_side = 0, win_tok = 0, tokens = 0;
+    int vit_dim = 0, mlp_dim = 0, heads = 0, head_dim = 0, blocks = 0, pos_side = 0;
+    int dim = 0, c2f_hidden = 0, dec_layers = 0, sa_heads = 0, sa_dim = 0, ca_heads = 0, ca_dim = 0, ca_points = 0, ffn = 0;
+    std::vector<int>  tap_blocks;  // the blocks whose outputs feed the projector, in tap order
+    std::vector<bool> global;      // per block: attends over all windows
+};
+// Throws rfdetr::error for a variant this engine does not run (a multi-level projector).
+model_dims dims_of(const model_arch & arch);
 
 class model {
   public:
     // ckpt must outlive the model (the weights that are not repacked are read in place).
     model(const checkpoint & ckpt, int threads);
 
-    // pixel_values f32 [3,560,560]; logits [300, num_classes]; boxes [300, 4].
+    // pixel_values f32 [3,S,S] (S = dims().input); logits [300, num_classes]; boxes [300, 4].
     void forward(const float * pixel_values, float * logits, float * boxes);
 
     int num_classes() const { return nc_; }
+    const model_dims & dims() const { return d_; }
     int threads() const { return pool_.size(); }
 
     // Test hook: use these 300 token indices instead of the computed top-k (nullptr restores it).
@@ -108,6 +114,7 @@ class model {
     const checkpoint & ckpt_;
     thread_pool        pool_;
     int                nc_;
+    model_dims         d_;
 
     // weights
     packed_weight          patch_w_;

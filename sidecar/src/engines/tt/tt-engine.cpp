@@ -27,6 +27,7 @@ class tt_engine_impl : public engine {
     std::string                        device() const override { return device_; }
     int                                num_queries() const override { return k_num_queries; }
     int                                num_classes() const override { return runner_.num_classes(); }
+    int                                input_size() const override { return runner_.input_size(); }
     const std::vector<std::string> &   labels() const override { return labels_; }
     bool forward_uses_host_cores() const override { return name_ != "tt"; }  // tt-host runs the ops on the CPU
     void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
@@ -68,6 +69,7 @@ std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const 
         throw error("tt engine: expected precision fp32 or bf16 but received '" + opts.precision + "'");
     }
     auto ck  = checkpoint::open(weights_dir);  // before opening the device: a bad checkpoint never claims the chip
+    tt::tt_dims_of(ck->variant().arch);        // nor does a variant the graph does not build
     auto ops = tt::tt_ops_ttnn_open(opts.device_id);
     return std::make_unique<tt::tt_engine_impl>("tt", std::move(ops), *ck, opts.eager);
 #else

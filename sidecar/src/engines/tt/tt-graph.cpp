@@ -15,19 +15,8 @@ namespace {
 const std::string k_vit    = "backbone.0.encoder.encoder.";
 const std::string k_proj   = "backbone.0.projector.stages.0.";
 const std::string k_tf     = "transformer.";
-constexpr int     k_layers_used = 11;  // blocks 0..10; block 11's output is never read
 constexpr float   k_eps_vit     = 1e-6f;
 constexpr float   k_eps_dec     = 1e-5f;
-constexpr int     k_vit_heads   = 6;
-constexpr int     k_self_heads  = 8;
-
-bool is_global(int layer) {
-    return layer % 3 == 2;  // blocks 2, 5, 8 (and 11)
-}
-
-bool is_tap(int layer) {
-    return layer % 3 == 1;  // blocks 1, 4, 7, 10 feed the projector
-}
 
 const float * weight(const checkpoint & ck, const std::string & name, int64_t expect_numel) {
     const tensor_view & t = ck.get(name);
@@ -37,7 +26,7 @@ const float * weight(const checkpoint & ck, const std::string & name, int64_t ex
     }
     if (n != expect_numel) {
         throw error("tt_graph: checkpoint tensor " + name + " has " + std::to_string(n) + " values, expected " +
-                    std::to_string(expect_numel) + "; the checkpoint is not RF-DETR-base");
+                    std::to_string(expect_numel) + "; the checkpoint does not match its variant's schema");
     }
     return t.data;
 }
@@ -128,43 +117,44 @@ tt_tensor tt_graph::up_vec(const checkpoint & ck, const std::string & name) {
     return up(vec_of(t.data, n), {1, n});
 }
 
-tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : ops_(ops), plan_(plan) {
+tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan)
+    : ops_(ops), plan_(plan), arch_(ck.variant().arch), dims_(tt_dims_of(ck.variant().arch)) {
     num_classes_ = ck.num_classes();
     ops_.set_math(plan_.decoder);
 
     // ---- backbone ----
     {
         const std::string e  = k_vit + "embeddings.";
-        const float *     cw = weight(ck, e + "patch_embeddings.projection.weight", (int64_t)k_hidden * k_patch_k);
-        const float *     cb = weight(ck, e + "patch_embeddings.projection.bias", k_hidden);
-        const float *     pe = weight(ck, e + "position_embeddings", (int64_t)(1 + k_pos_grid * k_pos_grid) * k_hidden);
-        const float *     cl = weight(ck, e + "cls_token", k_hidden);
-        patch_w_             = up(tt_patch_kernel(cw), {k_patch_k_pad, k_hidden});
-        cls_pos_ = up(tt_cls_pos(cl, tt_pos_interp(pe).data(), cb), {k_num_windows, k_window_seq, k_hidden});
-        ones384_ = up(std::vector<float>(k_hidden, 1.0f), {1, k_hidden});
-        perm_    = up(tt_shaping_perm(), {k_patches, k_tokens});
+        const float *     cw = weight(ck, e + "patch_embeddings.projection.weight", (int64_t)dims_.hidden * dims_.patch_k);
+        const float *     cb = weight(ck, e + "patch_embeddings.projection.bias", dims_.hidden);
+        const float *     pe = weight(ck, e + "position_embeddings", (int64_t)(1 + dims_.pos_grid * dims_.pos_grid) * dims_.hidden);
+        const float *     cl = weight(ck, e + "cls_token", dims_.hidden);
+        patch_w_             = up(tt_patch_kernel(dims_, cw), {dims_.patch_k_pad, dims_.hidden});
+        cls_pos_ = up(tt_cls_pos(dims_, cl, tt_pos_interp(dims_, pe).data(), cb), {dims_.num_windows, dims_.window_seq, dims_.hidden});
+        ones384_ = up(std::vector<float>(dims_.hidden, 1.0f), {1, dims_.hidden});
+        perm_    = up(tt_shaping_perm(dims_), {dims_.patches, dims_.tokens});
     }
-    for (int i = 0; i < k_layers_used; ++i) {
+    for (int i = 0; i < arch_.blocks_used(); ++i) {
         const std::string p = k_vit + "encoder.layer." + std::to_string(i) + ".";
         vit_layer         l;
-        l.global = is_global(i);
+        l.global = arch_.is_global(i);
         l.norm1  = up_norm(ck, p + "norm1");
         l.norm2  = up_norm(ck, p + "norm2");
         // fused qkv: [384, 1152] with columns q | k | v
-        std::vector<float> w((size_t)k_hidden * 3 * k_hidden), b(3 * k_hidden);
+        std::vector<float> w((size_t)dims_.hidden * 3 * dims_.hidden), b(3 * dims_.hidden);
         const char *       parts[3] = {"query", "key", "value"};
         for (int part = 0; part < 3; ++part) {
             const std::string a  = p + "attention.attention." + parts[part];
-            const float *     pw = weight(ck, a + ".weight", (int64_t)k_hidden * k_hidden);
-            const float *     pb = weight(ck, a + ".bias", k_hidden);
-            for (int o = 0; o < k_hidden; ++o) {
-                for (int in = 0; in < k_hidden; ++in) {
-                    w[(size_t)in * 3 * k_hidden + part * k_hidden + o] = pw[(size_t)o * k_hidden + in];
+            const float *     pw = weight(ck, a + ".weight", (int64_t)dims_.hidden * dims_.hidden);
+            const float *     pb = weight(ck, a + ".bias", dims_.hidden);
+            for (int o = 0; o < dims_.hidden; ++o) {
+                for (int in = 0; in < dims_.hidden; ++in) {
+                    w[(size_t)in * 3 * dims_.hidden + part * dims_.hidden + o] = pw[(size_t)o * dims_.hidden + in];
                 }
-                b[part * k_hidden + o] = pb[o];
+                b[part * dims_.hidden + o] = pb[o];
             }
         }
-        l.qkv  = {up(w, {k_hidden, 3 * k_hidden}), up(b, {1, 3 * k_hidden})};
+        l.qkv  = {up(w, {dims_.hidden, 3 * dims_.hidden}), up(b, {1, 3 * dims_.hidden})};
         l.proj = up_linear(ck, p + "attention.output.dense");
         l.fc1  = up_linear(ck, p + "mlp.fc1");
         l.fc2  = up_linear(ck, p + "mlp.fc2");
@@ -176,12 +166,13 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : 
 
     // ---- projector: 1x1 convs as linears [in, out], 3x3 convs in torch layout for conv2d ----
     {
-        const int c1 = 4 * k_hidden, c2 = k_d_model, ch = k_d_model / 2;
+        const int c1 = (int)arch_.out_feature_indexes.size() * dims_.hidden, c2 = dims_.d_model, ch = dims_.d_model / 2;
         cv1_w_  = up(tt_transpose(weight(ck, k_proj + "0.cv1.conv.weight", (int64_t)c2 * c1), c2, c1), {c1, c2});
         cv1_ln_ = up_norm(ck, k_proj + "0.cv1.bn");
-        cv2_w_  = up(tt_transpose(weight(ck, k_proj + "0.cv2.conv.weight", (int64_t)c2 * 5 * ch), c2, 5 * ch), {5 * ch, c2});
+        const int cat = (2 + arch_.c2f_blocks) * ch;  // cat[y0, y1, m0, m1, m2]
+        cv2_w_  = up(tt_transpose(weight(ck, k_proj + "0.cv2.conv.weight", (int64_t)c2 * cat), c2, cat), {cat, c2});
         cv2_ln_ = up_norm(ck, k_proj + "0.cv2.bn");
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < arch_.c2f_blocks; ++i) {
             for (int j = 1; j <= 2; ++j) {
                 const std::string p = k_proj + "0.m." + std::to_string(i) + ".cv" + std::to_string(j);
                 m_w_.push_back(up(vec_of(weight(ck, p + ".conv.weight", (int64_t)ch * ch * 9), (int64_t)ch * ch * 9), {ch, ch, 3, 3}));
@@ -198,36 +189,36 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : 
     for (int i = 0; i < 3; ++i) {
         enc_bbox_.push_back(up_linear(ck, k_tf + "enc_out_bbox_embed.0.layers." + std::to_string(i)));
     }
-    prop_xy0_ = up(tt_proposals_xy0(), {1, k_patches, 4});
-    prop_whd_ = up(tt_proposals_whd(), {1, k_patches, 4});
+    prop_xy0_ = up(tt_proposals_xy0(dims_), {1, dims_.patches, 4});
+    prop_whd_ = up(tt_proposals_whd(dims_), {1, dims_.patches, 4});
     mask_xy_  = up(tt_mask_xy(), {1, 1, 4});
     t_xy0_    = up(tt_t_xy0(), {4, 4});
     t_wh4_    = up(tt_t_wh4(), {4, 4});
     {
-        tt_tensor rp = up(vec_of(weight(ck, "refpoint_embed.weight", (int64_t)13 * k_num_queries * 4), (int64_t)k_num_queries * 4),
+        tt_tensor rp = up(vec_of(weight(ck, "refpoint_embed.weight", (int64_t)arch_.group_detr * k_num_queries * 4), (int64_t)k_num_queries * 4),
                           {1, k_num_queries, 4});
         // [rp_x, rp_y, exp(rp_w), exp(rp_h)]: the refpoint deltas are constants, so this runs once at load.
         refpoint_t_ = ops_.where(mask_xy_, rp, ops_.exp(rp));
-        target_     = up(vec_of(weight(ck, "query_feat.weight", (int64_t)13 * k_num_queries * k_d_model),
-                                (int64_t)k_num_queries * k_d_model),
-                         {1, k_num_queries, k_d_model});
+        target_     = up(vec_of(weight(ck, "query_feat.weight", (int64_t)arch_.group_detr * k_num_queries * dims_.d_model),
+                                (int64_t)k_num_queries * dims_.d_model),
+                         {1, k_num_queries, dims_.d_model});
     }
 
     // ---- decoder ----
     sine_t_       = up(tt_sine_table(), {4, 4 * k_num_pos_feats});
     sine_even_    = up(tt_sine_even_mask(), {1, 1, 4 * k_num_pos_feats});
-    grid_xy2_     = up(tt_grid_xy2(), {4, 2 * k_cross_heads * k_cross_points});
-    grid_wh_half_ = up(tt_grid_wh_half(), {4, 2 * k_cross_heads * k_cross_points});
-    grid_neg1_    = up(tt_grid_neg1(), {1, 2 * k_cross_heads * k_cross_points});
-    ones256_      = up(std::vector<float>(k_d_model, 1.0f), {1, k_d_model});
-    ones768_      = up(std::vector<float>(3 * k_d_model, 1.0f), {1, 3 * k_d_model});
+    grid_xy2_     = up(tt_grid_xy2(dims_), {4, 2 * dims_.cross_heads * dims_.cross_points});
+    grid_wh_half_ = up(tt_grid_wh_half(dims_), {4, 2 * dims_.cross_heads * dims_.cross_points});
+    grid_neg1_    = up(tt_grid_neg1(dims_), {1, 2 * dims_.cross_heads * dims_.cross_points});
+    ones256_      = up(std::vector<float>(dims_.d_model, 1.0f), {1, dims_.d_model});
+    ones768_      = up(std::vector<float>(3 * dims_.d_model, 1.0f), {1, 3 * dims_.d_model});
     for (int i = 0; i < 2; ++i) {
         ref_head_.push_back(up_linear(ck, k_tf + "decoder.ref_point_head.layers." + std::to_string(i)));
     }
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < arch_.dec_layers; ++i) {
         const std::string p = k_tf + "decoder.layers." + std::to_string(i) + ".";
         dec_layer         l;
-        const int         d   = k_d_model;
+        const int         d   = dims_.d_model;
         const float *     inw = weight(ck, p + "self_attn.in_proj_weight", (int64_t)3 * d * d);
         const float *     inb = weight(ck, p + "self_attn.in_proj_bias", 3 * d);
         l.sa_qkv              = {up(tt_transpose(inw, 3 * d, d), {d, 3 * d}), up(vec_of(inb, 3 * d), {1, 3 * d})};
@@ -259,7 +250,7 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan) : 
 
     // The persistent input the trace reads; fp32 (the bf16 patch matmul loses the embed-level accuracy
     // the detection-IoU gate needs when the pixels are uploaded in bf16, per the Python port's measurements).
-    input_ = up(std::vector<float>((size_t)k_tokens * k_patch_k_pad, 0.0f), {k_num_windows, k_window_seq, k_patch_k_pad},
+    input_ = up(std::vector<float>((size_t)dims_.tokens * dims_.patch_k_pad, 0.0f), {dims_.num_windows, dims_.window_seq, dims_.patch_k_pad},
                 TT_DTYPE_FP32);
 }
 
@@ -284,8 +275,8 @@ bool tt_graph::set_topk_override(const std::vector<int> & indices) {
 
 tt_tensor tt_graph::conv_ln_silu(const tt_tensor & x, const tt_tensor & conv_w, const norm_w & ln, int kernel) {
     tt_tensor y = kernel == 1 ? ops_.linear(x, conv_w, nullptr, TT_ACT_NONE)
-                              : ops_.reshape(ops_.conv2d(ops_.reshape(x, {1, k_grid, k_grid, x->shape.back()}), conv_w, kernel, kernel / 2),
-                                             {1, k_patches, conv_w->shape[0]});
+                              : ops_.reshape(ops_.conv2d(ops_.reshape(x, {1, dims_.grid, dims_.grid, x->shape.back()}), conv_w, kernel, kernel / 2),
+                                             {1, dims_.patches, conv_w->shape[0]});
     return ops_.silu(ops_.layer_norm(y, ln.w, ln.b, k_eps_vit));
 }
 
@@ -312,17 +303,17 @@ tt_graph::outputs tt_graph::build() {
     tt_tensor x = ops.linear_addcmul(input_, patch_w_, nullptr, cls_pos_, ones384_);  // [16,101,384]
     out.taps["backbone.embeddings"] = x;
     std::vector<tt_tensor> taps;
-    for (int i = 0; i < k_layers_used; ++i) {
+    for (int i = 0; i < arch_.blocks_used(); ++i) {
         const vit_layer & l = vit_[i];
         if (l.global) {
-            x = ops.reshape(x, {1, k_tokens, k_hidden});  // the 16 windows (with their cls copies) as one sequence
+            x = ops.reshape(x, {1, dims_.tokens, dims_.hidden});  // the 16 windows (with their cls copies) as one sequence
         }
         ops.set_math(pl.vit);
         tt_tensor h   = ops.layer_norm(x, l.norm1.w, l.norm1.b, k_eps_vit);
         tt_tensor qkv = ops.linear(h, l.qkv.w, l.qkv.b, TT_ACT_NONE);
-        auto      hv  = ops.split_heads(qkv, k_vit_heads);
+        auto      hv  = ops.split_heads(qkv, arch_.vit_heads);
         ops.set_math(pl.vit_sdpa);
-        tt_tensor a   = ops.concat_heads(ops.sdpa(hv[0], hv[1], hv[2], 0.125f));
+        tt_tensor a   = ops.concat_heads(ops.sdpa(hv[0], hv[1], hv[2], 1.0f / std::sqrt((float)(dims_.hidden / arch_.vit_heads))));
         ops.set_math(res);
         x             = ops.linear_addcmul(a, l.proj.w, l.proj.b, x, l.ls1);
         ops.set_math(pl.vit);
@@ -331,13 +322,13 @@ tt_graph::outputs tt_graph::build() {
         ops.set_math(res);
         x             = ops.linear_addcmul(h, l.fc2.w, l.fc2.b, x, l.ls2);
         if (l.global) {
-            x = ops.reshape(x, {k_num_windows, k_window_seq, k_hidden});
+            x = ops.reshape(x, {dims_.num_windows, dims_.window_seq, dims_.hidden});
         }
-        if (is_tap(i)) {
+        if (arch_.tap_of_block(i) >= 0) {
             // drop the cls rows and un-window in one 0/1 matmul; LayerNorm is per row, so it commutes
             ops.set_math(pl.shaping);
-            tt_tensor f = ops.matmul(perm_, ops.reshape(x, {k_tokens, k_hidden}));
-            f           = ops.layer_norm(ops.reshape(f, {1, k_patches, k_hidden}), vit_final_.w, vit_final_.b, k_eps_vit);
+            tt_tensor f = ops.matmul(perm_, ops.reshape(x, {dims_.tokens, dims_.hidden}));
+            f           = ops.layer_norm(ops.reshape(f, {1, dims_.patches, dims_.hidden}), vit_final_.w, vit_final_.b, k_eps_vit);
             out.taps["backbone.feature_map." + std::to_string(taps.size())] = f;
             taps.push_back(f);
         }
@@ -346,10 +337,10 @@ tt_graph::outputs tt_graph::build() {
     // ---- projector (C2f, channels-last [1,1600,C]) ----
     ops.set_math(pl.projector);
     tt_tensor y  = conv_ln_silu(ops.concat_last(taps), cv1_w_, cv1_ln_, 1);  // [1,1600,256]
-    const int ch = k_d_model / 2;
+    const int ch = dims_.d_model / 2;
     std::vector<tt_tensor> parts = {ops.slice_last(y, 0, ch), ops.slice_last(y, ch, 2 * ch)};
     tt_tensor              m     = parts[1];
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < arch_.c2f_blocks; ++i) {
         m = conv_ln_silu(m, m_w_[2 * i], m_ln_[2 * i], 3);
         m = conv_ln_silu(m, m_w_[2 * i + 1], m_ln_[2 * i + 1], 3);
         parts.push_back(m);
@@ -362,7 +353,7 @@ tt_graph::outputs tt_graph::build() {
     ops.set_math(pl.scoring);
     tt_tensor oq = ops.layer_norm(ops.linear(memory, enc_output_.w, enc_output_.b, TT_ACT_NONE), enc_norm_.w, enc_norm_.b, k_eps_dec);
     tt_tensor enc_class = ops.linear(oq, enc_class_.w, enc_class_.b, TT_ACT_NONE);  // [1,1600,C]
-    tt_tensor scores    = ops.reshape(ops.max(enc_class), {1, k_patches});
+    tt_tensor scores    = ops.reshape(ops.max(enc_class), {1, dims_.patches});
     ops.set_math(pl.decoder);
     tt_tensor delta     = mlp3(oq, enc_bbox_);                                       // [1,1600,4]
     tt_tensor enc_coord = ops.add(ops.multiply(ops.where(mask_xy_, delta, ops.exp(delta)), prop_whd_), prop_xy0_);
@@ -370,7 +361,7 @@ tt_graph::outputs tt_graph::build() {
     out.taps["two_stage.enc_coords"]       = enc_coord;
     tt_tensor idx = topk_override_ ? topk_override_ : ops.topk_indices(scores, k_num_queries);
     out.taps["two_stage.topk_indices"] = idx;
-    tt_tensor ts  = ops.gather_rows(ops.reshape(enc_coord, {k_patches, 4}), idx);  // [1,300,4]
+    tt_tensor ts  = ops.gather_rows(ops.reshape(enc_coord, {dims_.patches, 4}), idx);  // [1,300,4]
     tt_tensor ref = ops.add(ops.multiply(refpoint_t_, ops.linear(ts, t_wh4_, nullptr, TT_ACT_NONE)),
                             ops.linear(ts, t_xy0_, nullptr, TT_ACT_NONE));
     out.taps["decoder.reference_points"] = ref;
@@ -385,19 +376,19 @@ tt_graph::outputs tt_graph::build() {
     tt_tensor ref_s = ops.linear(ref, grid_wh_half_, nullptr, TT_ACT_NONE);  // 0.5*ref_wh
 
     // ---- decoder ----
-    const int Q = k_num_queries, M = k_cross_heads, D = k_d_model / k_cross_heads, P = k_cross_points;
+    const int Q = k_num_queries, M = dims_.cross_heads, D = dims_.d_model / dims_.cross_heads, P = dims_.cross_points;
     tt_tensor hidden = target_;
     for (size_t li = 0; li < dec_.size(); ++li) {
         const dec_layer & l = dec_[li];
         // value per head, channels-last [16,40,40,16]
         tt_tensor value = ops.linear(memory, l.value.w, l.value.b, TT_ACT_NONE);
-        value = ops.reshape(ops.permute(ops.reshape(value, {1, k_patches, M, D}), {0, 2, 1, 3}), {M, k_grid, k_grid, D});
+        value = ops.reshape(ops.permute(ops.reshape(value, {1, dims_.patches, M, D}), {0, 2, 1, 3}), {M, dims_.grid, dims_.grid, D});
 
         // self-attention: q = k = hidden + query_pos, v = hidden, as hidden @ Wqkv + b + query_pos @ [Wq|Wk|0]
         tt_tensor pos_term = ops.linear(query_pos, l.sa_pos_w, nullptr, TT_ACT_NONE);
         tt_tensor qkv      = ops.linear_addcmul(hidden, l.sa_qkv.w, l.sa_qkv.b, pos_term, ones768_);
-        auto      hv       = ops.split_heads(qkv, k_self_heads);
-        tt_tensor ctx      = ops.concat_heads(ops.sdpa(hv[0], hv[1], hv[2], 1.0f / std::sqrt((float)(k_d_model / k_self_heads))));
+        auto      hv       = ops.split_heads(qkv, arch_.sa_heads);
+        tt_tensor ctx      = ops.concat_heads(ops.sdpa(hv[0], hv[1], hv[2], 1.0f / std::sqrt((float)(dims_.d_model / arch_.sa_heads))));
         hidden = ops.layer_norm(ops.linear_addcmul(ctx, l.sa_out.w, l.sa_out.b, hidden, ones256_), l.norm1.w, l.norm1.b, k_eps_dec);
 
         // deformable cross-attention
@@ -408,7 +399,7 @@ tt_graph::outputs tt_graph::build() {
         tt_tensor grid  = ops.linear_addcmul(query, l.offsets.w, l.offsets.b, ref_b, ref_s);  // [1,300,64] = 2*loc - 1
         grid            = ops.reshape(ops.permute(ops.reshape(grid, {Q, M, 2 * P}), {1, 0, 2}), {M, Q * P, 1, 2});
         tt_tensor ca    = ops.deformable_attn(value, grid, aw);  // [16,300,16]
-        ca              = ops.reshape(ops.permute(ca, {1, 0, 2}), {1, Q, k_d_model});
+        ca              = ops.reshape(ops.permute(ca, {1, 0, 2}), {1, Q, dims_.d_model});
         hidden = ops.layer_norm(ops.linear_addcmul(ca, l.out_proj.w, l.out_proj.b, hidden, ones256_), l.norm2.w, l.norm2.b, k_eps_dec);
 
         // FFN

@@ -1,11 +1,15 @@
-// The RF-DETR-base device graph, written once against the op vocabulary (tt-ops.h). Its decomposition
-// follows the Python ttnn port (changh95/tt-RF-DETR): host im2col -> patch matmul + constant cls/pos ->
-// DINOv2 blocks 0..10 (block 11 is dead) with fused qkv, SDPA and matmul+layerscale+residual -> feature
-// shaping as one 0/1 permutation matmul + LayerNorm -> C2f projector (1x1 as linear, 3x3 as conv2d) ->
-// two-stage top-k on device -> 3 decoder layers with the deformable-attention sampling core -> heads.
+// The RF-DETR device graph, written once against the op vocabulary (tt-ops.h) and sized by the checkpoint's
+// variant (model_arch -> tt_dims: resolution, patch, windows, taps, global blocks, decoder depth, widths).
+// Its decomposition follows the Python ttnn port (changh95/tt-RF-DETR): host im2col -> patch matmul +
+// constant cls/pos -> DINOv2 blocks up to the last tap (Base: 0..10, block 11 is dead; Nano..Large: all 12)
+// with fused qkv, SDPA and matmul+layerscale+residual -> feature shaping as one 0/1 permutation matmul +
+// LayerNorm -> C2f projector (1x1 as linear, 3x3 as conv2d) -> two-stage top-k on device -> the decoder
+// layers with the deformable-attention sampling core -> heads. Single-level (P4) variants only.
 #pragma once
 
 #include "engines/tt/tt-ops.h"
+#include "engines/tt/tt-prep.h"
+#include "model/schema.h"
 
 #include <map>
 #include <string>
@@ -44,7 +48,8 @@ std::vector<std::string> tt_plan_names();
 class tt_graph {
   public:
     // Uploads every weight (bf16, transposed/fused as the device wants them) and the input-independent
-    // tables, and allocates the persistent fp32 input [16,101,608]. The checkpoint may be closed afterwards.
+    // tables, and allocates the persistent fp32 input [windows^2, window_seq, patch_k_pad] (Base [16,101,608]).
+    // The checkpoint may be closed afterwards. Throws for a variant the graph does not build (multi-level).
     tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan = tt_plan_named("device"));
 
     const tt_plan & plan() const { return plan_; }
@@ -68,6 +73,7 @@ class tt_graph {
     bool set_topk_override(const std::vector<int> & indices);
 
     int num_classes() const { return num_classes_; }
+    const tt_dims & dims() const { return dims_; }
 
   private:
     struct linear_w {
@@ -95,8 +101,10 @@ class tt_graph {
     tt_tensor conv_ln_silu(const tt_tensor & x, const tt_tensor & conv_w, const norm_w & ln, int kernel);
     tt_tensor mlp3(const tt_tensor & x, const std::vector<linear_w> & layers);
 
-    tt_ops &  ops_;
-    tt_plan   plan_;
+    tt_ops &   ops_;
+    tt_plan    plan_;
+    model_arch arch_;
+    tt_dims    dims_;
     int       num_classes_ = 0;
     tt_tensor input_;
 

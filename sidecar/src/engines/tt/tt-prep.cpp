@@ -1,5 +1,8 @@
 #include "engines/tt/tt-prep.h"
 
+#include "engines/engine.h"
+#include "model/schema.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,29 +10,53 @@
 namespace rfdetr {
 namespace tt {
 
-void tt_im2col(const float * px, float * out) {
-    constexpr int S = k_grid * k_patch;  // 560
-    std::memset(out, 0, sizeof(float) * k_num_windows * k_window_seq * k_patch_k_pad);
-    for (int w = 0; w < k_num_windows; ++w) {
-        int wy = w / k_windows, wx = w % k_windows;
-        for (int t = 0; t < k_window_size * k_window_size; ++t) {
-            int     gy = wy * k_window_size + t / k_window_size, gx = wx * k_window_size + t % k_window_size;
-            float * row = out + ((int64_t)w * k_window_seq + 1 + t) * k_patch_k_pad;
+tt_dims tt_dims_of(const model_arch & a) {
+    if (a.levels() != 1) {
+        throw error("tt_dims_of: the TT graph runs single-level (P4) RF-DETR variants; this checkpoint's projector has " +
+                    std::to_string(a.levels()) + " levels (RF-DETR-LargeDeprecated's P3+P5 is not built yet)");
+    }
+    tt_dims d;
+    d.patch        = a.patch_size;
+    d.grid         = a.grid();
+    d.windows      = a.num_windows;
+    d.window_size  = a.window_side();
+    d.num_windows  = a.num_windows * a.num_windows;
+    d.window_seq   = 1 + d.window_size * d.window_size;
+    d.tokens       = d.num_windows * d.window_seq;
+    d.patches      = d.grid * d.grid;
+    d.patch_k      = 3 * d.patch * d.patch;
+    d.patch_k_pad  = (d.patch_k + 31) / 32 * 32;
+    d.hidden       = a.vit_hidden;
+    d.pos_grid     = a.pos_grid;
+    d.d_model      = a.d_model;
+    d.cross_heads  = a.ca_heads;
+    d.cross_points = a.dec_points;
+    return d;
+}
+
+void tt_im2col(const tt_dims & d, const float * px, float * out) {
+    const int S = d.input_size(), P = d.patch, WS = d.window_size;
+    std::memset(out, 0, sizeof(float) * d.tokens * d.patch_k_pad);
+    for (int w = 0; w < d.num_windows; ++w) {
+        int wy = w / d.windows, wx = w % d.windows;
+        for (int t = 0; t < WS * WS; ++t) {
+            int     gy = wy * WS + t / WS, gx = wx * WS + t % WS;
+            float * row = out + ((int64_t)w * d.window_seq + 1 + t) * d.patch_k_pad;
             for (int c = 0; c < 3; ++c) {
-                for (int ky = 0; ky < k_patch; ++ky) {
-                    const float * src = px + ((int64_t)c * S + gy * k_patch + ky) * S + gx * k_patch;
-                    std::memcpy(row + c * k_patch * k_patch + ky * k_patch, src, sizeof(float) * k_patch);
+                for (int ky = 0; ky < P; ++ky) {
+                    const float * src = px + ((int64_t)c * S + gy * P + ky) * S + gx * P;
+                    std::memcpy(row + c * P * P + ky * P, src, sizeof(float) * P);
                 }
             }
         }
     }
 }
 
-std::vector<float> tt_patch_kernel(const float * conv_weight) {
-    std::vector<float> k((size_t)k_patch_k_pad * k_hidden, 0.0f);
-    for (int o = 0; o < k_hidden; ++o) {
-        for (int i = 0; i < k_patch_k; ++i) {
-            k[(size_t)i * k_hidden + o] = conv_weight[(size_t)o * k_patch_k + i];
+std::vector<float> tt_patch_kernel(const tt_dims & d, const float * conv_weight) {
+    std::vector<float> k((size_t)d.patch_k_pad * d.hidden, 0.0f);
+    for (int o = 0; o < d.hidden; ++o) {
+        for (int i = 0; i < d.patch_k; ++i) {
+            k[(size_t)i * d.hidden + o] = conv_weight[(size_t)o * d.patch_k + i];
         }
     }
     return k;
@@ -83,8 +110,11 @@ aa_taps aa_bicubic_taps(int in, int out) {
 
 }  // namespace
 
-std::vector<float> tt_pos_interp(const float * pos) {
-    const int G = k_pos_grid, O = k_grid, C = k_hidden;
+std::vector<float> tt_pos_interp(const tt_dims & d, const float * pos) {
+    const int G = d.pos_grid, O = d.grid, C = d.hidden;
+    if (G == O) {
+        return std::vector<float>(pos, pos + (size_t)(1 + O * O) * C);
+    }
     aa_taps   taps = aa_bicubic_taps(G, O);
     // width pass: [G rows][O cols][C]
     std::vector<float> tmp((size_t)G * O * C);
@@ -117,34 +147,34 @@ std::vector<float> tt_pos_interp(const float * pos) {
     return out;
 }
 
-int tt_shaping_source_row(int r) {
-    int y = r / k_grid, x = r % k_grid;
-    int w = (y / k_window_size) * k_windows + x / k_window_size;
-    return w * k_window_seq + 1 + (y % k_window_size) * k_window_size + x % k_window_size;
+int tt_shaping_source_row(const tt_dims & d, int r) {
+    int y = r / d.grid, x = r % d.grid;
+    int w = (y / d.window_size) * d.windows + x / d.window_size;
+    return w * d.window_seq + 1 + (y % d.window_size) * d.window_size + x % d.window_size;
 }
 
-std::vector<float> tt_cls_pos(const float * cls, const float * pos_interp, const float * conv_bias) {
-    std::vector<float> out((size_t)k_tokens * k_hidden);
-    for (int w = 0; w < k_num_windows; ++w) {
-        float * row0 = out.data() + (size_t)w * k_window_seq * k_hidden;
-        for (int c = 0; c < k_hidden; ++c) {
+std::vector<float> tt_cls_pos(const tt_dims & d, const float * cls, const float * pos_interp, const float * conv_bias) {
+    std::vector<float> out((size_t)d.tokens * d.hidden);
+    for (int w = 0; w < d.num_windows; ++w) {
+        float * row0 = out.data() + (size_t)w * d.window_seq * d.hidden;
+        for (int c = 0; c < d.hidden; ++c) {
             row0[c] = cls[c] + pos_interp[c];
         }
     }
-    for (int r = 0; r < k_patches; ++r) {
-        float *       o = out.data() + (size_t)tt_shaping_source_row(r) * k_hidden;
-        const float * p = pos_interp + (size_t)(1 + r) * k_hidden;
-        for (int c = 0; c < k_hidden; ++c) {
+    for (int r = 0; r < d.patches; ++r) {
+        float *       o = out.data() + (size_t)tt_shaping_source_row(d, r) * d.hidden;
+        const float * p = pos_interp + (size_t)(1 + r) * d.hidden;
+        for (int c = 0; c < d.hidden; ++c) {
             o[c] = p[c] + conv_bias[c];
         }
     }
     return out;
 }
 
-std::vector<float> tt_shaping_perm() {
-    std::vector<float> p((size_t)k_patches * k_tokens, 0.0f);
-    for (int r = 0; r < k_patches; ++r) {
-        p[(size_t)r * k_tokens + tt_shaping_source_row(r)] = 1.0f;
+std::vector<float> tt_shaping_perm(const tt_dims & d) {
+    std::vector<float> p((size_t)d.patches * d.tokens, 0.0f);
+    for (int r = 0; r < d.patches; ++r) {
+        p[(size_t)r * d.tokens + tt_shaping_source_row(d, r)] = 1.0f;
     }
     return p;
 }
@@ -181,8 +211,8 @@ std::vector<float> tt_sine_even_mask() {
     return m;
 }
 
-std::vector<float> tt_grid_xy2() {
-    const int          n = 2 * k_cross_heads * k_cross_points;
+std::vector<float> tt_grid_xy2(const tt_dims & d) {
+    const int          n = 2 * d.cross_heads * d.cross_points;
     std::vector<float> t((size_t)4 * n, 0.0f);
     for (int j = 0; j < n; ++j) {
         t[(size_t)(j % 2) * n + j] = 2.0f;
@@ -190,18 +220,18 @@ std::vector<float> tt_grid_xy2() {
     return t;
 }
 
-std::vector<float> tt_grid_wh_half() {
-    const int          n = 2 * k_cross_heads * k_cross_points;
+std::vector<float> tt_grid_wh_half(const tt_dims & d) {
+    const int          n = 2 * d.cross_heads * d.cross_points;
     std::vector<float> t((size_t)4 * n, 0.0f);
     for (int j = 0; j < n; ++j) {
         // loc = ref_xy + off / n_points * ref_wh * 0.5, so 2*loc carries off * ref_wh * (0.5 / n_points) * 2.
-        t[(size_t)(2 + j % 2) * n + j] = 2.0f * 0.5f / (float)k_cross_points;
+        t[(size_t)(2 + j % 2) * n + j] = 2.0f * 0.5f / (float)d.cross_points;
     }
     return t;
 }
 
-std::vector<float> tt_grid_neg1() {
-    return std::vector<float>(2 * k_cross_heads * k_cross_points, -1.0f);
+std::vector<float> tt_grid_neg1(const tt_dims & d) {
+    return std::vector<float>(2 * d.cross_heads * d.cross_points, -1.0f);
 }
 
 std::vector<float> tt_mask_xy() {
@@ -224,20 +254,20 @@ std::vector<float> tt_t_wh4() {
     return t;
 }
 
-std::vector<float> tt_proposals_xy0() {
-    std::vector<float> t((size_t)k_patches * 4, 0.0f);
-    for (int y = 0; y < k_grid; ++y) {
-        for (int x = 0; x < k_grid; ++x) {
-            float * r = t.data() + ((size_t)y * k_grid + x) * 4;
-            r[0]      = ((float)x + 0.5f) / (float)k_grid;
-            r[1]      = ((float)y + 0.5f) / (float)k_grid;
+std::vector<float> tt_proposals_xy0(const tt_dims & d) {
+    std::vector<float> t((size_t)d.patches * 4, 0.0f);
+    for (int y = 0; y < d.grid; ++y) {
+        for (int x = 0; x < d.grid; ++x) {
+            float * r = t.data() + ((size_t)y * d.grid + x) * 4;
+            r[0]      = ((float)x + 0.5f) / (float)d.grid;
+            r[1]      = ((float)y + 0.5f) / (float)d.grid;
         }
     }
     return t;
 }
 
-std::vector<float> tt_proposals_whd() {
-    return std::vector<float>((size_t)k_patches * 4, 0.05f);
+std::vector<float> tt_proposals_whd(const tt_dims & d) {
+    return std::vector<float>((size_t)d.patches * 4, 0.05f);
 }
 
 }  // namespace tt

@@ -29,10 +29,11 @@ const char * tt_runner_state_str(tt_runner_state s) {
 }
 
 tt_runner::tt_runner(std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager, const tt_plan & plan)
-    : ops_(std::move(ops)), im2col_((size_t)k_tokens * k_patch_k_pad, 0.0f), eager_(eager) {
+    : ops_(std::move(ops)), eager_(eager) {
     try {
         graph_       = std::make_unique<tt_graph>(*ops_, ck, plan);
         num_classes_ = graph_->num_classes();
+        im2col_.assign((size_t)graph_->dims().tokens * graph_->dims().patch_k_pad, 0.0f);
         // Warm run, eager: compiles every program (device) and proves the graph end to end before capture.
         ops_->write(graph_->input(), im2col_.data());
         out_ = graph_->build();
@@ -74,7 +75,7 @@ void tt_runner::forward(const float * pixel_values, float * logits, float * pred
         throw error(std::string("tt_runner::forward: the engine is ") + tt_runner_state_str(state_) +
                     "; it cannot run a forward after shutdown");
     }
-    tt_im2col(pixel_values, im2col_.data());
+    tt_im2col(graph_->dims(), pixel_values, im2col_.data());
     ops_->write(graph_->input(), im2col_.data());
     if (eager_) {
         out_ = graph_->build();

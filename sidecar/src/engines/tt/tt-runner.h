@@ -34,7 +34,7 @@ class tt_runner {
     tt_runner(const tt_runner &)             = delete;
     tt_runner & operator=(const tt_runner &) = delete;
 
-    // pixel_values [3,560,560] -> logits [300*num_classes], pred_boxes [300*4].
+    // pixel_values [3,S,S] (S = input_size()) -> logits [300*num_classes], pred_boxes [300*4].
     void forward(const float * pixel_values, float * logits, float * pred_boxes);
     // Reads a named intermediate of the last forward (see tt_graph::outputs::taps) as f32.
     std::vector<float> read_tap(const std::string & name, tt_shape * shape = nullptr);
@@ -47,6 +47,7 @@ class tt_runner {
     tt_runner_state state() const { return state_; }
     bool            eager() const { return eager_; }
     int             num_classes() const { return num_classes_; }
+    int             input_size() const { return graph_ ? graph_->dims().input_size() : 0; }
     std::string     describe() const { return ops_->describe(); }
 
   private:
@@ -55,7 +56,7 @@ class tt_runner {
     std::unique_ptr<tt_ops>   ops_;
     std::unique_ptr<tt_graph> graph_;
     tt_graph::outputs         out_;
-    std::vector<float>        im2col_;  // persistent host staging buffer [16,101,608]
+    std::vector<float>        im2col_;  // persistent host staging buffer [windows^2, window_seq, patch_k_pad]
     bool                      eager_;
     bool                      traced_ = false;
     int                       num_classes_ = 0;
