@@ -116,8 +116,16 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   let forwardEwmaMs = 0;
   let lastBusyMs = 0;
 
+  // Past their body and not yet handed to the sidecar: decoding, waiting for a decode slot or for the engine.
+  const waitingForEngine = () => admission.decodes.waiting + admission.decodes.running + engine.depth;
+  // Moves the busy-time counter up to now (it is a counter of the engine queue's running total).
+  const accountBusy = () => {
+    const busy = engine.busyMs();
+    metrics.engineBusySeconds.inc(Math.max(0, busy - lastBusyMs) / 1000);
+    lastBusyMs = busy;
+  };
   const updateGauges = () => {
-    metrics.queueDepth.set({ stage: 'admitted' }, admission.decodes.waiting + admission.decodes.running + engine.depth);
+    metrics.queueDepth.set({ stage: 'admitted' }, waitingForEngine());
     metrics.queueDepth.set({ stage: 'prep' }, admission.decodes.waiting);
     metrics.queueDepth.set({ stage: 'engine' }, engine.depth);
     metrics.inFlight.set(active.size);
@@ -125,9 +133,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const engine: EngineQueue = new EngineQueue(backend, engineConcurrency, {
     onChange: (_waiting, inFlight) => {
       metrics.engineForwardsInFlight.set(inFlight);
-      const busy = engine.busyMs();
-      metrics.engineBusySeconds.inc(Math.max(0, busy - lastBusyMs) / 1000);
-      lastBusyMs = busy;
+      accountBusy();
       updateGauges();
     },
   });
@@ -157,11 +163,10 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,
-    waiting: () => admission.decodes.waiting + admission.decodes.running + engine.depth,
+    waiting: waitingForEngine,
     refreshGauges: () => {
       engineState.refresh();
-      metrics.engineBusySeconds.inc(Math.max(0, engine.busyMs() - lastBusyMs) / 1000);
-      lastBusyMs = engine.busyMs();
+      accountBusy();
       updateGauges();
     },
   });

@@ -21,8 +21,9 @@
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
-export const MAX_IMAGE_SIDE = 8192;
-export const MAX_IMAGE_BYTES = 32 * 1024 * 1024;
+import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
+
+export { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE };
 
 /** 8-bit RGB, interleaved, row-major: data.length === width * height * 3. */
 export interface RgbImage {

@@ -10,8 +10,10 @@ import os from 'node:os';
 import { isWireErrorCode, type WireErrorCode } from './error-codes.ts';
 
 export const PROTOCOL_VERSION = 2;
-/** Largest image side an `infer` image may have (the decode limit, src/image/decode.ts, is the same). */
-export const MAX_IMAGE_SIDE = 8192;
+import { MAX_IMAGE_SIDE } from '../image/limits.ts';
+
+/** Largest image side an `infer` image may have: the decoder's own limit. */
+export { MAX_IMAGE_SIDE };
 /** The frame cap follows the image limits: an 8192×8192 RGB u8 image plus 64 KiB for the envelope. */
 export const MAX_FRAME_BYTES = MAX_IMAGE_SIDE * MAX_IMAGE_SIDE * 3 + 65536;
 export const FRAME_HEADER_BYTES = 4;
