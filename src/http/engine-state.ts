@@ -1,9 +1,9 @@
-// The backend's lifecycle as the HTTP server sees it: a cached copy of its state (probes read this and never
-// touch the backend), updated from the backend's own state-change events; restarts counted into the metrics;
-// each transition logged once; and the one answer to "may a request be served now, and if not, why".
+// The engine's lifecycle as the HTTP server sees it: a cached copy of the backend's state (probes read this and
+// never touch the backend), updated from the backend's own state-change events (the backend logs each
+// transition; this copy does not log it again); restarts counted into the metrics; and the one answer to "may
+// a request be served now, and if not, why".
 import { RfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend } from '../sidecar/backend.ts';
-import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 
 export class EngineState {
@@ -16,7 +16,6 @@ export class EngineState {
   constructor(
     private readonly backend: InferenceBackend,
     private readonly metrics: ServerMetrics,
-    private readonly logger: Logger,
   ) {
     this.#state = backend.state;
     this.#restartsSeen = backend.restarts;
@@ -72,6 +71,8 @@ export class EngineState {
         return new RfdetrError('E_CLOSED', 'the engine is stopped: the server is shutting down');
       case 'restarting':
         return new RfdetrError('E_STARTING', 'the engine is restarting after a failure: retry in a few seconds');
+      case 'unresponsive':
+        return new RfdetrError('E_STARTING', `the engine is not answering its liveness pings${this.backend.failureReason ? ` (${this.backend.failureReason})` : ''}: retry in a few seconds`);
       default:
         return new RfdetrError('E_STARTING', 'the model is starting (loading weights and warming up): retry in a few seconds; GET /ready answers 200 once it can serve');
     }
@@ -82,8 +83,6 @@ export class EngineState {
     if (restarts > this.#restartsSeen) this.metrics.sidecarRestarts.inc(restarts - this.#restartsSeen);
     this.#restartsSeen = restarts;
     if (next === this.#state) return;
-    const prev = this.#state;
-    this.logger.log(next === 'failed' ? 'error' : 'info', `engine state: ${prev} -> ${next}`, { event: 'engine_state', from: prev, to: next });
     this.#state = next;
     this.metrics.setEngineState(next);
     for (const fn of this.#listeners) fn();

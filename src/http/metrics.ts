@@ -7,7 +7,7 @@ import type { BackendState } from '../sidecar/backend.ts';
 export const STAGES = ['decode', 'preprocess', 'queue', 'transfer', 'inference', 'postprocess', 'total'] as const;
 export type Stage = (typeof STAGES)[number];
 
-const ENGINE_STATES: BackendState[] = ['starting', 'ready', 'restarting', 'failed', 'stopped'];
+const ENGINE_STATES: BackendState[] = ['starting', 'ready', 'unresponsive', 'restarting', 'failed', 'stopped'];
 
 // From 0.25 ms (postprocess) to 60 s (a CPU forward under load): roughly ×2.5 steps.
 const SECONDS_BUCKETS = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];

@@ -139,7 +139,7 @@ export const Health = Type.Object({
   device: Type.Union([Type.String(), Type.Null()]),
 });
 
-export const EngineStateName = Type.Union(['starting', 'ready', 'restarting', 'failed', 'stopped'].map((s) => Type.Literal(s)));
+export const EngineStateName = Type.Union(['starting', 'ready', 'unresponsive', 'restarting', 'failed', 'stopped'].map((s) => Type.Literal(s)));
 
 export const Liveness = Type.Object({
   status: Type.Literal('alive'),

@@ -3,7 +3,7 @@
 
 import type { RgbImage } from '../image/decode.ts';
 
-export type BackendState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
+export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
 
 /** What the sidecar said about itself in its `hello`. */
 export interface SidecarInfo {
