@@ -10,6 +10,7 @@ export class EngineState {
   #state: BackendState;
   #restartsSeen: number;
   #draining = false;
+  readonly #deviceSeen = new Map<string, { restarts: number; forwards: number; forwardSeconds: number; removed: boolean }>();
   readonly #unsubscribe: () => void;
   readonly #listeners = new Set<() => void>();
 
@@ -20,6 +21,7 @@ export class EngineState {
     this.#state = backend.state;
     this.#restartsSeen = backend.restarts;
     metrics.setEngineState(this.#state);
+    this.#updateDevices();
     this.#unsubscribe = backend.onStateChange((next) => this.#update(next));
   }
 
@@ -78,7 +80,23 @@ export class EngineState {
     }
   }
 
+  /** Per-device series: counters moved by what changed since the last look. */
+  #updateDevices(): void {
+    for (const d of this.backend.devices?.() ?? []) {
+      const seen = this.#deviceSeen.get(d.device) ?? { restarts: 0, forwards: 0, forwardSeconds: 0, removed: false };
+      const device = d.device;
+      if (d.restarts > seen.restarts) this.metrics.deviceRestarts.inc({ device }, d.restarts - seen.restarts);
+      if (d.forwards > seen.forwards) this.metrics.deviceForwards.inc({ device }, d.forwards - seen.forwards);
+      if (d.forwardSeconds > seen.forwardSeconds) this.metrics.deviceForwardSeconds.inc({ device }, d.forwardSeconds - seen.forwardSeconds);
+      if (d.removed && !seen.removed) this.metrics.devicesRemoved.inc();
+      this.metrics.deviceInFlight.set({ device }, d.inFlight);
+      this.metrics.setDeviceState(device, d.state);
+      this.#deviceSeen.set(device, { restarts: d.restarts, forwards: d.forwards, forwardSeconds: d.forwardSeconds, removed: d.removed });
+    }
+  }
+
   #update(next: BackendState): void {
+    this.#updateDevices();
     const restarts = this.backend.restarts;
     if (restarts > this.#restartsSeen) this.metrics.sidecarRestarts.inc(restarts - this.#restartsSeen);
     this.#restartsSeen = restarts;

@@ -3,3 +3,6 @@ export { createBackend, SidecarBackend } from './supervisor.ts';
 export { silentLogger, type Logger } from './logger.ts';
 export type { SidecarBackendOptions } from './supervisor.ts';
 export type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
+export { createPool, SidecarPool, type PoolOptions } from './pool.ts';
+export { planMembers, parseDeviceList, type MemberSpec } from './devices.ts';
+export type { DeviceStatus } from './backend.ts';

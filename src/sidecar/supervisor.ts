@@ -206,6 +206,12 @@ export class SidecarBackend implements InferenceBackend {
     return this.#socketPath;
   }
 
+  /** Ready and its connection open: a request sent now reaches the sidecar (false from the moment its socket closes). */
+  get serving(): boolean {
+    const p = this.#phase;
+    return p.state === 'ready' && !p.conn.closed;
+  }
+
   /** Requests handed to this backend and not yet settled. */
   get inFlight(): number {
     return this.#calls.active;
