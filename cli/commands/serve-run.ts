@@ -40,6 +40,8 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   }
   // An external sidecar runs whatever engine it was started with; only a spawned one is checked here.
   if (!f.sidecarSocket) await checkEngine(ctx, f.engine);
+  // Usage errors in the device flags before anything slow starts.
+  const pool = poolFor(ctx, f);
   let w: ResolvedWeights | null = null;
   try {
     w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: true, log, progress: null });
@@ -52,7 +54,6 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const weights: WeightsInfo | undefined = w
     ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files, synthetic: w.synthetic }
     : undefined;
-  const pool = poolFor(ctx, f);
   const backend = await ctx.openBackend({
     engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false, pool,
     log: (line) => logger.log('warn', line),
