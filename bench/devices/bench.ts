@@ -15,6 +15,7 @@ import sharp from 'sharp';
 import { Pool } from 'undici';
 import { packageRoot } from '../../src/config/paths.ts';
 import { synthWeights } from '../../test/helpers/synth-weights.ts';
+import { median, pct, r2 } from '../stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const { values } = parseArgs({
@@ -36,13 +37,6 @@ for (const c of ['0', '1', '2', '3']) fs.writeFileSync(path.join(cards, c), '');
 // A small image: the bench measures the pool, not the decode.
 const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: { r: 90, g: 140, b: 200 } } }).png().toBuffer();
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const r2 = (x: number) => Math.round(x * 100) / 100;
 
 /** utime + stime of a process and its children, in ms. */
 function cpuMs(pid: number): number {
