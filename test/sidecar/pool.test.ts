@@ -34,7 +34,8 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 }
 
 /** A card directory holding `cards` (one empty file per card index), and a pool over `devices` on it. */
-function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], devices: number[], extra: { forwardMs?: number } = {}) {
+function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], devices: number[],
+  extra: { forwardMs?: number; minReady?: number; ping?: { pingIntervalMs: number; pingTimeoutMs: number; maxMissedPings: number } } = {}) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-pool-'));
   const dev = path.join(root, 'dev');
   const weights = path.join(root, 'weights');
@@ -46,8 +47,9 @@ function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], de
     members: members.map((m) => ({
       label: m.label, engine: 'test-sleep', weightsDir: weights, command: { file: testBinary },
       env: { ...m.env, RFDETR_TT_DEVICE_DIR: dev, RFDETR_TEST_FORWARD_MS: String(extra.forwardMs ?? 20) },
-      restart: { initialDelayMs: 20 },
+      restart: { initialDelayMs: 20 }, ...extra.ping,
     })),
+    minReady: extra.minReady,
   });
   t.after(() => {
     pool.destroy();
@@ -187,4 +189,28 @@ test('the READY channel: an engine that logs to stdout while loading does not di
   await child;
   assert.match(out.split('\n')[0]!, /^READY \{/, `stdout's first line must be READY: ${JSON.stringify(out)}`);
   assert.match(err, /a log line written to stdout while loading/);
+});
+
+test('pool over HTTP: a frozen card (SIGSTOP) is unresponsive in /health at its first missed ping; with --min-ready-devices 2 of 2 /ready turns 503, and 200 after SIGCONT', async (t) => {
+  if (!needBinary(t)) return;
+  const { pool } = cardPool(t, [0, 1], [0, 1], { minReady: 2, ping: { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 1000 } });
+  const srv = createServer({ backend: pool, engineConcurrency: 4, logger: createJsonLogger('error', () => {}), defaultMetrics: false });
+  const { url } = await srv.listen('127.0.0.1', 0);
+  t.after(() => srv.drain(5_000));
+  await pool.ready(60_000);
+  const ready = async () => (await fetch(`${url}/ready`)).status;
+  const stateOf = async (d: string) => ((await (await fetch(`${url}/health`)).json()) as { devices: { device: string; state: string }[] }).devices.find((x) => x.device === d)!.state;
+  assert.equal(await ready(), 200);
+  const pid = pool.member('1')!.pid!;
+  process.kill(pid, 'SIGSTOP');
+  try {
+    await until('/ready 503', async () => (await ready()) === 503);
+    assert.equal(await stateOf('1'), 'unresponsive');
+    assert.equal(await stateOf('0'), 'ready');
+  } finally {
+    process.kill(pid, 'SIGCONT');
+  }
+  await until('/ready 200 again', async () => (await ready()) === 200);
+  assert.equal(await stateOf('1'), 'ready');
+  assert.equal(pool.member('1')!.pid, pid, 'not restarted');
 });
