@@ -102,7 +102,7 @@ async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner>
   return {
     labels,
     async run(bytes) {
-      const r = await detectImage(backend, bytes, { threshold: f.threshold, maxDetections: f.maxDetections, returnRaw: f.raw, classes });
+      const r = await detectImage(backend, bytes, { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes });
       return { response: r.response, detections: r.response.detections };
     },
     close: () => backend.close(),
@@ -120,7 +120,7 @@ async function remoteRunner(ctx: CliContext, f: DetectFlags, url: string): Promi
     labels,
     async run(bytes) {
       // With --classes the server must not cap first: ask for every query above the threshold, filter, then cap.
-      const r = await client.predict(bytes, { threshold: f.threshold, maxDetections: classes ? 300 : f.maxDetections, returnRaw: f.raw });
+      const r = await client.predict(bytes, { threshold: f.threshold, max_detections: classes ? 300 : f.maxDetections, return_raw: f.raw });
       if (!classes) return { response: r, detections: r.detections };
       const kept = selectDetections(r.detections, classes, f.maxDetections);
       const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, inputSize: r.input_size, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });
