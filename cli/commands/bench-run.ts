@@ -6,8 +6,9 @@ import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
 import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD } from '../../src/detect/params-schema.ts';
-import type { CliContext } from '../context.ts';
-import { backendRequest, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { stderrLine, type CliContext } from '../context.ts';
+import { type EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 
 export interface BenchFlags extends EngineFlags {
