@@ -23,8 +23,8 @@ if [ -z "$cards" ]; then
   echo "tt bringup: install the tt-kmd driver and check the cards with tt-smi; nothing was run." >&2
   exit 1
 fi
-if ! "$sidecar" --help 2>&1 | grep -oE 'built: [^)]*' | sed 's/^built: //' | tr '|, ' '\n\n\n' | grep -qx tt; then
-  echo "tt bringup: $sidecar has no tt engine (its --help lists what is built)." >&2
+if ! "$sidecar" --list-engines 2>/dev/null | node -e 'const l = JSON.parse(require("fs").readFileSync(0, "utf8")); process.exit(l.engines.some((e) => e.name === "tt" && e.built) ? 0 : 1)'; then
+  echo "tt bringup: $sidecar has no tt engine (rfdetr-sidecar --list-engines lists what is built)." >&2
   echo "tt bringup: build it with RFDETR_CMAKE_ARGS='-DRFDETR_WITH_TTNN=ON ...' npm run build:sidecar (SERVING.md, \"TT engine\")." >&2
   exit 1
 fi

@@ -10,7 +10,8 @@ import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import { planMembers } from '../../src/sidecar/devices.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
-import { checkEngine, type EngineFlags } from '../options.ts';
+import { checkEngine } from '../engine-check.ts';
+import { type EngineFlags } from '../engine-flags.ts';
 
 
 export interface ServeFlags extends EngineFlags {
