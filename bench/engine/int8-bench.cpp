@@ -142,6 +142,11 @@ int main(int argc, char ** argv) {
         {"pcc_pred_boxes", pcc(boxes, gb)},
         {"top100_overlap", overlap},
     };
+    nlohmann::json stages;  // of the last forward, wall ms
+    for (int i = 0; i < rfdetr::cpu::STAGE_COUNT; ++i) {
+        stages[rfdetr::cpu::stage_str(static_cast<rfdetr::cpu::stage>(i))] = std::round(m.stage_ms()[i] * 10) / 10;
+    }
+    out["stage_ms_last"] = stages;
     std::printf("%s\n", out.dump().c_str());
     return 0;
 }

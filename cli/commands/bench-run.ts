@@ -56,7 +56,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
     const backend = await openEngine(ctx, 'bench', backendRequest(ctx, f, w.dir));
     one = async () => (await detectImage(backend, bytes, { threshold: 0.5, maxDetections: 100 })).response.timing_ms;
     close = () => backend.close();
-    engineName = `${backend.info?.engine ?? f.engine} on ${backend.info?.device ?? 'unknown device'}`;
+    engineName = `${backend.info?.engine ?? f.engine}${f.precision ? ` (${f.precision})` : ''} on ${backend.info?.device ?? 'unknown device'}`;
   }
   const samples: Sample[] = [];
   let t0 = 0;
@@ -82,7 +82,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   const stats = stageStats(samples);
   const throughput = samples.length / ((t1 - t0) / 1000);
   if (f.json) {
-    ctx.stdout.write(`${JSON.stringify({ engine: engineName, image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
+    ctx.stdout.write(`${JSON.stringify({ engine: engineName, precision: f.url !== undefined ? null : (f.precision ?? 'fp32'), image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
     return;
   }
   const out = (s: string) => void ctx.stdout.write(`${s}\n`);
