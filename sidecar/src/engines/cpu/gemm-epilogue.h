@@ -10,6 +10,14 @@
 
 namespace rfdetr::cpu {
 
+// e for the columns from j0 on (its bias and scale advanced): what a 32-column panel's tiles get.
+inline epilogue epilogue_from_column(const epilogue & e, int j0) {
+    epilogue ep = e;
+    ep.bias     = e.bias ? e.bias + j0 : nullptr;
+    ep.scale    = e.scale ? e.scale + j0 : nullptr;
+    return ep;
+}
+
 // Lanes [0, n) set.
 inline __m256i mask8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -320,9 +320,7 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
         pack_a(a + static_cast<size_t>(m0) * lda, lda, rows, k, mr, scratch, row, ln);
         for (int p = 0; p < panels; ++p) {
             const int j0    = p * k_gemm_nr;
-            epilogue  ep    = e;
-            ep.bias         = e.bias ? e.bias + j0 : nullptr;
-            ep.scale        = e.scale ? e.scale + j0 : nullptr;
+            const epilogue ep = epilogue_from_column(e, j0);
             const int ncols = std::min(k_gemm_nr, w.n - j0);
             for (int i0 = 0; i0 < rows; i0 += mr) {
                 const int n = std::min(mr, rows - i0);

@@ -90,6 +90,8 @@ void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, 
 }
 
 // ---- AVX-VNNI: the same tile with vpdpbusd (u8 x s8, four products per int32 lane, no saturation) ----
+// Written out rather than shared with qtile_avx2 through a template: the vpdpbusd needs this function's
+// target("avxvnni"), and GCC refuses to inline a target-specific helper into a body compiled without it.
 
 template <int R>
 __attribute__((target("avxvnni"))) void qtile_avxvnni(int kq, const uint8_t * a, int mr, const int8_t * b, float * c,
@@ -325,9 +327,7 @@ void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c,
         }
         for (int p = 0; p < panels; ++p) {
             const int j0    = p * k_gemm_nr;
-            epilogue  ep    = e;
-            ep.bias         = e.bias ? e.bias + j0 : nullptr;
-            ep.scale        = e.scale ? e.scale + j0 : nullptr;
+            const epilogue ep = epilogue_from_column(e, j0);
             const int ncols = std::min(k_gemm_nr, w.n - j0);
             for (int i0 = 0; i0 < rows; i0 += mr) {
                 const int n = std::min(mr, rows - i0);
