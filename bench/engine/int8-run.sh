@@ -29,7 +29,7 @@ for r in $(seq 1 "$rounds"); do
     done
   done
   if [ -x "$peers/venv/bin/python" ]; then
-    PEERS_DIR=$peers ${PEERS_ISA:+ONEDNN_MAX_CPU_ISA=$PEERS_ISA} "$peers/venv/bin/python" "$peers_src/int8_peers.py" 1 2>/dev/null |
+    env PEERS_DIR="$peers" ${PEERS_ISA:+ONEDNN_MAX_CPU_ISA=$PEERS_ISA} "$peers/venv/bin/python" "$peers_src/int8_peers.py" 1 2>/dev/null |
       grep '^{' | tag "$r" "${PEERS_ISA:+peers:$PEERS_ISA}" >> "$out.part"
   else
     echo "int8-run.sh: no peers in $peers (../shared/peers/prepare.sh); engine only" >&2
