@@ -101,7 +101,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
 
 class cpu_int8_base : public ::testing::TestWithParam<int> {};
 
-TEST_P(cpu_int8_base, top100_logits_overlap_the_fp32_golden) {
+TEST_P(cpu_int8_base, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
     const std::string weights = rfdetr::test::test_weights_dir();
     if (weights.empty()) SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
     const auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-" + std::to_string(GetParam()) +
@@ -114,7 +114,7 @@ INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_int8_base, ::testing::Values(1, 2, 3
 
 class cpu_int8_family : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(cpu_int8_family, top100_logits_overlap_the_fp32_golden) {
+TEST_P(cpu_int8_family, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
     const std::string why = rfdetr::test::family_missing(GetParam());
     if (!why.empty()) SKIP_OR_FAIL(why);
     const auto c = rfdetr::test::family_load(GetParam());
