@@ -71,7 +71,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: {
-      engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null,
+      engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null,
       devices: pool?.members.map((m) => m.label) ?? null, min_ready_devices: pool?.minReady ?? 1,
     },
   });
