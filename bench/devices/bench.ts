@@ -131,7 +131,7 @@ const four = runs.filter((r) => r.devices !== '0');
 const ratios = four.map((r, i) => r2(r.rps / one[i]!.rps));
 const summary = {
   forward_ms: forwardMs, clients, seconds, rounds, cpu: os.cpus()[0]?.model, cores: os.availableParallelism(),
-  median_rps: { devices_0: median(one.map((r) => r.rps)), devices_0_1_2_3: median(four.map((r) => r.rps)) },
+  median_rps: { devices_0: r2(median(one.map((r) => r.rps))), devices_0_1_2_3: r2(median(four.map((r) => r.rps))) },
   ratio_per_round: ratios, ratio_of_medians: r2(median(four.map((r) => r.rps)) / median(one.map((r) => r.rps))),
   ideal_rps: { devices_0: r2(1000 / forwardMs), devices_0_1_2_3: r2(4000 / forwardMs) },
   runs,
