@@ -15,8 +15,9 @@ import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from '.
 import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
-import { STAGES, type ServerMetrics, type Stage } from './metrics.ts';
+import type { ServerMetrics, Stage } from './metrics.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
+import type { Timeline, TimelineRecord, Timelines } from './timeline.ts';
 
 export interface PredictDeps {
   backend: InferenceBackend;
@@ -35,6 +36,9 @@ export interface PredictDeps {
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
   changed: () => void;
+  /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */
+  timelines: Timelines;
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 interface RunContext {
@@ -44,6 +48,7 @@ interface RunContext {
   deadlineAt: number;
   /** The request reached the engine queue (its deadline is the queue's from then on). */
   inEngine: () => void;
+  timeline: Timeline;
 }
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
@@ -81,8 +86,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
     const form = bodyFormOf(req);
+    tl.form = form;
     const body = admission.enterBody();
     let timer: NodeJS.Timeout | undefined;
     let overBudget: (e: Error) => void = () => {};
@@ -92,12 +98,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     });
     // Attached in the same tick as the parser's own listener, so both see every chunk.
     const onData = (chunk: Buffer) => {
+      tl.mark('body_first');
       body.bytes.add(chunk.length);
       if (body.bytes.over) overBudget(admission.bodyBytesFull());
     };
+    // Before the parser's own 'end' listener, which parses the body in the same turn.
+    const onEnd = () => tl.mark('body_end');
     req.on('data', onData);
+    req.once('end', onEnd);
     try {
       const input = await Promise.race([d.readBody(req, res, form), refused, abortedBy(signal)]);
+      tl.mark('parsed');
       return { input, bytes: body.bytes };
     } catch (e) {
       body.bytes.release();
@@ -105,6 +116,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     } finally {
       clearTimeout(timer);
       req.off('data', onData);
+      req.off('end', onEnd);
       body.leave();
       refused.catch(() => {});
     }
@@ -116,6 +128,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    */
   async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
+    // A batch's images overlap each other: its timeline has the request's stages only.
+    const tl = admitted ? undefined : r.timeline;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
     const decodeDone = () => {
@@ -127,14 +141,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error));
       d.changed();
       const tDecode0 = performance.now();
+      tl?.mark('decode_started', tDecode0);
       let reservedMs = 0;
       let image: RgbImage;
       try {
         image = await d.decode(bytes, {
           reserve: async (n) => {
             const r0 = performance.now();
+            tl?.mark('decode_header', r0);
             releases.push(await admission.pixels.acquire(signal, () => signal.reason as Error, n));
             reservedMs = performance.now() - r0;
+            tl?.mark('decode_reserved', r0 + reservedMs);
           },
         });
       } catch (e) {
@@ -145,18 +162,35 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
-      const decodeMs = performance.now() - tDecode0 - reservedMs;
+      const tDecoded = performance.now();
+      tl?.mark('decode_done', tDecoded);
+      const decodeMs = tDecoded - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
       if (!admitted) admission.checkEngineQueue(engine.depth);
       try {
         const result = await detectDecoded(
-          (inp, o) => {
+          async (inp, o) => {
             r.inEngine();
-            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
+            const queued = performance.now();
+            tl?.mark('engine_queued', queued);
+            const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
+            if (tl) {
+              tl.mark('dispatched', queued + out.queueMs);
+              // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
+              tl.mark('frame_written', out.frameWrittenAt ?? queued + out.queueMs);
+              tl.mark('reply_read', out.replyReadAt ?? performance.now());
+              tl.sidecar({ preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
+            }
+            return out;
           },
           d.backend.info, image, params,
           { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
+        if (tl) {
+          const t = result.response.timing_ms;
+          tl.mark('forward_done', r.t0 + t.total - t.postprocess);
+          tl.mark('postprocessed', r.t0 + t.total);
+        }
         if (returnImage) {
           const png = await annotate(result.image, result.detections, returnImage);
           result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
@@ -175,7 +209,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   }
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal);
+    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
     let params: DetectParams;
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
@@ -242,6 +276,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     const t0: number = res.locals.t0;
     const refuse = d.engineState.notServing();
     if (refuse) return d.errors.send(res, refuse);
+    const timeline = d.timelines.begin(t0);
+    res.once('finish', () => timeline.mark('finished'));
+    const ended = () => {
+      const at = performance.now();
+      d.timelines.finish(timeline, at, () => d.onTimeline?.(timeline.record(res.writableFinished ? res.statusCode : 499)));
+    };
+    res.once('close', ended);
     const abort = new AbortController();
     let finish!: () => void;
     const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
@@ -259,12 +300,18 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true) }), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), timeline }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
-        const t = res.locals.timing as Record<Stage, number> | undefined;
-        if (t) res.setHeader('Server-Timing', STAGES.map((k) => `${k};dur=${t[k]}`).join(', '));
-        res.json(body);
+        const text = JSON.stringify(body);
+        timeline.mark('serialised');
+        res.setHeader('Server-Timing', timeline.header());
+        res.type('application/json').send(text);
+        // Node writes the corked response on the next tick; when the socket took all of it then, that is the
+        // last byte handed to the kernel ('finish' comes later, after this turn's remaining work).
+        process.nextTick(() => {
+          if (res.socket && res.socket.writableLength === 0 && res.writableEnded) timeline.mark('finished');
+        });
       }
     } catch (e) {
       if (!res.destroyed) d.errors.send(res, e);

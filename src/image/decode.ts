@@ -14,13 +14,14 @@
 // * Always the full-resolution decode: sharp never resizes here, so no shrink-on-load (`fastShrinkOnLoad`, JPEG
 //   DCT scaling) can change the pixels; the only resize is preprocess.ts.
 //
-// Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (sharp
-// `metadata()`, no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
+// Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (header.ts for
+// plain PNG/JPEG, else sharp `metadata()`; no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
 // before anything is decoded; `limitInputPixels` is set from the same limit as a second line of defence.
 // Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
+import { readImageHeader } from './header.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
 
 export { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE };
@@ -75,22 +76,13 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     autoOrient: false,
     sequentialRead: true,
   };
-  let meta: Metadata;
-  try {
-    // Header only (no pixels are decoded), without the pixel limit so that an oversized image is reported with
-    // its size as E_IMAGE_TOO_LARGE below rather than as sharp's generic "exceeds pixel limit".
-    meta = await sharp(bytes, { ...options, limitInputPixels: false }).metadata();
-  } catch (e) {
-    throw undecodable(`${bytes.length} bytes that are not a readable image (${(e as Error).message.trim()})`, e);
-  }
-  if (!ACCEPTED_FORMATS.has(meta.format)) throw undecodable(`the format '${meta.format}' is not accepted`);
-  const { width, height } = meta;
+  const quick = readImageHeader(bytes);
+  const { format, width, height, grey16 } = quick ? { ...quick, grey16: false } : await sharpHeader(bytes, options);
+  if (!ACCEPTED_FORMATS.has(format)) throw undecodable(`the format '${format}' is not accepted`);
   if (!(width > 0 && height > 0)) throw undecodable(`the header declares a ${width}x${height} image`);
   if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE) {
     throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${width}x${height} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels`, { width, height, limit: MAX_IMAGE_SIDE });
   }
-  // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
-  const grey16 = meta.depth === 'ushort' && meta.channels === 1;
   if (opts.reserve) await opts.reserve(width * height * (grey16 ? 5 : 3));
   try {
     if (grey16) return await decodeGrey16(bytes, options, width, height);
@@ -98,13 +90,27 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
     const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
-      throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${meta.format}`);
+      throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height };
   } catch (e) {
     if (e instanceof RfdetrError) throw e;
-    throw undecodable(`the ${meta.format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);
+    throw undecodable(`the ${format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);
   }
+}
+
+/** The header through sharp (formats and cases readImageHeader leaves to it): no pixels are decoded. */
+async function sharpHeader(bytes: Buffer | Uint8Array, options: SharpOptions): Promise<{ format: string; width: number; height: number; grey16: boolean }> {
+  let meta: Metadata;
+  try {
+    // Without the pixel limit, so that an oversized image is reported with its size as E_IMAGE_TOO_LARGE rather
+    // than as sharp's generic "exceeds pixel limit".
+    meta = await sharp(bytes, { ...options, limitInputPixels: false }).metadata();
+  } catch (e) {
+    throw undecodable(`${bytes.length} bytes that are not a readable image (${(e as Error).message.trim()})`, e);
+  }
+  // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
+  return { format: meta.format, width: meta.width, height: meta.height, grey16: meta.depth === 'ushort' && meta.channels === 1 };
 }
 
 /** 16-bit grey without alpha: Pillow mode "I", and convert("RGB") clips each value to 0..255. */
