@@ -274,7 +274,7 @@ export function createBodyReader(limits: BodyLimits) {
         fields[name] = value;
       });
       bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw, classes, return_image) but received more')));
+      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw, classes, return_image, fast_decode) but received more')));
       bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 9 parts in the multipart body but received more')));
       bb.on('error', (e: Error) => {
         fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));

@@ -18,6 +18,8 @@ export interface PredictParams {
   classes?: Array<number | string>;
   /** Draw the detections and return the picture in this format. */
   returnImage?: ImageFormat;
+  /** Decode large JPEGs at a DCT scale (changes pixels; src/image/decode.ts `fastDecode`). */
+  fastDecode?: boolean;
 }
 
 for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, PredictParamsOnly]) precompile(schema);
@@ -28,12 +30,14 @@ interface ParamFields {
   return_raw: boolean;
   classes?: Array<number | string>;
   return_image?: ImageFormat;
+  fast_decode?: boolean;
 }
 
 function paramsOf(f: ParamFields): PredictParams {
   const p: PredictParams = { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
   if (f.classes !== undefined) p.classes = f.classes;
   if (f.return_image !== undefined) p.returnImage = f.return_image;
+  if (f.fast_decode) p.fastDecode = true;
   return p;
 }
 

@@ -9,7 +9,7 @@ import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
-import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
+import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf } from './params.ts';
@@ -28,7 +28,7 @@ export interface PredictDeps {
   errors: ErrorResponder;
   deadlineMs: number;
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void> }) => Promise<RgbImage>;
+  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -126,7 +126,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
    * way), the engine queue (checked here unless `admitted`), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams & { fastDecode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
     // A batch's images overlap each other: its timeline has the request's stages only.
     const tl = admitted ? undefined : r.timeline;
@@ -146,6 +146,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       let image: RgbImage;
       try {
         image = await d.decode(bytes, {
+          // The drawing of return_image needs the stored pixels: the exact decode then.
+          ...(params.fastDecode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
           reserve: async (n) => {
             const r0 = performance.now();
             tl?.mark('decode_header', r0);
@@ -210,7 +212,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
     const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
-    let params: DetectParams;
+    let params: DetectParams & { fastDecode?: boolean };
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
     } catch (e) {
@@ -245,7 +247,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * each image goes through the decode slots and the engine queue like a request of its own. An image that
    * fails gets its own error in `results`; an abort or the deadline ends the whole request.
    */
-  async function runBatch(input: BatchInput, params: DetectParams, bytes: BodyBytes, r: RunContext): Promise<object> {
+  async function runBatch(input: BatchInput, params: DetectParams & { fastDecode?: boolean }, bytes: BodyBytes, r: RunContext): Promise<object> {
     let pending = input.images.length;
     const decoded = () => {
       if (--pending === 0) bytes.release();
