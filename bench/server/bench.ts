@@ -188,33 +188,41 @@ async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]
   return out;
 }
 
-async function crowd(srv: Server, name: string, bytes: Buffer, clients: number, total: number, raw: boolean) {
+async function crowd(srv: Server, name: string, bytes: Buffer, clients: number, total: number, raw: boolean, query = '') {
   const pool = new Pool(srv.url, { connections: clients });
-  const body = raw ? bytes : JSON.stringify({ image: bytes.toString('base64') });
+  const body = raw ? bytes : JSON.stringify({ image: bytes.toString('base64'), ...(query ? { fast_decode: true } : {}) });
   const ct = raw ? 'image/jpeg' : 'application/json';
-  for (let i = 0; i < clients; i++) await predict(pool, body, ct);
+  const q = raw ? query : '';
+  for (let i = 0; i < clients; i++) await predict(pool, body, ct, q);
   await srv.reset();
+  await srv.timelines();
   const s0 = await srv.stats();
+  const load0 = os.loadavg()[0]!;
   const t0 = performance.now();
   let next = 0;
   await Promise.all(Array.from({ length: clients }, async () => {
     while (next < total) {
       next++;
-      await predict(pool, body, ct);
+      await predict(pool, body, ct, q);
     }
   }));
   const wall = performance.now() - t0;
   const s1 = await srv.stats();
+  const { timelines } = await srv.timelines();
   await pool.close();
   // The engine is busy while it computes a forward (the sum of the sidecar's forward_ms), not merely while a
   // request is in the sidecar (that includes its resize).
   const busy = (s1.forward_ms - s0.forward_ms) / wall;
   const inSidecar = (s1.busy_ms - s0.busy_ms) / wall;
+  const gcMs = timelines.reduce((n, t) => n + t.gcMs, 0) / Math.max(1, timelines.length);
   const r = {
-    clients, requests: total, body: raw ? 'raw image/jpeg' : 'json base64', rps: r2((1000 * total) / wall), engine_busy: r2(busy),
+    clients, requests: total, body: `${raw ? 'raw image/jpeg' : 'json base64'}${query ? ' fast_decode' : ''}`, rps: r2((1000 * total) / wall), engine_busy: r2(busy),
     sidecar_busy: r2(inSidecar), event_loop_delay_ms: { p50: r2(s1.eld_ms.p50), p99: r2(s1.eld_ms.p99), max: r2(s1.eld_ms.max) },
+    cpu_ms_per_request: { server: r2((s1.server_cpu_ms - s0.server_cpu_ms) / total), sidecar: r2(((s1.sidecar_cpu_ms ?? 0) - (s0.sidecar_cpu_ms ?? 0)) / total) },
+    gc_ms_per_request: r2(gcMs),
+    load_avg_1m: [r2(load0), r2(os.loadavg()[0]!)],
   };
-  console.log(`crowd ${name} ×${clients} (${r.body}): ${r.rps} req/s, engine busy ${r2(100 * busy)} % (a request in the sidecar ${r2(100 * inSidecar)} %), event-loop delay p99 ${r.event_loop_delay_ms.p99} ms (max ${r.event_loop_delay_ms.max})`);
+  console.log(`crowd ${name} ×${clients} (${r.body}): ${r.rps} req/s, engine busy ${r2(100 * busy)} % (a request in the sidecar ${r2(100 * inSidecar)} %), event-loop delay p99 ${r.event_loop_delay_ms.p99} ms (max ${r.event_loop_delay_ms.max}); cpu/req server ${r.cpu_ms_per_request.server} sidecar ${r.cpu_ms_per_request.sidecar}; load ${r.load_avg_1m.join(' → ')}`);
   return r;
 }
 
@@ -264,7 +272,9 @@ try {
     results.crowd = {
       'jpeg-4000x3000-json': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, false),
       'jpeg-4000x3000-raw': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true),
+      'jpeg-4000x3000-raw-fast_decode': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true, '?fast_decode=true'),
       'jpeg-640x480-json': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, false),
+      'jpeg-640x480-raw': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, true),
     };
   }
   if (want('memory')) results.memory = await memory(sleep, 1000);

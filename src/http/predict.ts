@@ -309,11 +309,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         timeline.mark('serialised');
         res.setHeader('Server-Timing', timeline.header());
         res.type('application/json').send(text);
-        // Node writes the corked response on the next tick; when the socket took all of it then, that is the
-        // last byte handed to the kernel ('finish' comes later, after this turn's remaining work).
-        process.nextTick(() => {
-          if (res.socket && res.socket.writableLength === 0 && res.writableEnded) timeline.mark('finished');
-        });
+        // A response the socket took whole is finished by now: its last byte is with the kernel ('finish' is
+        // emitted later, after the rest of this turn's work, and would charge that work to the write).
+        if (res.writableFinished) timeline.mark('finished');
       }
     } catch (e) {
       if (!res.destroyed) d.errors.send(res, e);
