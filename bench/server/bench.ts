@@ -1,5 +1,5 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
-//   node --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,crowd,memory,overhead-cpu] [--out FILE]
+//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,crowd,memory,overhead-cpu] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -90,6 +90,8 @@ interface Sent {
   serverTiming: string | undefined;
 }
 const monoOffsetMs = Number(process.hrtime.bigint()) / 1e6 - performance.now();
+/** With node --expose-gc: the load generator collects its own garbage between requests. */
+const clientGc = (globalThis as { gc?: () => void }).gc;
 
 async function predict(pool: Pool, body: string | Buffer, contentType = 'application/json', query = ''): Promise<Sent> {
   const t0 = performance.now();
@@ -139,6 +141,8 @@ async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]
           const d0 = performance.now();
           await decodeImage(bytes);
           dec.push(performance.now() - d0);
+          // The baseline's 36 MB of pixels are this process's garbage: collected now, not during the round trip.
+          clientGc?.();
           const c0 = process.cpuUsage();
           sent.push(await predict(pool, body, ct));
           const c1 = process.cpuUsage(c0);

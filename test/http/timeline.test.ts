@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MARKS, Timeline, Timelines } from '../../src/http/timeline.ts';
+import { MARKS, PROBE_MS, Timeline, Timelines } from '../../src/http/timeline.ts';
 
 test('timeline: stages are the intervals between the marks reached, named by the mark they end at, and add up to the total', () => {
   const t = new Timeline(100);
@@ -40,11 +40,11 @@ test('timelines: the event loop blocked while a request is in flight is charged 
     const before = tls.begin(performance.now());
     await new Promise<void>((resolve) => tls.finish(before, performance.now(), resolve));
     const t = tls.begin(performance.now());
-    await new Promise((r) => setTimeout(r, 5)); // the probe timer is armed
+    await new Promise((r) => setTimeout(r, 2)); // the probe timer is armed
     const t0 = performance.now();
-    while (performance.now() - t0 < 40); // the loop is blocked for 40 ms: the probe fires at least 39 ms late
-    await new Promise((r) => setTimeout(r, 5));
-    assert.ok(t.loopDelayMs >= 39 && t.loopDelayMs <= performance.now() - t.start, `loop delay charged: ${t.loopDelayMs} ms`);
+    while (performance.now() - t0 < 40); // the loop is blocked for 40 ms: the probe fires at least 40 − PROBE_MS late
+    await new Promise((r) => setTimeout(r, 2 * PROBE_MS));
+    assert.ok(t.loopDelayMs >= 40 - PROBE_MS && t.loopDelayMs <= performance.now() - t.start, `loop delay charged: ${t.loopDelayMs} ms`);
     assert.equal(before.loopDelayMs, 0, 'a request that had ended is not charged');
     await new Promise<void>((resolve) => tls.finish(t, performance.now(), resolve));
   } finally {
