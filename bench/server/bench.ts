@@ -288,7 +288,7 @@ try {
 if (want('overhead-cpu')) {
   const cpu = await startServer('cpu');
   try {
-    results.overhead_cpu = { engine: cpu.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(cpu, 'cpu', Math.min(N, 15), ['json', 'raw'])) };
+    results.overhead_cpu = { engine: cpu.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(cpu, 'cpu', Math.min(N, 8), ['json', 'raw'])) };
   } finally {
     await cpu.stop();
   }

@@ -1,7 +1,7 @@
 // What `fast_decode` changes (bench, not a test): for JPEGs made from the fixture images at photo sizes, the
 // 560×560 pixel_values of the exact path (full decode, the sidecar's resize) against the fast path (DCT-scaled
 // decode + sharp's linear resize to 560, the sidecar's resize then being 560→560), through the sidecar's own
-// preprocess (bench/server/pixel-values, built here); the decode's CPU time on both paths; and the detections
+// preprocess (bench/preprocess's pixel-values, built here); the decode's CPU time on both paths; and the detections
 // of the real cpu engine on both (synthetic seed-1 weights unless --weights: the detections are then a fixed
 // function of the pixels, not meaningful objects, so they measure how far the change moves the output).
 //   node --import tsx bench/server/fast-decode.ts [--weights DIR] [--out FILE]
@@ -25,9 +25,10 @@ const outFile = values.out ?? path.join(here, 'fast-decode.json');
 const SIZE = 560;
 const STD = [0.229, 0.224, 0.225];
 
-execFileSync('cmake', ['-S', here, '-B', path.join(here, 'build'), '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release'], { stdio: ['ignore', 'ignore', 'inherit'] });
-execFileSync('cmake', ['--build', path.join(here, 'build')], { stdio: ['ignore', 'ignore', 'inherit'] });
-const tool = path.join(here, 'build', 'pixel-values');
+const prep = path.join(here, '..', 'preprocess');
+execFileSync('cmake', ['-S', prep, '-B', path.join(prep, 'build'), '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release'], { stdio: ['ignore', 'ignore', 'inherit'] });
+execFileSync('cmake', ['--build', path.join(prep, 'build'), '--target', 'pixel-values'], { stdio: ['ignore', 'ignore', 'inherit'] });
+const tool = path.join(prep, 'build', 'pixel-values');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-fast-decode-'));
 
 function pixelValues(img: RgbImage): Float32Array {

@@ -68,8 +68,8 @@ export interface DecodeOptions {
   /**
    * Opt-in, changes pixels: a JPEG at least 3× `size` on both sides is decoded at 1/2, 1/4 or 1/8 scale by
    * libjpeg's DCT scaling (sharp's shrink-on-load) and resized to size×size by sharp's linear kernel, so the
-   * sidecar's resize is the identity. Several times cheaper for photos (a 4000×3000 JPEG: a 1000×750 decode,
-   * 0.9 MB instead of 36 MB to the sidecar); its effect on pixel_values and detections is measured by
+   * sidecar's resize is the identity. A 4000×3000 JPEG: a 1000×750 decode (2.5–3.4× less CPU),
+   * 0.9 MB instead of 36 MB to the sidecar; its effect on pixel_values and detections is measured by
    * bench/server/fast-decode.ts (SERVING.md, `fast_decode`). Other formats and smaller JPEGs decode exactly.
    */
   fastDecode?: { size: number };
