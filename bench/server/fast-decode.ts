@@ -18,6 +18,7 @@ import { detectDecoded, type DetectResult } from '../../src/detect/pipeline.ts';
 import { boxIou } from '../../src/detect/iou.ts';
 import { createBackend, silentLogger } from '../../src/sidecar/index.ts';
 import { synthWeights } from '../../test/helpers/synth-weights.ts';
+import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const { values } = parseArgs({ options: { weights: { type: 'string' }, out: { type: 'string' } } });
@@ -89,6 +90,16 @@ function agreement(a: DetectResult, b: DetectResult) {
   };
 }
 
+// The default path on the fixtures: decodeImage + the sidecar's preprocess against the reference's pixel_values.
+const defaultPath: Record<string, boolean> = {};
+for (const c of ['case-1', 'case-2', 'case-3']) {
+  const dir = path.join(testFixturesDir, 'rfdetr-synth', c);
+  const golden = SafetensorsFile.read(path.join(dir, 'golden.safetensors')).f32('pixel_values');
+  const pv = pixelValues(await decodeImage(fs.readFileSync(path.join(dir, 'input.png'))));
+  defaultPath[c] = pv.length === golden.length && pv.every((v, i) => Object.is(v, golden[i]));
+  console.log(`${c}: pixel_values ${defaultPath[c] ? 'bit-identical to the reference' : 'DIFFER from the reference'}`);
+}
+
 const rows: Array<Record<string, unknown>> = [];
 try {
   for (const [name, file] of sources) {
@@ -125,6 +136,7 @@ try {
 fs.writeFileSync(outFile, JSON.stringify({
   date: new Date().toISOString(),
   host: `${os.cpus()[0]?.model} x${os.availableParallelism()}, load avg ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`,
+  fixtures_pixel_values_bit_identical: defaultPath,
   engine: backend.info?.engine, weights: values.weights ? values.weights : 'synthetic seed 1 (detections are a function of the pixels, not objects)',
   rows,
 }, null, 2) + '\n');
