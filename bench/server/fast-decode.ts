@@ -76,7 +76,7 @@ const backend = createBackend({ engine: 'cpu', weightsDir: weights, threads: 0, 
 await backend.ready(300_000);
 const run = (img: RgbImage): Promise<DetectResult> => {
   const t0 = performance.now();
-  return detectDecoded((input, o) => backend.infer(input, o), backend.info, img, { threshold: 0.5, maxDetections: 100 }, { t0, decodeMs: 0 });
+  return detectDecoded((input, o) => backend.infer(input, o), backend.info, img, { threshold: 0.5, max_detections: 100 }, { t0, decodeMs: 0 });
 };
 
 /** How two runs' detections agree: matched by label at IoU ≥ 0.5, and how far the scores moved. */

@@ -126,7 +126,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
    * way), the engine queue (checked here unless `admitted`), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams & { fastDecode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams & { fast_decode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
     // A batch's images overlap each other: its timeline has the request's stages only.
     const tl = admitted ? undefined : r.timeline;
@@ -147,7 +147,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       try {
         image = await d.decode(bytes, {
           // The drawing of return_image needs the stored pixels: the exact decode then.
-          ...(params.fastDecode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
+          ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
           reserve: async (n) => {
             const r0 = performance.now();
             tl?.mark('decode_header', r0);
@@ -212,7 +212,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
     const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
-    let params: DetectParams & { fastDecode?: boolean };
+    let params: DetectParams & { fast_decode?: boolean };
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
     } catch (e) {
@@ -221,7 +221,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
     if (input.form === 'batch') return runBatch(input, params, bytes, r);
     const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-    const { response } = await runImage(image, params, input.params.returnImage, r, () => bytes.release(), false);
+    const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), false);
     res.locals.timing = response.timing_ms;
     res.locals.numDetections = response.num_detections;
     return response;
@@ -247,7 +247,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * each image goes through the decode slots and the engine queue like a request of its own. An image that
    * fails gets its own error in `results`; an abort or the deadline ends the whole request.
    */
-  async function runBatch(input: BatchInput, params: DetectParams & { fastDecode?: boolean }, bytes: BodyBytes, r: RunContext): Promise<object> {
+  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: BodyBytes, r: RunContext): Promise<object> {
     let pending = input.images.length;
     const decoded = () => {
       if (--pending === 0) bytes.release();
@@ -264,7 +264,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         return imageErrorBody(item);
       }
       try {
-        return (await runImage(item, params, input.params.returnImage, r, decoded, true)).response;
+        return (await runImage(item, params, input.params.return_image, r, decoded, true)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
