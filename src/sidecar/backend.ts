@@ -42,6 +42,10 @@ export interface InferResult {
   forwardMs: number;
   /** Round trip minus preprocessMs and forwardMs: framing, socket transfer, decode and waiting in the sidecar. */
   transferMs: number;
+  /** performance.now() when the whole request frame had been handed to the kernel (for the request timeline). */
+  frameWrittenAt?: number;
+  /** performance.now() when the reply frame had been read. */
+  replyReadAt?: number;
 }
 
 /** One sidecar of a pool as /health, /info and the metrics show it. */
