@@ -92,5 +92,5 @@ test('trackAgreement counts up to renumbering, and a split or merged track as di
   // frame 2's ids swapped: those two detections disagree
   assert.equal(trackAgreement(ref, [[7, 3, null], [3, 7], [3, 7]]).agreeing, 5);
   // an untracked detection given an id, a tracked one given none
-  assert.equal(trackAgreement(ref, [[7, null, 4], [3, 7], [7, 3]]).agreeing, 4);
+  assert.equal(trackAgreement(ref, [[7, null, 4], [3, 7], [7, 3]]).agreeing, 5);
 });
