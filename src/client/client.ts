@@ -14,6 +14,8 @@ export interface PredictRequest {
   threshold?: number;
   maxDetections?: number;
   returnRaw?: boolean;
+  /** Keep only these classes (names or ids); the server applies them before max_detections. */
+  classes?: readonly string[] | undefined;
   signal?: AbortSignal;
 }
 
@@ -107,6 +109,7 @@ export class RfdetrClient {
     if (req.threshold !== undefined) payload.threshold = req.threshold;
     if (req.maxDetections !== undefined) payload.max_detections = req.maxDetections;
     if (req.returnRaw) payload.return_raw = true;
+    if (req.classes?.length) payload.classes = req.classes.map((c) => (/^\d+$/.test(c) ? Number(c) : c));
     const r = await this.#send('POST', '/predict', JSON.stringify(payload), req.signal);
     if (r.status !== 200) {
       const c = (r.json as { code?: unknown } | undefined)?.code;

@@ -191,7 +191,8 @@ class FfmpegSource implements VideoSource {
 
   #start(): ResultPromise {
     const { ffmpeg } = ffmpegPrograms(this.opts.env);
-    const proc = execa(ffmpeg, this.#args(), { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, env: this.opts.env });
+    // Its own process group: a Ctrl-C at the terminal is for the caller to handle (finish the current frame).
+    const proc = execa(ffmpeg, this.#args(), { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, detached: true, env: this.opts.env });
     const rl = readline.createInterface({ input: proc.stderr! });
     rl.on('line', (line) => {
       const m = SHOWINFO.exec(line);
