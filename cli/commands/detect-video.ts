@@ -54,7 +54,7 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
   let src: VideoSource | LiveSource;
   let file: string | null = null;
   if (live) {
-    src = openLive(input.live!, { dropOldest: f.drop, timeoutMs: f.openTimeout, maxFrames: f.maxFrames, stride: f.vidStride, signal: o.signal, log: (l) => log(`detect: ${l}`), env: ctx.env });
+    src = openLive(input.live!, { dropOldest: f.drop, timeoutMs: f.openTimeout, stride: f.vidStride, signal: o.signal, log: (l) => log(`detect: ${l}`), env: ctx.env });
   } else {
     file = input.path;
     src = await openVideo(file ?? Readable.from([input.stdinBytes ?? Buffer.alloc(0)]), {
@@ -75,8 +75,10 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
 
   async function* frames(): AsyncGenerator<Frame> {
     const it = src[Symbol.asyncIterator]();
+    let n = 0;
     try {
-      for (;;) {
+      // --max-frames counts processed frames (a live source's dropped ones are not).
+      for (; f.maxFrames === undefined || n < f.maxFrames; n++) {
         const t = performance.now();
         const r = await it.next();
         if (r.done) return;

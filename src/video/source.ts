@@ -352,6 +352,9 @@ class FfmpegSource implements VideoSource {
     this.opts.signal?.removeEventListener('abort', this.#onAbort);
     if (this.#proc) {
       this.#proc.kill('SIGKILL');
+      // Unread output would keep the pipes, and so the process's promise, open forever.
+      this.#proc.stdout?.destroy();
+      this.#proc.stderr?.destroy();
       await this.#proc.catch(() => {});
     }
     this.removeTmp();
