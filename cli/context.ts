@@ -9,8 +9,8 @@ export interface BackendRequest {
   weightsDir: string;
   /** CPU threads, 0 = physical cores. */
   threads?: number | undefined;
-  /** Host-engine precision (tt-host): fp32 | bf16. */
-  precision?: 'fp32' | 'bf16' | undefined;
+  /** Engine precision: fp32 | bf16 (tt-host) | int8 (cpu). */
+  precision?: 'fp32' | 'bf16' | 'int8' | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
   /** Warnings and errors, one line each (stderr). */
@@ -47,4 +47,9 @@ export interface CliContext {
   env: NodeJS.ProcessEnv;
   cwd: string;
   openBackend: BackendFactory;
+}
+
+/** One line on the command's stderr: warnings, progress steps, errors. */
+export function stderrLine(ctx: CliContext): (line: string) => void {
+  return (line: string) => void ctx.stderr.write(`${line}\n`);
 }

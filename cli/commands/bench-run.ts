@@ -5,8 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
-import type { CliContext } from '../context.ts';
-import { backendRequest, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD } from '../../src/detect/params-schema.ts';
+import { stderrLine, type CliContext } from '../context.ts';
+import { type EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 
 export interface BenchFlags extends EngineFlags {
@@ -54,9 +56,9 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   } else {
     const w = await weightsFor(ctx, f);
     const backend = await openEngine(ctx, 'bench', backendRequest(ctx, f, w.dir));
-    one = async () => (await detectImage(backend, bytes, { threshold: 0.5, maxDetections: 100 })).response.timing_ms;
+    one = async () => (await detectImage(backend, bytes, { threshold: DEFAULT_THRESHOLD, max_detections: DEFAULT_MAX_DETECTIONS })).response.timing_ms;
     close = () => backend.close();
-    engineName = `${backend.info?.engine ?? f.engine} on ${backend.info?.device ?? 'unknown device'}`;
+    engineName = `${backend.info?.engine ?? f.engine}${f.precision ? ` (${f.precision})` : ''} on ${backend.info?.device ?? 'unknown device'}`;
   }
   const samples: Sample[] = [];
   let t0 = 0;
@@ -82,7 +84,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   const stats = stageStats(samples);
   const throughput = samples.length / ((t1 - t0) / 1000);
   if (f.json) {
-    ctx.stdout.write(`${JSON.stringify({ engine: engineName, image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
+    ctx.stdout.write(`${JSON.stringify({ engine: engineName, precision: f.url !== undefined ? null : (f.precision ?? 'fp32'), image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
     return;
   }
   const out = (s: string) => void ctx.stdout.write(`${s}\n`);

@@ -9,7 +9,10 @@ import { isRfdetrError } from '../../src/errors.ts';
 import type { RgbImage } from '../../src/image/decode.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
-import { backendRequest, openEngine, resolveClasses, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { stderrLine } from '../context.ts';
+import type { EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
+import { resolveClasses } from '../parsers.ts';
 
 export interface DetectParamsFlags extends EngineFlags {
   threshold: number;
@@ -59,7 +62,7 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
     await backend.close().catch(() => {});
     throw e;
   }
-  const params = { threshold: f.threshold, maxDetections: f.maxDetections, returnRaw: f.raw, classes };
+  const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes };
   return {
     labels,
     wantsBytes: false,
@@ -82,7 +85,10 @@ export async function remoteDetector(ctx: CliContext, f: DetectParamsFlags, url:
     wantsBytes: true,
     async detect(frame) {
       if (!frame.bytes) throw new Error('remoteDetector: the frame has no encoded bytes');
-      return client.predict(frame.bytes, { threshold: f.threshold, maxDetections: f.maxDetections, returnRaw: f.raw, classes: f.classes });
+      return client.predict(frame.bytes, {
+        threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw,
+        ...(f.classes?.length ? { classes: f.classes.map((c) => (/^\d+$/.test(c) ? Number(c) : c)) } : {}),
+      });
     },
     close: () => client.close(),
   };

@@ -19,7 +19,7 @@ import { trackerOptions, type TrackerFlags } from '../track-options.ts';
 import type { CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
 import { fileKind, sniffMedia } from '../media-kind.ts';
-import { stderrLine } from '../options.ts';
+import { stderrLine } from '../context.ts';
 import { ImagesFailedError } from '../failures.ts';
 import { inProcessDetector, remoteDetector, type DetectParamsFlags, type FrameDetector } from './detect-engine.ts';
 import { runImages, type ImageRunTotals } from './detect-images.ts';

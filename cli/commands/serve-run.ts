@@ -9,7 +9,8 @@ import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
-import { checkEngine, type EngineFlags } from '../options.ts';
+import { checkEngine } from '../engine-check.ts';
+import { type EngineFlags } from '../engine-flags.ts';
 
 
 export interface ServeFlags extends EngineFlags {
@@ -60,7 +61,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   });
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
-    deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
+    deviceParams: { engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null },
   });
   try {
     await server.listen(f.host, f.port);

@@ -22,7 +22,7 @@ constexpr int k_num_queries    = 300;
 struct engine_options {
     int         threads   = 0;       // 0 = physical cores
     int         device_id = 0;       // accelerator engines
-    std::string precision = "fp32";  // host-validation engines: fp32 | bf16
+    std::string precision = "fp32";  // fp32 | bf16 (tt-host) | int8 (cpu)
     bool        eager     = false;   // accelerator engines: no trace capture (debugging)
 };
 
@@ -55,6 +55,9 @@ std::unique_ptr<engine> engine_create(const std::string & name, const std::strin
 
 // The engines this binary can run, in preference order.
 std::vector<std::string> engine_names();
+
+// The engines this project knows that this build lacks (each has an engine_unbuilt_reason).
+std::vector<std::string> engine_unbuilt_names();
 
 // For an engine this project knows but this build lacks (e.g. `tt` without RFDETR_WITH_TTNN): why, and how
 // to build it. Empty for engines that are built and for names nobody knows.

@@ -83,6 +83,9 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         if (arg == "--version") {
             return options_status::OPTIONS_VERSION;
         }
+        if (arg == "--list-engines") {
+            return options_status::OPTIONS_LIST_ENGINES;
+        }
         if (arg == "--exit-with-parent" || arg == "--eager") {
             if (has_inline) {
                 error = arg + " takes no value, got '" + value + "'";
@@ -125,8 +128,8 @@ options_status options_parse(int argc, const char * const * argv, const char * (
             return options_status::OPTIONS_USAGE_ERROR;
         }
     }
-    if (out.precision != "fp32" && out.precision != "bf16") {
-        error = "--precision '" + out.precision + "' is not fp32 or bf16";
+    if (out.precision != "fp32" && out.precision != "bf16" && out.precision != "int8") {
+        error = "--precision '" + out.precision + "' is not fp32, bf16 (tt-host) or int8 (cpu)";
         return options_status::OPTIONS_USAGE_ERROR;
     }
     if (out.weights_dir.empty()) {
@@ -154,12 +157,14 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --weights DIR        model.safetensors + config.json (env TT_RF_DETR_WEIGHTS)\n"
            "  --threads N          CPU threads, 0 = physical cores (env RFDETR_THREADS; default 0)\n"
            "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
-           "  --precision P        fp32 | bf16 (host engines; default fp32)\n"
+           "  --precision P        fp32 (default) | bf16 (tt-host) | int8 (cpu: int8 weight GEMMs)\n"
            "  --frame-timeout-ms N a client that stops for N ms in the middle of a frame gets E_FRAME and is\n"
            "                       closed; idle clients between frames are never timed out (env\n"
            "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
+           "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"
+           "                       \"unbuilt_reason\"}]}, the built ones first, an unbuilt one with how to build it\n"
            "  --help, --version\n"
            "\n"
            "Flags beat environment variables. Exit status: 0 clean stop, 1 startup failure, 2 usage error.\n";

@@ -45,6 +45,9 @@ TEST(options, env_fills_in_and_flags_win) {
     EXPECT_EQ(f.precision, "bf16");
     EXPECT_TRUE(f.exit_with_parent);
     EXPECT_TRUE(f.eager);
+    rfdetr::sidecar_options q;
+    ASSERT_EQ(parse({"--precision", "int8"}, q, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(q.precision, "int8");
     g_env.clear();
 }
 
@@ -64,6 +67,7 @@ TEST(options, bad_values_name_the_flag_and_value) {
     EXPECT_NE(err.find("unknown flag '-x'"), std::string::npos) << err;
     EXPECT_EQ(parse({"--help"}, o, err), rfdetr::options_status::OPTIONS_HELP);
     EXPECT_EQ(parse({"--version"}, o, err), rfdetr::options_status::OPTIONS_VERSION);
+    EXPECT_EQ(parse({"--list-engines"}, o, err), rfdetr::options_status::OPTIONS_LIST_ENGINES);
     g_env = {{"TT_RF_DETR_WEIGHTS", "/w"}, {"TT_DEVICE_ID", "gpu0"}};
     EXPECT_EQ(parse({}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
     EXPECT_NE(err.find("TT_DEVICE_ID='gpu0'"), std::string::npos) << err;
