@@ -23,22 +23,15 @@ import { stderrLine } from '../context.ts';
 import { ImagesFailedError } from '../failures.ts';
 import { inProcessDetector, remoteDetector, type DetectParamsFlags, type FrameDetector } from './detect-engine.ts';
 import { runImages, type ImageRunTotals } from './detect-images.ts';
-import { runVideo, type VideoRunResult } from './detect-video.ts';
+import { runVideo, type VideoFlags, type VideoRunResult } from './detect-video.ts';
 
 export { formatTable } from './detect-images.ts';
 
-export interface DetectFlags extends DetectParamsFlags, Partial<TrackerFlags> {
-  json?: boolean;
+export interface DetectFlags extends DetectParamsFlags, Partial<TrackerFlags>, Omit<VideoFlags, 'tracker'> {
   save?: string;
   recursive?: boolean;
   url?: string;
   track?: boolean;
-  vidStride?: number;
-  maxFrames?: number;
-  start?: number;
-  duration?: number;
-  openTimeout: number;
-  drop: boolean;
 }
 
 type Input = ImageInput & { kind: 'image' | 'video'; stdinBytes?: Buffer };
