@@ -47,6 +47,8 @@ export interface CliContext {
   stderr: WritableLike;
   /** Read all of stdin (for the `-` input). */
   readStdin: () => Promise<Buffer>;
+  /** stdin as a stream, for commands that handle input as it arrives (`rfdetr track -`); readStdin otherwise. */
+  stdin?: NodeJS.ReadableStream & AsyncIterable<Buffer | string>;
   env: NodeJS.ProcessEnv;
   cwd: string;
   openBackend: BackendFactory;

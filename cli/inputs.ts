@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { globSync } from 'tinyglobby';
+import { isLiveSource, VIDEO_EXTENSIONS } from './media-kind.ts';
 
 /** Extensions picked from directories and globs (a file named explicitly is tried whatever its name). */
 export const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif', '.tif', '.tiff']);
@@ -16,6 +17,8 @@ export interface ImageInput {
   path: string | null;
   /** An http(s):// input, fetched when its turn comes. */
   url?: string;
+  /** A live source (stream address or camera device), decoded by ffmpeg. */
+  live?: string;
 }
 
 export interface ExpandResult {
@@ -27,7 +30,8 @@ export interface ExpandResult {
 const GLOB_CHARS = /[*?[]/;
 
 function isImageName(p: string): boolean {
-  return IMAGE_EXTENSIONS.has(path.extname(p).toLowerCase());
+  const ext = path.extname(p).toLowerCase();
+  return IMAGE_EXTENSIONS.has(ext) || VIDEO_EXTENSIONS.has(ext);
 }
 
 function statOrNull(p: string): fs.Stats | null {
@@ -74,6 +78,10 @@ export function expandInputs(inputs: readonly string[], opts: { cwd: string; rec
       if (stdinSeen) problems.push("'-' (stdin) was given more than once; it can be read only once");
       stdinSeen = true;
       images.push({ name: '-', path: null });
+      continue;
+    }
+    if (isLiveSource(input)) {
+      images.push({ name: input, path: null, live: input });
       continue;
     }
     if (/^https?:\/\//i.test(input)) {

@@ -18,6 +18,7 @@ process.exitCode = await runCli(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   readStdin,
+  stdin: process.stdin,
   env: process.env,
   cwd: process.cwd(),
   openBackend: openSidecarBackend,

@@ -7,6 +7,7 @@ import { detectCommand } from './commands/detect.ts';
 import { infoCommand } from './commands/info.ts';
 import { serveCommand } from './commands/serve.ts';
 import { smokeCommand } from './commands/smoke.ts';
+import { trackCommand } from './commands/track.ts';
 import { verifyCommand } from './commands/verify.ts';
 import { EXIT_HELP, ImagesFailedError, SmokeFailure, VerifyFailure } from './failures.ts';
 import { exitCodeFor, weightsCommand } from './commands/weights.ts';
@@ -30,6 +31,7 @@ export function buildProgram(ctx: CliContext): Command {
   program.addCommand(infoCommand(ctx));
   program.addCommand(benchCommand(ctx));
   program.addCommand(verifyCommand(ctx));
+  program.addCommand(trackCommand(ctx));
   program.addCommand(weightsCommand({ out: (s) => void ctx.stdout.write(s), err: (s) => void ctx.stderr.write(s), progress: ctx.stderr, env: ctx.env }));
   return wire(program, ctx);
 }

@@ -59,3 +59,8 @@ export function writeFileInDir(dir: string, name: string, bytes: Uint8Array): st
   }
   return target;
 }
+
+/** Why an existing `target` may not be replaced (a link, a directory, not ours), or null when it may. */
+export function refusalToReplace(target: string): string | null {
+  return refusal(target);
+}

@@ -41,6 +41,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# ffmpeg (ffmpeg + ffprobe) decodes and encodes videos for `rfdetr detect`; still images never need it, so
+# without root its absence is told, not fatal.
+if ! dpkg-query -W -f='${Status}' ffmpeg 2>/dev/null | grep -q "install ok installed" && ! command -v ffmpeg >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "build-sidecar: installing ffmpeg (video inputs)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends ffmpeg >&2
+  else
+    echo "build-sidecar: ffmpeg is not installed: videos will not work (images will); run:  sudo apt-get install -y ffmpeg" >&2
+  fi
+fi
+
 build_dir=sidecar/build
 cmake -S sidecar -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${RFDETR_CMAKE_ARGS:-} >&2
 cmake --build "$build_dir" -j "$(nproc)" >&2

@@ -1,136 +1,42 @@
-// `rfdetr detect INPUT...`: wiring only; one image = `detectImage` (src/detect/pipeline.ts) in process, or
-// POST /predict on a running server with --url (src/client). Both give the same response object.
+// `rfdetr detect INPUT...`: wiring only. Inputs are still images (sharp) or videos and live sources (ffmpeg),
+// told apart by content (cli/media-kind.ts); both go through the one frame pipeline (src/detect/frame-runner.ts)
+// to the engine in this process or, with --url, a running server (cli/commands/detect-engine.ts).
 //
 // Output: --json → stdout carries exactly one compact JSON line per image that succeeded (the /predict
-// response plus "image") and nothing else; otherwise a table per image on stderr. Progress bar (TTY only)
-// and the closing line (images/s, mean per-stage ms) on stderr.
+// response plus "image") and per processed video frame (plus "source", "frame", "pts_ms"), nothing else;
+// otherwise a table per image and a progress line per video on stderr. A closing line on stderr either way.
 //
-// Failures: an input that names nothing (a missing path, an empty directory, a glob matching nothing) is
-// reported before any engine starts and skipped; when no input names an image nothing is started at all. An
-// image that cannot be read or decoded is reported on stderr naming it, gets no stdout line, and the run
-// continues with the other images. Either way the exit status is then 1, and the closing line counts every
-// input: detected + failed = inputs. An engine or server failure stops the run (exit 1).
+// Failures: an input that names nothing is reported before any engine starts and skipped; when no input names
+// anything nothing is started at all. An image or video that cannot be read or decoded is reported on stderr
+// naming it and the run continues with the others; the exit status is then 1. An engine or server failure
+// stops the run (exit 1). SIGINT/SIGTERM stop pulling frames: what is in flight is finished, saved videos are
+// closed (valid files), the summary is printed, and the exit status is 0.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { cocoConfigPath } from '../../src/config/paths.ts';
-import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
-import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
-import { MAX_IMAGE_BYTES, decodeImage } from '../../src/image/decode.ts';
-import { createUrlFetcher } from '../../src/image/fetch-url.ts';
-import { buildPredictResponse, detectImage, selectDetections, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
-import type { InferenceBackend } from '../../src/sidecar/backend.ts';
-import { stderrLine, type CliContext } from '../context.ts';
+import { trackerOptions, type TrackerFlags } from '../track-options.ts';
+import type { CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
-import { type EngineFlags } from '../engine-flags.ts';
-import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
-import { resolveClasses } from '../parsers.ts';
-import { ProgressBar } from '../progress.ts';
-import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
-import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
+import { fileKind, sniffMedia } from '../media-kind.ts';
+import { stderrLine } from '../context.ts';
 import { ImagesFailedError } from '../failures.ts';
+import { inProcessDetector, remoteDetector, type DetectParamsFlags, type FrameDetector } from './detect-engine.ts';
+import { runImages, type ImageRunTotals } from './detect-images.ts';
+import { runVideo, type VideoFlags, type VideoRunResult } from './detect-video.ts';
 
-export interface DetectFlags extends EngineFlags {
-  threshold: number;
-  maxDetections: number;
-  classes?: string[];
-  raw?: boolean;
-  json?: boolean;
+export { formatTable } from './detect-images.ts';
+
+export interface DetectFlags extends DetectParamsFlags, Partial<TrackerFlags>, Omit<VideoFlags, 'tracker'> {
   save?: string;
   recursive?: boolean;
   url?: string;
+  track?: boolean;
 }
 
+type Input = ImageInput & { kind: 'image' | 'video'; stdinBytes?: Buffer };
 
-/** Per-image failures that do not stop the run: unreadable or undecodable input. */
-function isImageProblem(e: unknown): boolean {
-  if (e instanceof HttpStatusError) return [400, 413, 415, 422].includes(e.httpStatus);
-  return isRfdetrError(e, 'E_IMAGE_UNDECODABLE') || isRfdetrError(e, 'E_IMAGE_TOO_LARGE');
-}
-
-function cocoLabels(): string[] {
-  const cfg = JSON.parse(fs.readFileSync(cocoConfigPath, 'utf8')) as { id2label: Record<string, string> };
-  const labels: string[] = [];
-  for (const [id, name] of Object.entries(cfg.id2label)) labels[Number(id)] = name;
-  return labels;
-}
-
-function fmt(n: number, digits: number): string {
-  return n.toFixed(digits);
-}
-
-export function formatTable(name: string, r: PredictResponse): string {
-  const lines = [`${name}  ${r.image_size.width}x${r.image_size.height}  ${r.num_detections} detection${r.num_detections === 1 ? '' : 's'} (threshold ${r.threshold})  inference ${fmt(r.timing_ms.inference, 1)} ms, total ${fmt(r.timing_ms.total, 1)} ms`];
-  if (r.detections.length) {
-    const w = Math.max(5, ...r.detections.map((d) => d.label.length));
-    lines.push(`  ${'#'.padStart(3)}  ${'label'.padEnd(w)}  ${'id'.padStart(3)}  score   ${'x1'.padStart(7)} ${'y1'.padStart(7)} ${'x2'.padStart(7)} ${'y2'.padStart(7)}`);
-    r.detections.forEach((d, i) => {
-      lines.push(`  ${String(i + 1).padStart(3)}  ${d.label.padEnd(w)}  ${String(d.label_id).padStart(3)}  ${fmt(d.score, 3)}  ${d.box.map((v) => fmt(v, 1).padStart(7)).join(' ')}`);
-    });
-  }
-  return lines.join('\n');
-}
-
-/** <base>.jpg for a JPEG input (written as JPEG), else <base>.png; -2, -3, … when two inputs share a name. */
-function saveName(input: ImageInput, used: Set<string>): string {
-  const shown = input.url !== undefined ? new URL(input.url).pathname : input.name;
-  const base = input.path === null && input.url === undefined ? 'stdin' : path.basename(shown, path.extname(shown)) || 'image';
-  const ext = formatForName(shown) === 'jpeg' ? '.jpg' : '.png';
-  let name = `${base}${ext}`;
-  for (let i = 2; used.has(name); i++) name = `${base}-${i}${ext}`;
-  used.add(name);
-  return name;
-}
-
-interface Runner {
-  labels: readonly string[];
-  run(bytes: Uint8Array): Promise<{ response: PredictResponse; detections: PredictResponse['detections'] }>;
-  close(): Promise<void>;
-}
-
-async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner> {
-  const w = await weightsFor(ctx, f);
-  let backend: InferenceBackend;
-  backend = await openEngine(ctx, 'detect', backendRequest(ctx, f, w.dir));
-  const labels = backend.info?.labels ?? [];
-  let classes: Set<number> | undefined;
-  try {
-    classes = resolveClasses(f.classes, labels.length ? labels : cocoLabels());
-  } catch (e) {
-    await backend.close().catch(() => {});
-    throw e;
-  }
-  return {
-    labels,
-    async run(bytes) {
-      const r = await detectImage(backend, bytes, { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes });
-      return { response: r.response, detections: r.response.detections };
-    },
-    close: () => backend.close(),
-  };
-}
-
-async function remoteRunner(ctx: CliContext, f: DetectFlags, url: string): Promise<Runner> {
-  const client = new RfdetrClient(url);
-  if (serverHasSyntheticWeights(await client.info().catch(() => undefined))) {
-    stderrLine(ctx)(`WARNING: ${client.baseUrl.origin} serves SYNTHETIC weights (its /info says so): detections are meaningless`);
-  }
-  const labels = cocoLabels();
-  const classes = resolveClasses(f.classes, labels);
-  return {
-    labels,
-    async run(bytes) {
-      // With --classes the server must not cap first: ask for every query above the threshold, filter, then cap.
-      const r = await client.predict(bytes, { threshold: f.threshold, max_detections: classes ? 300 : f.maxDetections, return_raw: f.raw });
-      if (!classes) return { response: r, detections: r.detections };
-      const kept = selectDetections(r.detections, classes, f.maxDetections);
-      const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, inputSize: r.input_size, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });
-      return { response, detections: kept };
-    },
-    close: () => client.close(),
-  };
-}
+const VIDEO_PROBLEMS = ['E_VIDEO_UNDECODABLE', 'E_VIDEO_TOO_LARGE', 'E_VIDEO_TIMEOUT'] as const;
 
 export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlags, cmd: Command): Promise<void> {
   const log = stderrLine(ctx);
@@ -141,10 +47,25 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
       throw new RfdetrError('E_USAGE', `detect: --url sends the images to a running server, which has its own engine and weights; ${flags} cannot be combined with it (drop ${local.length === 1 ? 'it' : 'them'}, or drop --url to run the engine here)`);
     }
   }
-  const { images, problems } = expandInputs(inputs, { cwd: ctx.cwd, recursive: f.recursive ?? false });
+  const { images: found, problems } = expandInputs(inputs, { cwd: ctx.cwd, recursive: f.recursive ?? false });
   for (const p of problems) log(`detect: skipped ${p}`);
-  if (images.length === 0) {
-    throw new ImagesFailedError(`detect: no input names an image (${problems.length} skipped); nothing was run. Expected image files, directories of images, globs or - for stdin`);
+  if (found.length === 0) {
+    throw new ImagesFailedError(`detect: no input names an image or video (${problems.length} skipped); nothing was run. Expected image or video files, directories of them, globs, stream addresses or - for stdin`);
+  }
+  const items: Input[] = [];
+  for (const i of found) {
+    if (i.live !== undefined) items.push({ ...i, kind: 'video' });
+    else if (i.path !== null) items.push({ ...i, kind: fileKind(i.path) });
+    else if (i.url !== undefined) items.push({ ...i, kind: 'image' });
+    else {
+      // stdin: read once, told apart by its first bytes.
+      const bytes = await ctx.readStdin();
+      items.push({ ...i, kind: sniffMedia(bytes.subarray(0, 512)), stdinBytes: bytes });
+    }
+  }
+  const videos = items.filter((i) => i.kind === 'video');
+  if (f.url !== undefined && videos.length) {
+    throw new RfdetrError('E_USAGE', `detect: --url sends still images to POST /predict; ${videos[0]!.name} is a video (send videos to the server's POST /predict/video, or drop --url to run the engine here)`);
   }
   let saveDir: string | undefined;
   if (f.save !== undefined) {
@@ -156,77 +77,71 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     }
   }
 
-  const runner = f.url !== undefined ? await remoteRunner(ctx, f, f.url) : await inProcessRunner(ctx, f);
-  const bar = new ProgressBar(ctx.stderr, images.length);
-  // A URL the user typed: any host and address, with the server's size cap and time limit.
-  const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
+  const detector: FrameDetector = f.url !== undefined ? await remoteDetector(ctx, f, f.url) : await inProcessDetector(ctx, f);
+  // Ctrl-C / SIGTERM: stop pulling frames, finish what is in flight, close the outputs, exit 0.
+  const stop = new AbortController();
+  let stoppedBy: string | null = null;
+  const onSignal = (sig: NodeJS.Signals) => {
+    stoppedBy ??= sig;
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   const used = new Set<string>();
-  const sums = { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 };
-  const failed: string[] = [];
-  const notSaved: string[] = [];
-  let ok = 0;
+  const totals: ImageRunTotals = { ok: 0, failed: [], notSaved: [], sums: { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 } };
+  const videoRuns: VideoRunResult[] = [];
+  let stills = 0;
   const t0 = performance.now();
   try {
-    for (const input of images) {
-      let bytes: Uint8Array;
-      try {
-        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
-      } catch (e) {
-        bar.clear();
-        log(`detect: ${input.name}: ${input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`}`);
-        failed.push(input.name);
-        bar.tick(input.name);
+    for (let k = 0; k < items.length && !stop.signal.aborted;) {
+      const item = items[k]!;
+      if (item.kind === 'image') {
+        let j = k;
+        while (j < items.length && items[j]!.kind === 'image') j++;
+        const run = items.slice(k, j);
+        stills += run.length;
+        await runImages(ctx, run, detector, { json: f.json ?? false, saveDir, used, totals, signal: stop.signal });
+        k = j;
         continue;
       }
-      let response: PredictResponse;
+      k++;
       try {
-        ({ response } = await runner.run(bytes));
+        const r = await runVideo(ctx, item, detector, {
+          json: f.json, vidStride: f.vidStride, maxFrames: f.maxFrames, start: f.start, duration: f.duration, openTimeout: f.openTimeout, drop: f.drop,
+          tracker: f.track ? trackerOptions(f as TrackerFlags) : undefined,
+        }, { saveDir, used, signal: stop.signal });
+        videoRuns.push(r);
+        const s = r.wallMs / 1000;
+        log(`detect: ${item.name}: ${r.frames} frames in ${s.toFixed(2)} s (${(r.frames / Math.max(s, 1e-9)).toFixed(1)} frames/s, engine busy ${((100 * r.busyMs) / Math.max(r.wallMs, 1e-9)).toFixed(0)} %)${item.live !== undefined ? `, ${r.dropped} dropped, ${r.reconnects} reconnects` : ''}${r.saved ? `; saved ${r.saved}` : ''}`);
       } catch (e) {
-        if (!isImageProblem(e)) throw e;
-        bar.clear();
-        log(`detect: ${input.name}: ${(e as Error).message}`);
-        failed.push(input.name);
-        bar.tick(input.name);
-        continue;
+        if (!VIDEO_PROBLEMS.some((c) => isRfdetrError(e, c)) && !(e instanceof Error && e.name === 'RefusedOverwrite')) throw e;
+        log(`detect: ${item.name}: ${(e as Error).message}`);
+        totals.failed.push(item.name);
       }
-      ok++;
-      for (const k of Object.keys(sums) as (keyof typeof sums)[]) sums[k] += response.timing_ms[k] ?? 0;
-      bar.clear();
-      if (f.json) ctx.stdout.write(`${JSON.stringify({ image: input.name, ...response })}\n`);
-      else log(formatTable(input.name, response));
-      if (saveDir) {
-        const img = await decodeImage(bytes);
-        const name = saveName(input, used);
-        const skipped = layoutLabels(img.width, img.height, response.detections).skipped.length;
-        try {
-          const out = writeFileInDir(saveDir, name, await annotate(img, response.detections, formatForName(name)));
-          if (!f.json) log(`  saved ${out}${skipped ? ` (${skipped} label${skipped === 1 ? '' : 's'} left out: no room without covering another)` : ''}`);
-        } catch (e) {
-          if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
-          log(`detect: ${input.name}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
-          notSaved.push(input.name);
-        }
-      }
-      bar.tick(input.name);
     }
   } finally {
-    bar.clear();
-    await runner.close().catch((e: Error) => log(`detect: closing the ${f.url ? 'client' : 'engine'} failed: ${e.message}`));
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await detector.close().catch((e: Error) => log(`detect: closing the ${f.url ? 'client' : 'engine'} failed: ${e.message}`));
   }
   const s = (performance.now() - t0) / 1000;
-  const per = (k: keyof typeof sums) => (ok ? fmt(sums[k] / ok, 1) : '-');
-  const total = images.length + problems.length;
-  const bad = failed.length + problems.length;
-  const counts = bad || notSaved.length
-    ? `${ok} of ${total} input${total === 1 ? '' : 's'} detected${bad ? `, ${bad} failed${problems.length ? ` (${problems.length} named no image)` : ''}` : ''}${notSaved.length ? `, ${notSaved.length} not saved` : ''}`
-    : `${ok} image${ok === 1 ? '' : 's'}`;
-  log(`detect: ${counts} in ${fmt(s, 2)} s (${fmt(ok / Math.max(s, 1e-9), 2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}${saveDir ? `; annotated copies in ${saveDir}` : ''}`);
-  if (bad || notSaved.length) {
-    const parts = [
-      ...(failed.length ? [`failed: ${failed.join(', ')}`] : []),
+  const ok = totals.ok;
+  const per = (k: keyof ImageRunTotals['sums']) => (ok ? (totals.sums[k] / ok).toFixed(1) : '-');
+  const total = items.length + problems.length;
+  const bad = totals.failed.length + problems.length;
+  const frames = videoRuns.reduce((a, r) => a + r.frames, 0);
+  const detected = ok + videoRuns.length;
+  const counts = bad || totals.notSaved.length
+    ? `${detected} of ${total} input${total === 1 ? '' : 's'} detected${bad ? `, ${bad} failed${problems.length ? ` (${problems.length} named no image)` : ''}` : ''}${totals.notSaved.length ? `, ${totals.notSaved.length} not saved` : ''}`
+    : [...(stills || !videos.length ? [`${ok} image${ok === 1 ? '' : 's'}`] : []), ...(videos.length ? [`${videoRuns.length} video${videoRuns.length === 1 ? '' : 's'}`] : [])].join(' and ');
+  const videoPart = videos.length ? `; ${frames} video frame${frames === 1 ? '' : 's'}` : '';
+  log(`detect: ${counts} in ${s.toFixed(2)} s${stills ? ` (${(ok / Math.max(s, 1e-9)).toFixed(2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}` : ''}${videoPart}${saveDir ? `; annotated copies in ${saveDir}` : ''}${stoppedBy ? `; stopped by ${stoppedBy}` : ''}`);
+  if (bad || totals.notSaved.length) {
+    const why = [
+      ...(totals.failed.length ? [`failed: ${totals.failed.join(', ')}`] : []),
       ...(problems.length ? [`named no image: ${problems.length}`] : []),
-      ...(notSaved.length ? [`not saved: ${notSaved.join(', ')}`] : []),
+      ...(totals.notSaved.length ? [`not saved: ${totals.notSaved.join(', ')}`] : []),
     ];
-    throw new ImagesFailedError(`detect: ${bad} of ${total} input${total === 1 ? '' : 's'} failed${notSaved.length ? ` and ${notSaved.length} not saved` : ''} (${parts.join('; ')})`);
+    throw new ImagesFailedError(`detect: ${bad} of ${total} input${total === 1 ? '' : 's'} failed${totals.notSaved.length ? ` and ${totals.notSaved.length} not saved` : ''} (${why.join('; ')})`);
   }
 }

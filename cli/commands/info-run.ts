@@ -10,6 +10,7 @@ import type { CliContext } from '../context.ts';
 import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
 import { packageVersion } from '../version.ts';
 import { sidecarSelfReport } from '../sidecar-info.ts';
+import { ffmpegVersion } from '../../src/video/ffmpeg.ts';
 
 export interface DeviceReport {
   cpu: string;
@@ -56,6 +57,7 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
     weights = { found: false, error: e.message, chain: (e.details?.chain as string[] | undefined) ?? [] };
   }
   const device = deviceReport();
+  const ffmpeg = await ffmpegVersion(ctx.env);
   const report = {
     package: { name: 'rfdetr-serve', version: packageVersion() },
     node: process.version,
@@ -64,6 +66,7 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
     engines: sidecar.engines,
     weights,
     device,
+    ffmpeg: { present: ffmpeg !== null, version: ffmpeg },
   };
   if (f.json) {
     ctx.stdout.write(`${JSON.stringify(report)}\n`);
@@ -83,6 +86,7 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
     out('          fix: rfdetr weights fetch   (download the pinned checkpoint into the Hub cache)');
     out('           or: --weights DIR / TT_RF_DETR_WEIGHTS=DIR   (a directory with model.safetensors + config.json)');
   }
+  out(`ffmpeg    ${ffmpeg ?? 'NOT FOUND: videos need it (images do not): sudo apt-get install -y ffmpeg'}`);
   out(`device    ${device.cpu}, ${device.logicalCores} logical cores, AVX2 ${device.avx2 ? 'yes' : 'NO (the CPU engine needs AVX2)'}, AVX-512 ${device.avx512f ? 'yes' : 'no'}`);
   out(`          Tenstorrent: ${device.tenstorrent.length ? device.tenstorrent.join(', ') : 'no device nodes (/dev/tenstorrent absent)'}`);
 }

@@ -151,6 +151,17 @@ export function formatForName(name: string): ImageFormat {
   return /\.jpe?g$/i.test(name) ? 'jpeg' : 'png';
 }
 
+/**
+ * `image` with `detections` drawn on it as raw RGB24 (a video frame for the encoder). With no detections the
+ * image's own bytes are returned, uncopied.
+ */
+export async function annotateRaw(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Uint8Array> {
+  if (detections.length === 0) return image.data;
+  const { width, height } = image;
+  return sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } })
+    .composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha().raw().toBuffer();
+}
+
 /** `image` with `detections` drawn on it (see layoutLabels for the labels), encoded as `format`. */
 export async function annotate(image: RgbImage, detections: readonly DrawableDetection[], format: ImageFormat): Promise<Buffer> {
   const { width, height } = image;

@@ -252,7 +252,7 @@ test('detect: inputs naming nothing are reported and skipped, the others run, ex
   assert.equal(none.code, 1);
   assert.equal(none.stdout, '');
   assert.equal(none.requests.length, 0, 'no engine was opened');
-  assert.match(none.stderr, /no input names an image \(2 skipped\); nothing was run/);
+  assert.match(none.stderr, /no input names an image or video \(2 skipped\); nothing was run/);
 });
 
 test('detect: --weights with --model is a usage error; bad values name the flag (exit 2)', async () => {

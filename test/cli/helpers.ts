@@ -12,6 +12,7 @@ import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../
 import { ScriptedBackend } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { runCli } from '../../cli/program.ts';
+import { resolveClasses } from '../../cli/parsers.ts';
 import { sidecarEngines } from '../../cli/sidecar-info.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { BackendFactory, BackendRequest, CliContext } from '../../cli/context.ts';
@@ -165,9 +166,11 @@ export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url
     if (req.method === 'GET' && req.url === '/ready') return json(res, 200, { status: 'ready' });
     if (req.method === 'GET' && req.url === '/info' && opts.info !== undefined) return json(res, 200, opts.info);
     if (req.method === 'POST' && req.url === '/predict') {
-      const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean };
+      const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean; classes?: (string | number)[] };
       try {
-        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw });
+        // Classes as the real server applies them: resolved against the labels, before max_detections.
+        const classes = resolveClasses(p.classes?.map(String), fixtureLabels());
+        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw, classes });
         return json(res, 200, r.response);
       } catch (e) {
         const err = e as RfdetrError;

@@ -1,0 +1,120 @@
+// Still images through the frame pipeline: each input read (file, stdin, URL) and decoded once by sharp (the
+// pixels feed the engine and, with --save, the drawing), its result printed as a table or a JSON line and
+// optionally saved as an annotated PNG/JPEG.
+import fs from 'node:fs';
+import path from 'node:path';
+import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
+import { runFrames, type FrameOutcome } from '../../src/detect/frame-runner.ts';
+import type { PredictResponse } from '../../src/detect/pipeline.ts';
+import { MAX_IMAGE_BYTES, decodeImage, type RgbImage } from '../../src/image/decode.ts';
+import { createUrlFetcher } from '../../src/image/fetch-url.ts';
+import type { CliContext } from '../context.ts';
+import type { ImageInput } from '../inputs.ts';
+import { ProgressBar } from '../progress.ts';
+import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
+import { isImageProblem, type DetectorFrame, type FrameDetector } from './detect-engine.ts';
+
+export function formatTable(name: string, r: PredictResponse): string {
+  const lines = [`${name}  ${r.image_size.width}x${r.image_size.height}  ${r.num_detections} detection${r.num_detections === 1 ? '' : 's'} (threshold ${r.threshold})  inference ${r.timing_ms.inference.toFixed(1)} ms, total ${r.timing_ms.total.toFixed(1)} ms`];
+  if (r.detections.length) {
+    const w = Math.max(5, ...r.detections.map((d) => d.label.length));
+    lines.push(`  ${'#'.padStart(3)}  ${'label'.padEnd(w)}  ${'id'.padStart(3)}  score   ${'x1'.padStart(7)} ${'y1'.padStart(7)} ${'x2'.padStart(7)} ${'y2'.padStart(7)}`);
+    r.detections.forEach((d, i) => {
+      lines.push(`  ${String(i + 1).padStart(3)}  ${d.label.padEnd(w)}  ${String(d.label_id).padStart(3)}  ${d.score.toFixed(3)}  ${d.box.map((v) => v.toFixed(1).padStart(7)).join(' ')}`);
+    });
+  }
+  return lines.join('\n');
+}
+
+/** <base><ext> in the save directory, -2, -3, … when two inputs share a name. */
+export function uniqueName(input: ImageInput, ext: (shown: string) => string, used: Set<string>): string {
+  const shown = input.url !== undefined ? new URL(input.url).pathname : input.live !== undefined ? input.live.replace(/[?#].*$/, '') : input.name;
+  const base = input.path === null && input.url === undefined && input.live === undefined ? 'stdin' : path.basename(shown, path.extname(shown)).replace(/[^\w.-]+/g, '_') || 'video';
+  const e = ext(shown);
+  let name = `${base}${e}`;
+  for (let i = 2; used.has(name); i++) name = `${base}-${i}${e}`;
+  used.add(name);
+  return name;
+}
+
+export interface ImageRunTotals {
+  ok: number;
+  failed: string[];
+  notSaved: string[];
+  sums: Record<'decode' | 'preprocess' | 'inference' | 'postprocess' | 'transfer' | 'total', number>;
+}
+
+interface StillFrame extends DetectorFrame {
+  input: ImageInput;
+  /** Decoded pixels for drawing (--save), when the detector took bytes. */
+  drawable?: RgbImage;
+}
+
+export async function runImages(ctx: CliContext, images: readonly (ImageInput & { stdinBytes?: Buffer })[], detector: FrameDetector, o: { json: boolean; saveDir?: string | undefined; used: Set<string>; totals: ImageRunTotals; signal: AbortSignal }): Promise<void> {
+  const log = (l: string) => void ctx.stderr.write(`${l}\n`);
+  const bar = new ProgressBar(ctx.stderr, images.length);
+  // A URL the user typed: any host and address, with the server's size cap and time limit.
+  const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
+  const { totals } = o;
+  async function* frames(): AsyncGenerator<StillFrame | { frame: StillFrame; error: Error }> {
+    for (const input of images) {
+      const t0 = performance.now();
+      const frame: StillFrame = { input, t0, decodeMs: 0 };
+      let bytes: Uint8Array;
+      try {
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? input.stdinBytes ?? await ctx.readStdin() : fs.readFileSync(input.path);
+      } catch (e) {
+        const why = input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+        yield { frame, error: new Error(why) };
+        continue;
+      }
+      try {
+        if (detector.wantsBytes) {
+          frame.bytes = bytes;
+          if (o.saveDir) frame.drawable = await decodeImage(bytes);
+        } else {
+          frame.image = await decodeImage(bytes);
+          frame.decodeMs = performance.now() - t0;
+        }
+      } catch (e) {
+        if (!isImageProblem(e)) throw e;
+        yield { frame, error: e as Error };
+        continue;
+      }
+      yield frame;
+    }
+  }
+  const sink = async ({ frame, result, error }: FrameOutcome<StillFrame, PredictResponse>) => {
+    const name = frame.input.name;
+    bar.clear();
+    if (error || !result) {
+      log(`detect: ${name}: ${error?.message ?? 'no result'}`);
+      totals.failed.push(name);
+      bar.tick(name);
+      return;
+    }
+    totals.ok++;
+    for (const k of Object.keys(totals.sums) as (keyof ImageRunTotals['sums'])[]) totals.sums[k] += result.timing_ms[k] ?? 0;
+    if (o.json) ctx.stdout.write(`${JSON.stringify({ image: name, ...result })}\n`);
+    else log(formatTable(name, result));
+    const img = frame.image ?? frame.drawable;
+    if (o.saveDir && img) {
+      const file = uniqueName(frame.input, (s) => (formatForName(s) === 'jpeg' ? '.jpg' : '.png'), o.used);
+      const skipped = layoutLabels(img.width, img.height, result.detections).skipped.length;
+      try {
+        const out = writeFileInDir(o.saveDir, file, await annotate(img, result.detections, formatForName(file)));
+        if (!o.json) log(`  saved ${out}${skipped ? ` (${skipped} label${skipped === 1 ? '' : 's'} left out: no room without covering another)` : ''}`);
+      } catch (e) {
+        if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
+        log(`detect: ${name}: not saved: ${(e as Error).message}`);
+        totals.notSaved.push(name);
+      }
+    }
+    bar.tick(name);
+  };
+  try {
+    await runFrames(frames(), (f) => detector.detect(f), sink, { isFrameProblem: isImageProblem, signal: o.signal });
+  } finally {
+    bar.clear();
+  }
+}
