@@ -7,7 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { packageRoot } from '../../src/config/paths.ts';
-import { DEFAULT_PORT, readText, skipOrFail } from './ship-helpers.ts';
+import { DEFAULT_PORT, readText } from './ship-helpers.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 
 const UNITS = ['rfdetr-sidecar.service', 'rfdetr-sidecar.socket', 'rfdetr.service'];
 const ANALYZE = '/usr/bin/systemd-analyze';
