@@ -149,7 +149,7 @@ export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url
     if (req.method === 'POST' && req.url === '/predict') {
       const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean };
       try {
-        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, maxDetections: p.max_detections ?? 100, returnRaw: p.return_raw });
+        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw });
         return json(res, 200, r.response);
       } catch (e) {
         const err = e as RfdetrError;
