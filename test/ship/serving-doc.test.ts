@@ -75,7 +75,7 @@ test('SERVING.md: the pins, gates and demo operators check against', () => {
   }
 });
 
-test('SERVING.md: no paths or hosts from the seeds\' machine', () => {
+test('SERVING.md: no paths or hosts from another machine', () => {
   const d = doc();
   for (const bad of [/deepgadget/i, /\/home\/\w+/, /experiments\//, /gbp-tt/, /changh95\/rf-detr-p150/]) assert.doesNotMatch(d, bad);
 });

@@ -1,5 +1,6 @@
 // deploy/systemd: systemd-analyze verify accepts the units (no warnings), systemd-analyze security rates
-// them, and the settings the issue names are present with the values the other pieces rely on.
+// them, and the settings the other pieces rely on (Type=notify, watchdog, restart, socket directory, device
+// access) are present.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

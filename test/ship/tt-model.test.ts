@@ -29,7 +29,7 @@ test('tt-model.yaml: the loader rules accept it', () => {
   assert.equal(typeof doc().schema, 'string', 'schema is the string "5.1" (a YAML float would lose 5.10 vs 5.1)');
 });
 
-test('tt-model rules: refuse the manifest the issue found (kind http-server, runtime.command/ready_line, a wide card)', () => {
+test('tt-model rules: refuse a manifest tt-model cannot load (kind http-server, runtime.command/ready_line, a wide card)', () => {
   refuses(mutated((d) => { d.kind = 'http-server'; }), /unsupported kind/);
   refuses(mutated((d) => { d.kind = 'http-server'; d.runtime = { command: ['rfdetr'], ready_line: 'x' }; }), /runtime key 'ready_line' is not a key of any kind/);
   refuses(mutated((d) => { d.runtime.command = ['/opt/tt-metal/dist/rfdetr/bin/rfdetr', 'serve']; }), /runtime key 'command' is not valid for kind tt-dit-server/);

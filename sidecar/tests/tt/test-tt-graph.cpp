@@ -1,7 +1,7 @@
 // The whole TT device graph on the host implementation, end to end on the three golden fixtures:
 // fp32 must reproduce logits/pred_boxes to <= 1e-3 (near-tie top-k swaps listed in detections.json compared
-// with the reference's own selection injected); bf16-rounded reports the detection-IoU the device precision
-// plan predicts (a number, not a gate). Also: per-stage taps vs the shared goldens, trace vs eager, and the
+// with the reference's own selection injected); bf16-rounded gates the per-query detection-IoU of the device
+// precision plan (with the reference top-k injected). Also: per-stage taps vs the shared goldens, trace vs eager, and the
 // lifecycle closing the device on a failed start.
 #include "engines/engine.h"
 #include "engines/tt/tt-engine.h"
