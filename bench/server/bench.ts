@@ -26,6 +26,7 @@ import { Pool } from 'undici';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { synthWeights } from '../../test/helpers/synth-weights.ts';
+import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -34,13 +35,6 @@ const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const r2 = (x: number) => Math.round(x * 100) / 100;
 
 interface Server {
   url: string;

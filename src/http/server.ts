@@ -114,7 +114,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const logger = opts.logger ?? createJsonLogger(opts.logLevel ?? 'info');
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
-  const engineState = new EngineState(backend, metrics, logger);
+  const engineState = new EngineState(backend, metrics);
   const active = new Set<ActivePredict>();
   let forwardEwmaMs = 0;
   let lastBusyMs = 0;
