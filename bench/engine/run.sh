@@ -10,15 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$here/build" -j "$(nproc)" >&2
-weights=${WEIGHTS:-$root/sidecar/build/test-weights/seed-0x1}
-if [ ! -s "$weights/model.safetensors" ]; then
-  synth=$root/sidecar/build/rfdetr-synth
-  if [ ! -x "$synth" ]; then
-    echo "run.sh: no checkpoint at $weights and no $synth; run 'npm install' or set WEIGHTS=DIR" >&2
-    exit 1
-  fi
-  "$synth" --seed 1 --out "$weights" >&2
-fi
+weights=$("$root/bench/seed1-weights.sh")
 peers=${PEERS_DIR:-$HOME/.cache/rfdetr-peers}
 peers_src=${PEERS_SRC:-$root/../shared/peers}
 "$here/build/bench-engine" --weights "$weights" --peers "$peers" --peers-src "$peers_src" \

@@ -1,4 +1,4 @@
-// `rfdetr smoke --url URL`: the seed's smoke test (seed 000 §1) against a running server. Waits up to --wait
+// `rfdetr smoke --url URL`: the reference app's smoke test against a running server. Waits up to --wait
 // seconds for readiness, posts one image, checks the answer is a well-formed /predict response for that image
 // (and matches --expect), prints ONE line on stdout — `PASS n=5 counts={"cat": 2, ...} ...` or
 // `FAIL <reason>` — and exits 0 or 1. --out writes the full response JSON (also on a FAIL with a response).
@@ -25,7 +25,7 @@ export interface SmokeFlags {
 
 
 
-/** Label → count, rendered as Python's json.dumps of a sorted dict (the seed's PASS line format). */
+/** Label → count, rendered as Python's json.dumps of a sorted dict (the reference smoke script's PASS line format). */
 export function formatCounts(detections: readonly { label: string }[]): string {
   const counts = new Map<string, number>();
   for (const d of detections) counts.set(d.label, (counts.get(d.label) ?? 0) + 1);

@@ -1,4 +1,4 @@
-// `rfdetr verify --engine tt|tt-host`: the accelerator card check (issue 8). Runs the given engine and the CPU
+// `rfdetr verify --engine tt|tt-host`: the accelerator card check. Runs the given engine and the CPU
 // engine (the numerical reference) on the three fixture images with the same checkpoint, postprocesses both
 // with the TypeScript postprocess the server uses, and prints per image the detection-IoU (CPU as reference:
 // each CPU detection's best same-label IoU, mean × 100) and max-abs / PCC of logits and boxes. Exit 1 when the

@@ -1,4 +1,4 @@
-// An HTTP client for a running rfdetr server (or any server speaking seed 000 §3's contract): POST /predict
+// An HTTP client for a running rfdetr server (or any server speaking the reference FastAPI app's contract): POST /predict
 // with a base64 JSON body (the contract's own form, which every implementation accepts), GET /ready with a
 // fallback to /health's "status" for servers that have no /ready (the reference FastAPI app). undici.
 import { Agent, request, type Dispatcher } from 'undici';

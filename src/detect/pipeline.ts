@@ -1,5 +1,5 @@
 // One image through the whole detector: bytes → decode (sharp) → the sidecar's infer (resize, normalise and
-// forward in C++) → postprocess → the POST /predict response object (seed 000 §3). The CLI and the HTTP server
+// forward in C++) → postprocess → the POST /predict response object (SERVING.md, "Response (200)"). The CLI and the HTTP server
 // both run `detectDecoded`; `buildPredictResponse` is the one place that response shape is written.
 //
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`

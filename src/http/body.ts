@@ -1,5 +1,5 @@
 // The three /predict body forms, each reduced to image bytes + the raw field values:
-//   application/json      {"image": "<base64>", "threshold": 0.5, ...}     (the seed's form)
+//   application/json      {"image": "<base64>", "threshold": 0.5, ...}     (the reference app's form)
 //   multipart/form-data   an `image` file part (or a base64 `image` text field) + text fields
 //   image/* or application/octet-stream   the image bytes themselves; fields from the query string
 // The limits: 32 MB of image bytes (→ 400, E_IMAGE_TOO_LARGE), and a JSON/multipart body cap that fits a

@@ -1,4 +1,4 @@
-// The seed's JSON body, {"image": "<base64>", ...}, parsed from the raw body bytes without making a JS string
+// The reference app's JSON body, {"image": "<base64>", ...}, parsed from the raw body bytes without making a JS string
 // of the whole body: the top-level `image` member's base64 text is located in the buffer and decoded from
 // it, and only the rest (a few dozen bytes of fields) goes through JSON.parse. On this host that took a
 // 1 MB body from 2–12 ms of parse (UTF-8 decode + JSON.parse + the base64 checks on a 1 MB string) to

@@ -65,7 +65,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
       description: 'RF-DETR-base (Roboflow/rf-detr-base, COCO-91) object detection, batch 1, input 560x560. Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow.',
     },
     paths: {
-      '/health': get('Health (seed contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }),
+      '/health': get('Health (the reference app\'s contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }),
       '/tt-liveness': get('Liveness: answers without touching the engine, also while a forward runs', { description: 'alive', content: json(ref('Liveness')) }),
       '/ready': get('Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),
       '/v1/health': get('Readiness (tt-media-server / vLLM shape): same as /ready', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),

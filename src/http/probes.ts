@@ -1,4 +1,4 @@
-// The read-only routes: /health (seed 000: 200 always, "ok" only when ready), /tt-liveness (lock-free, engine
+// The read-only routes: /health (200 always, "ok" only when ready, as the reference app), /tt-liveness (lock-free, engine
 // free), /ready and /v1/health (503 until ready and while draining), /v1/models, /info, /metrics and
 // /openapi.json. Each reads cached state only, so all of them answer while a forward runs.
 import os from 'node:os';

@@ -1,6 +1,7 @@
 // Errors as HTTP responses: the status and Retry-After come from the one error table (src/errors.ts), the body
 // is `{detail, code, …details, request_id}`, and an error from the engine is worded as the contract's
-// `inference failed: <Type>: <text>`. Nothing here reads message text to decide anything.
+// `inference failed: <Type>: <text>`. No status or code is decided from message text; the one use of it is
+// cutting the sidecar client's own prefix off an engine's message so it is not said twice (inferenceError).
 import type { Response } from 'express';
 import { ERRORS, RfdetrError, isRfdetrError, retryable, type ErrorCode } from '../errors.ts';
 

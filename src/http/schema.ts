@@ -21,7 +21,7 @@ export const ImageField = Type.String({
 // and the request served with the default, which the client cannot tell from its own choice.
 const closed = { additionalProperties: false } as const;
 
-export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { ...closed, description: 'one image (the seed contract)' });
+export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { ...closed, description: 'one image (the reference app\'s form)' });
 
 export const PredictUrlRequest = Type.Object({
   image_url: Type.String({

@@ -1,4 +1,4 @@
-// The HTTP server: seed 000 §3's contract (/health, /info, /v1/models, /predict) plus the probes, metrics and
+// The HTTP server: the reference FastAPI app's contract (/health, /info, /v1/models, /predict) plus the probes, metrics and
 // limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json, /docs). This file wires the
 // rooms together; each has its own file:
 //   engine-state.ts  the backend's lifecycle as probes and admission see it

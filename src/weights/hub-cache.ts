@@ -9,7 +9,7 @@ import path from 'node:path';
 import { RfdetrError } from '../errors.ts';
 
 export const DEFAULT_REPO = 'Roboflow/rf-detr-base';
-/** The pinned commit of Roboflow/rf-detr-base (seed 000). */
+/** The pinned commit of Roboflow/rf-detr-base: the revision tt-model.yaml and SERVING.md pin. */
 export const DEFAULT_REVISION = '7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a';
 export const DEFAULT_ENDPOINT = 'https://huggingface.co';
 export const MODEL_FILE = 'model.safetensors';

@@ -1,8 +1,7 @@
 // The CLI end to end on the real sidecar and CPU engine with the seed-1 synthetic checkpoint (the one the
 // fixtures were made with): `detect --json` equals the fixtures; `rfdetr serve` + `detect --url` gives the same
 // JSON as in process; `smoke` PASSes against it; SIGTERM drains and exits 0; no weights → exit 1 with the chain.
-// Each sidecar start costs seconds: two starts in all. Skips (with the missing piece named) until the sidecar
-// client, the CPU engine and src/http are merged; RFDETR_REQUIRE_ALL=1 turns the skips into failures.
+// Each sidecar start costs seconds: two starts in all.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -11,11 +10,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
-import { binPath, CASES, caseImage, fixtureDetections, realEngineSkipReason, runBin, skipUnless } from './helpers.ts';
-
-const engineSkip = await realEngineSkipReason();
-const httpSkip = fs.existsSync(path.join(packageRoot, 'src', 'http', 'server.ts')) ? null : 'needs the HTTP server (src/http, branch http) — not merged yet';
-const serveSkip = httpSkip ?? engineSkip;
+import { binPath, CASES, caseImage, fixtureDetections, runBin } from './helpers.ts';
 
 // Measured on this machine (CPU engine, AVX-512 host): scores within 3.5e-6 of the fixtures, boxes within
 // 6.1e-4 px. The margins leave room for other AVX2 hosts and BLAS builds.
@@ -45,7 +40,7 @@ const withoutTiming = (ls: Line[]) => ls.map(({ timing_ms: _t, ...rest }) => res
 
 let inProcess: Line[] | undefined;
 
-test('e2e: detect --json --weights <seed-1 synth> on the fixture images equals detections.json at 0.5', skipUnless(engineSkip), async () => {
+test('e2e: detect --json --weights <seed-1 synth> on the fixture images equals detections.json at 0.5', async () => {
   const weights = await synthWeights();
   const r = await runBin(['detect', '--json', '--weights', weights, ...CASES.map(caseImage)], { timeoutMs: 300_000 });
   assert.equal(r.code, 0, r.stderr);
@@ -57,7 +52,7 @@ test('e2e: detect --json --weights <seed-1 synth> on the fixture images equals d
   inProcess = ls;
 });
 
-test('e2e: rfdetr serve; smoke PASS; detect --url gives the same JSON as in process; SIGTERM drains and exits 0', skipUnless(serveSkip), async () => {
+test('e2e: rfdetr serve; smoke PASS; detect --url gives the same JSON as in process; SIGTERM drains and exits 0', async () => {
   const weights = await synthWeights();
   const server = execa(process.execPath, [binPath, 'serve', '--host', '127.0.0.1', '--port', '0', '--weights', weights, '--log-level', 'info'], { reject: false, cwd: packageRoot });
   let stderr = '';
@@ -92,7 +87,7 @@ test('e2e: rfdetr serve; smoke PASS; detect --url gives the same JSON as in proc
   assert.match(stderr, /"event":"drained"/);
 });
 
-test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 with the chain tried and the fixing commands', skipUnless(httpSkip), async () => {
+test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 with the chain tried and the fixing commands', async () => {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-noweights-'));
   try {
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, HF_HOME: home, HF_HUB_OFFLINE: '1' };
@@ -106,7 +101,7 @@ test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 wit
   }
 });
 
-test('e2e: a misspelt engine is a usage error (exit 2) before any sidecar starts; a bad config.json exits 1 with the sidecar\'s reason', skipUnless(engineSkip), async () => {
+test('e2e: a misspelt engine is a usage error (exit 2) before any sidecar starts; a bad config.json exits 1 with the sidecar\'s reason', async () => {
   const t0 = Date.now();
   const r = await runBin(['detect', '--json', '--engine', 'no-such-engine', '--weights', await synthWeights(), caseImage('case-1')], { timeoutMs: 60_000 });
   assert.equal(r.code, 2, r.stderr);

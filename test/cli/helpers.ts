@@ -1,11 +1,11 @@
 // Helpers for the CLI tests: running the program in process or the real bin/rfdetr.js as a subprocess, a
-// fixture-replay backend, a tiny /predict server, and the skip reason for tests that need the real engine.
+// fixture-replay backend and a tiny /predict server.
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { execa } from 'execa';
-import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
+import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
 import { detectImage } from '../../src/detect/pipeline.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
@@ -13,7 +13,6 @@ import { ScriptedBackend } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { runCli } from '../../cli/program.ts';
 import { resolveClasses } from '../../cli/parsers.ts';
-import { sidecarEngines } from '../../cli/sidecar-info.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { BackendFactory, BackendRequest, CliContext } from '../../cli/context.ts';
 
@@ -106,23 +105,6 @@ export async function runBin(args: string[], opts: { env?: NodeJS.ProcessEnv; in
     ...(opts.input ? { input: opts.input } : { stdin: 'ignore' as const }),
   });
   return { code: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr) };
-}
-
-/** Why the real engine cannot run here (null when it can): the sidecar client and a cpu-capable sidecar binary. */
-export async function realEngineSkipReason(): Promise<string | null> {
-  const supervisor = path.join(packageRoot, 'src', 'sidecar', 'supervisor.ts');
-  if (!fs.existsSync(supervisor)) return 'needs the sidecar client/supervisor (src/sidecar/supervisor.ts, branch sidecar) — not merged yet';
-  const bin = sidecarBinary();
-  if (!fs.existsSync(bin)) return `needs the sidecar executable ${bin} (npm run build:sidecar)`;
-  const built = (await sidecarEngines())?.built ?? [];
-  if (!built.includes('cpu')) return `needs the CPU engine in the sidecar (rfdetr-sidecar --list-engines has ${built.join(', ') || 'none'})`;
-  return null;
-}
-
-/** A test skip option honouring RFDETR_REQUIRE_ALL=1 (then the test runs and fails instead of skipping). */
-export function skipUnless(reason: string | null): { skip?: string } {
-  if (reason && process.env.RFDETR_REQUIRE_ALL !== '1') return { skip: reason };
-  return {};
 }
 
 export type Handler = (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void | Promise<void>;

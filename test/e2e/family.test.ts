@@ -2,25 +2,25 @@
 // at the variant's input size, the engine, the TypeScript post-process): `detect --json` on each fixture's
 // input.png equals its detections.json at 0.5 and 0.3, on the cpu engine and on tt-host. The checkpoints are the
 // seed-1 synthetic ones (the ctest fixture synth_family's directory, made here when absent); the fixtures are
-// ../shared/fixtures/rfdetr-family (or RFDETR_FAMILY_FIXTURES). Skips name what is missing; RFDETR_REQUIRE_ALL=1
-// turns them into failures.
+// ../shared/fixtures/rfdetr-family (or RFDETR_FAMILY_FIXTURES); without them each test skips
+// (skip-or-fail, test/helpers/skip.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { packageRoot, synthBinary } from '../../src/config/paths.ts';
-import { realEngineSkipReason, runBin } from '../cli/helpers.ts';
+import { runBin } from '../cli/helpers.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 
 const familyDir = process.env.RFDETR_FAMILY_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-family');
 const weightsRoot = path.join(packageRoot, 'sidecar', 'build', 'test-weights', 'family');
-const requireAll = process.env.RFDETR_REQUIRE_ALL === '1';
 // The engines' fp32 parity (C++ family tests): scores within 2e-5 of the reference, boxes within 1e-6 normalised.
 const SCORE_TOL = 1e-4;
 const BOX_TOL_PX = 0.05;
 
 interface RefDet { query: number; label: number; label_name: string; score: number; box_xyxy: number[] }
-interface Line { detections: { label: string; label_id: number; score: number; box: number[] }[]; num_detections: number; input_size?: number[] }
+interface Line { detections: { label: string; label_id: number; score: number; box: number[] }[]; num_detections: number; input_size: number[] }
 
 async function weightsFor(variant: string): Promise<string> {
   const dir = path.join(weightsRoot, `${variant}-seed-0x1`);
@@ -30,21 +30,19 @@ async function weightsFor(variant: string): Promise<string> {
   return dir;
 }
 
-const engineSkip = await realEngineSkipReason();
 const fixturesSkip = fs.existsSync(familyDir) ? null : `no family fixtures at ${familyDir} (set RFDETR_FAMILY_FIXTURES)`;
-const skip = engineSkip ?? fixturesSkip;
 
 for (const engine of ['cpu', 'tt-host']) {
   for (const variant of ['nano', 'small', 'medium', 'large']) {
-    test(`e2e family: detect --engine ${engine} on ${variant}'s fixture equals its detections.json at 0.5 and 0.3`, { skip: skip && !requireAll ? skip : false }, async () => {
-      assert.equal(skip, null, `RFDETR_REQUIRE_ALL=1: ${skip}`);
+    test(`e2e family: detect --engine ${engine} on ${variant}'s fixture equals its detections.json at 0.5 and 0.3`, async (t) => {
+      if (fixturesSkip) return skipOrFail(t, fixturesSkip);
       const weights = await weightsFor(variant);
       const c = path.join(familyDir, variant, 'case-1');
       const ref = JSON.parse(fs.readFileSync(path.join(c, 'detections.json'), 'utf8')) as { resolution: number; detections: Record<string, RefDet[]> };
       const r = await runBin(['detect', '--json', '--engine', engine, '--weights', weights, '--threshold', '0.3', '--max-detections', '300', path.join(c, 'input.png')], { timeoutMs: 300_000 });
       assert.equal(r.code, 0, r.stderr);
       const line = JSON.parse(r.stdout.trim()) as Line;
-      if (line.input_size) assert.deepEqual(line.input_size, [ref.resolution, ref.resolution]);
+      assert.deepEqual(line.input_size, [ref.resolution, ref.resolution], `${variant}: the input size the detect line reports`);
       for (const thr of ['0.3', '0.5']) {
         const want = ref.detections[thr]!;
         const got = line.detections.filter((d) => d.score > Number(thr));

@@ -1,4 +1,4 @@
-// Hostile and malformed clients (issue 14): each test fails on the server before its fix. The server must stay
+// Hostile and malformed clients: each test is one way a client can misbehave. The server must stay
 // up, answer real requests, keep its budgets and close what it stops reading.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Every route other than /predict's body handling: the seed's /health, /info and /v1/models, the probes, the
+// Every route other than /predict's body handling: the reference app's /health, /info and /v1/models, the probes, the
 // metrics, the OpenAPI document, 404/405, request ids, the per-request log line and the one ready line.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -102,7 +102,7 @@ describe('when ready', () => {
     }
   });
 
-  test('/v1/models is the seed\'s OpenAI-shaped list', async () => {
+  test('/v1/models is the reference app\'s OpenAI-shaped list', async () => {
     const s = await start();
     try {
       const r = await fetch(`${s.url}/v1/models`);

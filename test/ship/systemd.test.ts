@@ -1,5 +1,6 @@
 // deploy/systemd: systemd-analyze verify accepts the units (no warnings), systemd-analyze security rates
-// them, and the settings the issue names are present with the values the other pieces rely on.
+// them, and the settings the other pieces rely on (Type=notify, watchdog, restart, socket directory, device
+// access) are present.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -7,7 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { packageRoot } from '../../src/config/paths.ts';
-import { DEFAULT_PORT, readText, skipOrFail } from './ship-helpers.ts';
+import { DEFAULT_PORT, readText } from './ship-helpers.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 
 const UNITS = ['rfdetr-sidecar.service', 'rfdetr-sidecar.socket', 'rfdetr.service'];
 const ANALYZE = '/usr/bin/systemd-analyze';

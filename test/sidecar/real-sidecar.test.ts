@@ -13,15 +13,10 @@ import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import { rampPixels } from './pixels.ts';
 import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
 import { decodeImage } from '../../src/image/decode.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
-const requireAll = process.env.RFDETR_REQUIRE_ALL === '1';
-
-function skipOrFail(t: { skip: (m: string) => void }, reason: string): void {
-  if (requireAll) assert.fail(`RFDETR_REQUIRE_ALL=1: ${reason}`);
-  t.skip(reason);
-}
 
 function backend(t: { after: (fn: () => unknown) => void }, opts: SidecarBackendOptions): SidecarBackend {
   const b = createBackend({ startupTimeoutMs: 300_000, restart: { initialDelayMs: 20 }, ...opts });
@@ -46,7 +41,6 @@ const SENTINEL_HANG = -1003;
 const SENTINEL_SLEEP = -1004;
 
 test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fails fast and restarts', async (t) => {
-  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const b = backend(t, { engine: 'test-echo', weightsDir: dir, command: { file: testBinary } });
@@ -81,7 +75,6 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
 });
 
 test('real sidecar (test-echo): a crashing forward (abort) and a hung forward are both recovered', async (t) => {
-  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const b = backend(t, { engine: 'test-echo', weightsDir: dir, command: { file: testBinary }, stallMs: 400, pingIntervalMs: 100 });
@@ -106,7 +99,6 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
 });
 
 test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone', async (t) => {
-  if (!existsSync(testBinary)) return skipOrFail(t, `${testBinary} is not built; run npm install`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-real-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const socket = path.join(dir, 'run', 's.sock');
@@ -121,21 +113,12 @@ test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone',
 
 // ---- the product binary with the CPU engine ------------------------------------------------------------
 
-async function cpuEngineBuilt(): Promise<boolean> {
-  const r = await execa(sidecarBinary(), ['--help'], { reject: false });
-  return /built: [^)]*\bcpu\b/.test(r.stdout);
-}
-
 async function synthDir(): Promise<string> {
   const { synthWeights } = await import('../helpers/synth-weights.ts');
   return synthWeights();
 }
 
 test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and boxes, kill -9 recovery', async (t) => {
-  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
-  if (!(await cpuEngineBuilt())) {
-    return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar yet (it arrives with the engine branch)');
-  }
   const weights = await synthDir();
   const b = backend(t, { engine: 'cpu', weightsDir: weights, threads: 2, defaultDeadlineMs: 300_000 });
   await b.ready();
@@ -188,10 +171,6 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
 });
 
 test('real sidecar (cpu): NOTIFY_SOCKET gets READY=1 and STOPPING=1; SIGTERM → exit 0, socket gone', async (t) => {
-  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
-  if (!(await cpuEngineBuilt())) {
-    return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar yet (it arrives with the engine branch)');
-  }
   const py = await execa('python3', ['--version'], { reject: false });
   if (py.exitCode !== 0) return skipOrFail(t, 'python3 is needed to bind a Unix datagram socket (node cannot)');
   const weights = await synthDir();
@@ -230,8 +209,6 @@ while True:
 });
 
 test('real sidecar (cpu): a bad config.json is a startup failure: not restarted, the sidecar\'s own message', async (t) => {
-  if (!existsSync(sidecarBinary())) return skipOrFail(t, `${sidecarBinary()} is not built; run npm install`);
-  if (!(await cpuEngineBuilt())) return skipOrFail(t, 'the cpu engine is not built into sidecar/build/rfdetr-sidecar');
   const weights = await synthDir();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-badcfg-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

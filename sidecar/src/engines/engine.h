@@ -1,5 +1,6 @@
 // The engine interface: one forward of the loaded RF-DETR variant, pixel_values in, raw head outputs out.
-// Engines never postprocess; the TypeScript side owns that (see DESIGN.md, "The data path").
+// Engines never postprocess: the TypeScript side owns it (src/detect/postprocess.ts), so every engine is compared on
+// its raw outputs and one postprocess serves them all.
 #pragma once
 
 #include <memory>
@@ -31,7 +32,7 @@ class engine {
     virtual ~engine() = default;
 
     virtual std::string name() const   = 0;  // "cpu", "tt", "tt-host", ...
-    virtual std::string device() const = 0;  // human description, e.g. "AMD EPYC (2 threads, OpenBLAS)"
+    virtual std::string device() const = 0;  // human description, e.g. "Intel Xeon Platinum 8480+ (2 threads, avx512 kernels)"
     virtual int num_queries() const    = 0;  // 300
     virtual int num_classes() const    = 0;  // from the checkpoint (class_embed rows)
     virtual int input_size() const     = 0;  // S of pixel_values [3,S,S]: the variant's resolution (Base 560)

@@ -36,7 +36,7 @@ void connection_send(connection & c, const std::vector<uint8_t> & frame) {
 }
 
 void connection_frame_error(connection & c, const std::string & text) {
-    std::fprintf(stderr, "server_read: client %llu sent a malformed frame (%s); closing it\n",
+    std::fprintf(stderr, "connection_frame_error: client %llu sent a malformed frame (%s); closing it\n",
                  static_cast<unsigned long long>(c.serial), text.c_str());
     std::vector<uint8_t> f;
     encode_frame(make_error_reply(0, wire_error::WIRE_ERROR_FRAME, text), f);

@@ -63,7 +63,7 @@ std::string dispatcher::handle(uint64_t serial, frame_bytes payload, bool stoppi
             return "";
         }
         case wire_op::WIRE_OP_SHUTDOWN: {
-            std::fprintf(stderr, "server_read: client %llu asked to shut down\n", static_cast<unsigned long long>(serial));
+            std::fprintf(stderr, "dispatcher_handle: client %llu asked to shut down\n", static_cast<unsigned long long>(serial));
             std::vector<uint8_t> f;
             encode_frame(make_ok_reply(req.id), f);
             send_(serial, f);

@@ -79,7 +79,7 @@ void event_loop::accept_all() {
         const int fd = accept4(lst_.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                std::fprintf(stderr, "server_accept: accept: %s\n", std::strerror(errno));
+                std::fprintf(stderr, "event_loop_accept: accept: %s\n", std::strerror(errno));
             }
             return;
         }
@@ -88,7 +88,7 @@ void event_loop::accept_all() {
         c.serial   = ++next_serial_;
         c.out      = hello_frame_;
         auto & ref = conns_[c.serial] = std::move(c);
-        std::fprintf(stderr, "server_accept: client %llu connected\n", static_cast<unsigned long long>(ref.serial));
+        std::fprintf(stderr, "event_loop_accept: client %llu connected\n", static_cast<unsigned long long>(ref.serial));
         if (!connection_flush(ref)) {
             ref.dead = true;
         }
@@ -102,7 +102,7 @@ void event_loop::sweep() {
             continue;
         }
         const size_t dropped = pipe_.take_queued(it->first).size();
-        std::fprintf(stderr, "server_sweep: client %llu disconnected (%zu queued forwards dropped)\n",
+        std::fprintf(stderr, "event_loop_sweep: client %llu disconnected (%zu queued forwards dropped)\n",
                      static_cast<unsigned long long>(it->first), dropped);
         close(it->second.fd);
         it = conns_.erase(it);
@@ -196,7 +196,7 @@ void event_loop::run() {
         }
         const int n = poll(fds.data(), fds.size(), poll_timeout_ms(next_watchdog, watchdog_us != 0));
         if (n < 0 && errno != EINTR) {
-            std::fprintf(stderr, "server_run: poll: %s\n", std::strerror(errno));
+            std::fprintf(stderr, "event_loop_run: poll: %s\n", std::strerror(errno));
             return;
         }
         if (watchdog_us && clock_type::now() >= next_watchdog) {
@@ -207,7 +207,7 @@ void event_loop::run() {
             if (fds[0].revents & POLLIN) {
                 unsigned char signo = 0;
                 if (read(signal_fd_, &signo, 1) == 1) {
-                    std::fprintf(stderr, "server_run: received signal %u; stopping\n", static_cast<unsigned>(signo));
+                    std::fprintf(stderr, "event_loop_run: received signal %u; stopping\n", static_cast<unsigned>(signo));
                     begin_stop();
                 }
             }

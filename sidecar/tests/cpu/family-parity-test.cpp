@@ -6,6 +6,7 @@
 #include "engines/engine.h"
 #include "family-case.h"
 #include "model/checkpoint.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +18,6 @@ namespace {
 namespace cpu  = rfdetr::cpu;
 using rfdetr::test::family_case;
 
-#define SKIP_OR_FAIL(reason)                                                                        \
-    do {                                                                                            \
-        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 and a fixture is missing: " << (reason); \
-        GTEST_SKIP() << (reason);                                                                   \
-    } while (0)
-
 double max_abs(const float * got, const std::vector<float> & want) {
     double e = 0;
     for (size_t i = 0; i < want.size(); ++i) {
@@ -33,7 +28,7 @@ double max_abs(const float * got, const std::vector<float> & want) {
 
 void run_variant(const std::string & v) {
     const std::string why = rfdetr::test::family_missing(v);
-    if (!why.empty()) SKIP_OR_FAIL(why);
+    if (!why.empty()) RFDETR_SKIP_OR_FAIL(why);
     const family_case c   = rfdetr::test::family_load(v);
     auto              ck  = rfdetr::checkpoint::open(c.weights);
     const auto        tol = rfdetr::test::family_tolerance(v);
@@ -109,7 +104,7 @@ TEST(FamilyParity, Large) { run_variant("large"); }
 
 TEST(FamilyParity, LargeDeprecatedIsRefusedByName) {
     const std::string why = rfdetr::test::family_missing("large_deprecated");
-    if (!why.empty()) SKIP_OR_FAIL(why);
+    if (!why.empty()) RFDETR_SKIP_OR_FAIL(why);
     try {
         rfdetr::engine_create("cpu", rfdetr::test::family_weights_dir("large_deprecated"), {});
         ADD_FAILURE() << "no error";

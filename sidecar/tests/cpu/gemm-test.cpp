@@ -1,9 +1,10 @@
 // The packed-weight GEMM (gemm.h) against the plain-loop reference, on odd sizes, with every epilogue and
-// the LayerNorm prologue, under each kernel this CPU can run (AVX2 always; AVX-512 where present).
+// the LayerNorm prologue, under each kernel (a kernel this CPU lacks is a skip, isa-test.h).
 // Outputs sit between guard floats so a store past a tile's edge fails the test.
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
 
+#include "isa-test.h"
 #include "random-vec.h"
 
 #include <gtest/gtest.h>
@@ -20,12 +21,6 @@ using rfdetr::test::random_vec;
 
 constexpr float k_guard = 12345.0f;
 constexpr int   k_pad   = 64;  // guard floats before and after the output
-
-struct isa_scope {
-    explicit isa_scope(const char * isa) : ok(rfdetr::cpu::gemm_select_isa(isa)) {}
-    ~isa_scope() { rfdetr::cpu::gemm_select_isa(__builtin_cpu_supports("avx512f") ? "avx512" : "avx2"); }
-    bool ok;
-};
 
 // Reference: t = LN?(a) * w^T (kernels-ref.cpp, double accumulation), then the epilogue in float in the
 // reference's order.
@@ -99,13 +94,12 @@ void check(const char * isa, int m, int n, int k, rfdetr::cpu::epi kind, bool wi
     EXPECT_LE(worst, 2e-6 * std::sqrt(static_cast<double>(k)) + 1e-6);
 }
 
-TEST(cpu_gemm, packed_gemm_matches_reference_on_odd_sizes_under_every_kernel) {
-    for (const char * isa : {"avx2", "avx512"}) {
-        isa_scope s(isa);
-        if (!s.ok) {
-            std::printf("[ info ] %s kernel not available on this CPU; not exercised\n", isa);
-            continue;
-        }
+class cpu_gemm : public rfdetr::test::isa_test {};
+RFDETR_FOR_EVERY_ISA(cpu_gemm);
+
+TEST_P(cpu_gemm, packed_gemm_matches_reference_on_odd_sizes) {
+    const char * isa = this->isa();
+    {
         // m around the tile heights (6, 14) and the row-block size; n around the 32-column panels.
         for (int m : {1, 5, 6, 13, 14, 15, 29, 300}) {
             for (int n : {1, 7, 16, 17, 31, 32, 33, 91}) check(isa, m, n, 37, rfdetr::cpu::epi::store, false);
@@ -122,12 +116,11 @@ TEST(cpu_gemm, packed_gemm_matches_reference_on_odd_sizes_under_every_kernel) {
     }
 }
 
-TEST(cpu_gemm, tile_reads_strided_operands) {
+TEST_P(cpu_gemm, tile_reads_strided_operands) {
     // gemm_tile as the attention uses it: A with a row stride wider than the tile, B straight from a
     // row-major matrix (ldb > 32), a partial last column group.
-    for (const char * isa : {"avx2", "avx512"}) {
-        isa_scope s(isa);
-        if (!s.ok) continue;
+    const char * isa = this->isa();
+    {
         const int  rows = rfdetr::cpu::gemm_mr() - 1, k = 23, as = 40, ldb = 70, ncols = 27, ldc = 33;
         const auto a = random_vec(static_cast<size_t>(k) * as, 21), b = random_vec(static_cast<size_t>(k) * ldb, 22);
         std::vector<float> c(static_cast<size_t>(rows) * ldc, k_guard);

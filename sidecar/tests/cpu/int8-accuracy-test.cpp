@@ -11,6 +11,7 @@
 #include "family-case.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 
@@ -23,12 +24,6 @@
 namespace {
 
 namespace cpu = rfdetr::cpu;
-
-#define SKIP_OR_FAIL(reason)                                                                                       \
-    do {                                                                                                           \
-        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 and a fixture is missing: " << (reason); \
-        GTEST_SKIP() << (reason);                                                                                  \
-    } while (0)
 
 std::set<size_t> top100(const std::vector<float> & v) {
     std::vector<size_t> i(v.size());
@@ -103,7 +98,7 @@ class cpu_int8_base : public ::testing::TestWithParam<int> {};
 
 TEST_P(cpu_int8_base, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
     const std::string weights = rfdetr::test::test_weights_dir();
-    if (weights.empty()) SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
+    if (weights.empty()) RFDETR_SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
     const auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-" + std::to_string(GetParam()) +
                                              "/golden.safetensors");
     check("case-" + std::to_string(GetParam()), weights, g);
@@ -116,7 +111,7 @@ class cpu_int8_family : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(cpu_int8_family, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
     const std::string why = rfdetr::test::family_missing(GetParam());
-    if (!why.empty()) SKIP_OR_FAIL(why);
+    if (!why.empty()) RFDETR_SKIP_OR_FAIL(why);
     const auto c = rfdetr::test::family_load(GetParam());
     check(GetParam(), c.weights, c.golden);
 }

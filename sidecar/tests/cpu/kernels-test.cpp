@@ -4,6 +4,7 @@
 #include "engines/cpu/kernels.h"
 #include "engines/cpu/thread-pool.h"
 
+#include "isa-test.h"
 #include "random-vec.h"
 
 #include <gtest/gtest.h>
@@ -49,7 +50,10 @@ TEST(cpu_kernels, layernorm_matches_reference_with_offset_rows) {
     }
 }
 
-TEST(cpu_kernels, gelu_epilogue_is_the_exact_erf_form_under_every_kernel) {
+class cpu_kernels_isa : public rfdetr::test::isa_test {};
+RFDETR_FOR_EVERY_ISA(cpu_kernels_isa);
+
+TEST_P(cpu_kernels_isa, gelu_epilogue_is_the_exact_erf_form) {
     // The GEMM's bias+GELU epilogue on a 1x1 identity weight, so the tile holds x exactly: a dense grid
     // over the range that matters plus the tails; the tanh approximation is 1e-3 away.
     std::vector<float> x;
@@ -61,8 +65,8 @@ TEST(cpu_kernels, gelu_epilogue_is_the_exact_erf_form_under_every_kernel) {
     rfdetr::cpu::epilogue e;
     e.kind = rfdetr::cpu::epi::bias_gelu;
     e.bias = &zero;
-    for (const char * isa : {"avx2", "avx512"}) {
-        if (!rfdetr::cpu::gemm_select_isa(isa)) continue;
+    const char * isa = this->isa();
+    {
         std::vector<float> got(x.size());
         rfdetr::cpu::gemm_packed(n, x.data(), 1, pw, got.data(), 1, e, scratch.data());
         double worst = 0.0;
@@ -77,7 +81,6 @@ TEST(cpu_kernels, gelu_epilogue_is_the_exact_erf_form_under_every_kernel) {
         rfdetr::cpu::gemm_packed(1, &one, 1, pw, &out, 1, e, scratch.data());
         EXPECT_NEAR(out, 0.8413447460685429, 1e-6) << isa;
     }
-    rfdetr::cpu::gemm_select_isa(__builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
 }
 
 TEST(cpu_kernels, silu_on_odd_blocks_leaves_the_row_padding) {
@@ -129,7 +132,7 @@ TEST(cpu_kernels, softmax_matches_reference_and_survives_large_logits) {
     }
 }
 
-TEST(cpu_kernels, fused_attention_matches_reference_across_block_edges_under_every_kernel) {
+TEST_P(cpu_kernels_isa, fused_attention_matches_reference_across_block_edges) {
     // nq spans three query blocks with a ragged last one, nk several key blocks with a ragged last one,
     // d not a multiple of the 32-column panels; strided q/k/v as in the fused QKV buffer. Then the
     // engine's shapes in small: one 101-token window, and large logits (online-softmax rescaling).
@@ -138,8 +141,8 @@ TEST(cpu_kernels, fused_attention_matches_reference_across_block_edges_under_eve
         float spread;  // q values in [-spread, spread]
         double tol;
     };
-    for (const char * isa : {"avx2", "avx512"}) {
-        if (!rfdetr::cpu::gemm_select_isa(isa)) continue;
+    const char * isa = this->isa();
+    {
         // The last case's scores reach ~100: their own float rounding (~100 * 2^-24 per term, any fp32
         // implementation) moves the exponentials by ~1e-5 relative against the double reference.
         for (const shape_case sc : {shape_case{2 * rfdetr::cpu::k_attention_block + 11, 349, 19, 2.0f, 2e-6},
@@ -159,7 +162,6 @@ TEST(cpu_kernels, fused_attention_matches_reference_across_block_edges_under_eve
             expect_close(o, r, sc.tol, "attention");  // the padding column (d) keeps its 7.0 in both
         }
     }
-    rfdetr::cpu::gemm_select_isa(__builtin_cpu_supports("avx512f") ? "avx512" : "avx2");
 }
 
 TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {

@@ -5,6 +5,7 @@
 #include "golden-file.h"
 #include "model/checkpoint.h"
 #include "model/synth.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,7 +25,7 @@ namespace {
 using rfdetr::test::golden_tensor;
 namespace cpu = rfdetr::cpu;
 
-// The one tolerance table (max-abs). The end-to-end ceiling of issue 2 is 1e-3; these are the aims of the
+// The one tolerance table (max-abs). The end-to-end ceiling is 1e-3, the bound the tt-host fp32 graph is held to too (test-tt-graph.cpp); these are the aims of the
 // fixture README, tightened where the engine measures far below them.
 struct tolerance {
     const char * tensor;
@@ -157,9 +158,8 @@ TEST_P(cpu_parity, end_to_end_logits_and_boxes_match_the_golden) {
 TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_topk) {
     const std::string root = rfdetr::test::shared_fixtures_dir();
     if (root.empty()) {
-        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 but the shared fixtures are absent";
-        GTEST_SKIP() << "shared per-stage goldens absent: put them at ../shared/fixtures/rfdetr-synth (from the repo "
-                        "root) or set RFDETR_SHARED_FIXTURES";
+        RFDETR_SKIP_OR_FAIL("shared per-stage goldens absent: put them at ../shared/fixtures/rfdetr-synth (from the repo "
+                            "root) or set RFDETR_SHARED_FIXTURES");
     }
     auto g = rfdetr::test::read_golden(case_dir(root, GetParam()) + "/golden.safetensors");
     const int nc = model_->num_classes();

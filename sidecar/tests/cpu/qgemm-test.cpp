@@ -9,6 +9,7 @@
 #include "golden-file.h"
 
 #include "random-vec.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 
@@ -32,10 +33,10 @@ struct qisa_scope {
     bool        ok;
 };
 
-#define REQUIRE_ISA(scope, isa)                                                                      \
-    if (!(scope).ok) {                                                                               \
-        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 and this CPU lacks " << isa; \
-        GTEST_SKIP() << "this CPU has no " << isa << ": its int8 kernel is not exercised";          \
+#define REQUIRE_ISA(scope, isa)                                                                              \
+    if (!(scope).ok) {                                                                                       \
+        RFDETR_SKIP_OR_FAIL(std::string("this CPU lacks the instructions of the ") + isa +                   \
+                            " int8 kernel (see /proc/cpuinfo's flags); it runs on a CPU that has them");      \
     }
 
 void check(int m, int n, int k, cpu::epi kind, bool with_ln) {

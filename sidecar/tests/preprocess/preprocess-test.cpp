@@ -2,6 +2,7 @@
 // runs equal to the plain reference on sizes chosen to break lane padding, bands and edge taps.
 #include "golden-file.h"
 #include "preprocess/preprocess.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 #include <png.h>
@@ -112,10 +113,7 @@ TEST(fixtures, pixel_values_bit_exact_for_every_family_size) {
     const std::string synth = rfdetr::test::shared_fixtures_dir();
     const std::string family = synth.empty() ? "" : synth + "/../rfdetr-family";
     if (family.empty() || !file_exists(family)) {
-        if (rfdetr::test::require_all()) {
-            FAIL() << "RFDETR_REQUIRE_ALL=1 and ../shared/fixtures/rfdetr-family is absent";
-        }
-        GTEST_SKIP() << "../shared/fixtures/rfdetr-family is absent (set RFDETR_SHARED_FIXTURES)";
+        RFDETR_SKIP_OR_FAIL("../shared/fixtures/rfdetr-family is absent (set RFDETR_SHARED_FIXTURES)");
     }
     int checked = 0;
     for (const char * variant : {"nano", "small", "medium", "large", "large_deprecated"}) {

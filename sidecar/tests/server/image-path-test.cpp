@@ -242,7 +242,11 @@ TEST_F(sidecar, forwards_run_in_arrival_order_over_all_connections) {
 
 TEST_F(sidecar, a_client_that_leaves_drops_its_queued_work_and_pings_are_answered_during_a_forward) {
     sidecar_proc p;
-    start(p, {"RFDETR_TEST_FORWARD_MS=300"}, {}, "test-sleep");
+    gate         g(dir_);
+    start_gated(p, g, {"RFDETR_TEST_FORWARD_MS=0"}, {}, "test-sleep");
+    const int warm = p.gate_arrivals();
+    message   r;
+    std::vector<uint8_t> s;
     {
         client a;
         ASSERT_TRUE(a.open(socket_));
@@ -250,56 +254,65 @@ TEST_F(sidecar, a_client_that_leaves_drops_its_queued_work_and_pings_are_answere
         for (uint64_t id = 1; id <= 5; id++) {
             a.send_msg(make_image_infer(id, 640, 480, rgb));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }  // closes with five forwards queued: one on the engine, at most one resized, the rest waiting
+        a.send_msg(make_request(6, rfdetr::wire_op::WIRE_OP_PING));
+        ASSERT_TRUE(a.recv_msg(r, s));  // answered once the five infers before it were read
+        EXPECT_EQ(r.id, 6u);
+        ASSERT_TRUE(p.wait_gate_arrivals(warm + 1)) << "forward 1 never reached the engine: " << p.err_text;
+    }  // closes with forward 1 held on the engine, at most one more resized, the rest waiting
+    ASSERT_TRUE(p.wait_stderr("client 1 disconnected (")) << p.err_text;
     client b;
     ASSERT_TRUE(b.open(socket_));
-    message              r;
-    std::vector<uint8_t> s;
-    auto                 t0 = clk::now();
     b.send_msg(make_request(10, rfdetr::wire_op::WIRE_OP_PING));
     ASSERT_TRUE(b.recv_msg(r, s));
-    EXPECT_EQ(r.id, 10u);
-    EXPECT_LT(ms_between(t0, clk::now()), 150.0) << "a ping waits for nothing, not even a forward";
-    t0 = clk::now();
+    EXPECT_EQ(r.id, 10u) << "a ping waits for nothing, not even the forward held on the engine";
     b.send_msg(make_infer(11, ramp_pixels()));
+    g.release();  // forward 1 finishes; its client is gone
+    ASSERT_TRUE(p.wait_gate_arrivals(warm + 2)) << "forward 11 never reached the engine: " << p.err_text;
+    g.release();
     ASSERT_TRUE(b.recv_msg(r, s));
     EXPECT_EQ(r.id, 11u);
     EXPECT_TRUE(r.ok);
-    const double waited = ms_between(t0, clk::now());
-    // At most the forward in progress (300 ms) and its own (300 ms); the dropped four would add 1200 ms.
-    EXPECT_LT(waited, 1000.0) << "the leaver's queued forwards still ran";
+    EXPECT_EQ(p.gate_arrivals(), warm + 2) << "the leaver's queued forwards ran: " << p.err_text;
     const std::string log = p.drain_stderr();
     const auto        at  = log.find("client 1 disconnected (");
     ASSERT_NE(at, std::string::npos) << log;
-    // Of five: at most one done, one on the engine and one being resized (finished, then dropped).
+    // Of five: one on the engine, at most one resized (finished, then dropped), the rest never started.
     const int dropped = std::atoi(log.c_str() + at + std::strlen("client 1 disconnected ("));
-    EXPECT_GE(dropped, 2) << log.substr(at, 80);
+    EXPECT_GE(dropped, 3) << log.substr(at, 80);
 }
 
 TEST_F(sidecar, sigterm_with_a_resized_request_waiting_answers_it_E_STOPPING) {
     sidecar_proc p;
-    start(p, {"RFDETR_TEST_FORWARD_MS=400"}, {}, "test-sleep");
-    client c;
+    gate         g(dir_);
+    start_gated(p, g, {"RFDETR_TEST_FORWARD_MS=0"}, {}, "test-sleep");
+    const int warm = p.gate_arrivals();
+    client    c;
     ASSERT_TRUE(c.open(socket_));
     const auto rgb = noise_rgb(640, 480, 4);
     for (uint64_t id = 1; id <= 3; id++) {
         c.send_msg(make_image_infer(id, 640, 480, rgb));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    c.send_msg(make_request(4, rfdetr::wire_op::WIRE_OP_PING));
+    std::map<uint64_t, message>       got;
+    std::vector<std::vector<uint8_t>> stores(4);
+    ASSERT_TRUE(c.recv_msg(got[0], stores[3]));  // the ping: the three infers were read
+    EXPECT_EQ(got[0].id, 4u);
+    ASSERT_TRUE(p.wait_gate_arrivals(warm + 1)) << "forward 1 never reached the engine: " << p.err_text;
     kill(p.pid, SIGTERM);
-    std::map<uint64_t, message> got;
-    std::vector<std::vector<uint8_t>> stores(3);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {  // refused while forward 1 is still held on the engine
         message r;
         ASSERT_TRUE(c.recv_msg(r, stores[i]));
         got[r.id] = r;
     }
-    EXPECT_TRUE(got[1].ok) << "the forward in progress is finished and answered";
     for (uint64_t id : {2u, 3u}) {
+        ASSERT_EQ(got.count(id), 1u) << id;
         EXPECT_FALSE(got[id].ok);
         EXPECT_EQ(got[id].error_code, rfdetr::wire_error::WIRE_ERROR_STOPPING) << id;
     }
+    g.release();
+    ASSERT_TRUE(c.recv_msg(got[1], stores[2]));
+    EXPECT_EQ(got[1].id, 1u);
+    EXPECT_TRUE(got[1].ok) << "the forward in progress is finished and answered";
     EXPECT_TRUE(c.at_eof());
     EXPECT_EQ(p.wait_exit(), 0) << p.err_text;
 }

@@ -136,6 +136,46 @@ struct sidecar_proc {
         return line;
     }
 
+    // Waits up to timeout_ms for output on stdout or stderr and appends what arrived.
+    void read_some(int timeout_ms) {
+        pollfd ps[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+        if (poll(ps, 2, timeout_ms) <= 0) return;
+        char buf[4096];
+        if (ps[0].revents & POLLIN) {
+            const ssize_t n = read(out_fd, buf, sizeof(buf));
+            if (n > 0) out_text.append(buf, static_cast<size_t>(n));
+        }
+        drain_stderr();
+    }
+
+    // Forwards that have reached the test engines' gate so far (RFDETR_TEST_GATE, warm-up included).
+    int gate_arrivals() {
+        drain_stderr();
+        int n = 0;
+        for (size_t at = err_text.find(" at the gate\n"); at != std::string::npos; at = err_text.find(" at the gate\n", at + 1)) n++;
+        return n;
+    }
+
+    // Waits for `needle` on stderr (an event the sidecar logs); false on timeout or exit.
+    bool wait_stderr(const std::string & needle, int timeout_ms = 10000) {
+        const auto end = clk::now() + std::chrono::milliseconds(timeout_ms);
+        while (drain_stderr().find(needle) == std::string::npos) {
+            if (clk::now() >= end || !process_alive(pid)) return false;
+            read_some(100);
+        }
+        return true;
+    }
+
+    // Waits until `n` forwards have reached the gate in all.
+    bool wait_gate_arrivals(int n, int timeout_ms = 10000) {
+        const auto end = clk::now() + std::chrono::milliseconds(timeout_ms);
+        while (gate_arrivals() < n) {
+            if (clk::now() >= end || !process_alive(pid)) return false;
+            read_some(100);
+        }
+        return true;
+    }
+
     std::string drain_stderr() {
         char buf[4096];
         for (;;) {
@@ -161,6 +201,25 @@ struct sidecar_proc {
         }
         return -1;
     }
+};
+
+// The FIFO the test engines' forwards wait on (RFDETR_TEST_GATE): each byte written lets one forward through.
+// Opened read-write here so neither side's open waits for the other.
+struct gate {
+    std::string path;
+    int         fd = -1;
+    explicit gate(const std::string & dir) : path(dir + "/gate") {
+        EXPECT_EQ(mkfifo(path.c_str(), 0600), 0) << path << ": " << std::strerror(errno);
+        fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        EXPECT_GE(fd, 0) << path << ": " << std::strerror(errno);
+    }
+    ~gate() {
+        if (fd >= 0) close(fd);
+    }
+    void release(int forwards = 1) {
+        for (int i = 0; i < forwards; i++) EXPECT_EQ(write(fd, "x", 1), 1);
+    }
+    std::string env() const { return "RFDETR_TEST_GATE=" + path; }
 };
 
 struct client {
@@ -305,6 +364,25 @@ class sidecar : public ::testing::Test {
         std::vector<std::string> args = {"--socket", socket_, "--engine", engine, "--weights", dir_};
         args.insert(args.end(), extra_args.begin(), extra_args.end());
         p.spawn(args, extra_env);
+        const std::string line = p.wait_ready();
+        ASSERT_EQ(line.rfind("READY ", 0), 0u) << "no READY line; stderr: " << p.drain_stderr();
+    }
+    // start() with every forward held at `g`: the warm-up forwards are let through one by one until READY.
+    void start_gated(sidecar_proc & p, gate & g, std::vector<std::string> extra_env = {}, std::vector<std::string> extra_args = {},
+                     const std::string & engine = "test-echo") {
+        extra_env.push_back(g.env());
+        std::vector<std::string> args = {"--socket", socket_, "--engine", engine, "--weights", dir_};
+        args.insert(args.end(), extra_args.begin(), extra_args.end());
+        p.spawn(args, extra_env);
+        const auto end = clk::now() + std::chrono::seconds(15);
+        int        let_through = 0;
+        while (p.out_text.find('\n') == std::string::npos && clk::now() < end && process_alive(p.pid)) {
+            if (p.gate_arrivals() > let_through) {
+                g.release();
+                let_through++;
+            }
+            p.read_some(100);
+        }
         const std::string line = p.wait_ready();
         ASSERT_EQ(line.rfind("READY ", 0), 0u) << "no READY line; stderr: " << p.drain_stderr();
     }

@@ -1,11 +1,15 @@
 #include "test-engine.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 namespace rfdetr {
@@ -20,6 +24,16 @@ class test_echo_engine : public engine {
         for (int i = 1; i < k_test_echo_classes; i++) {
             labels_.push_back("label-" + std::to_string(i));
         }
+        if (const char * g = std::getenv("RFDETR_TEST_GATE"); g && *g) {
+            // O_RDWR: the open never waits for a writer; reads wait for the test's bytes.
+            gate_fd_ = ::open(g, O_RDWR | O_CLOEXEC);
+            if (gate_fd_ < 0) {
+                throw error(std::string("test_engine_create: cannot open RFDETR_TEST_GATE '") + g + "': " + std::strerror(errno));
+            }
+        }
+    }
+    ~test_echo_engine() override {
+        if (gate_fd_ >= 0) ::close(gate_fd_);
     }
     std::string name() const override { return sleep_ms_ < 0 ? "test-echo" : "test-sleep"; }
     std::string device() const override {
@@ -33,6 +47,14 @@ class test_echo_engine : public engine {
     const std::vector<std::string> & labels() const override { return labels_; }
 
     void forward(const float * px, float * logits, float * boxes) override {
+        if (gate_fd_ >= 0) {
+            std::fprintf(stderr, "test_engine_forward: forward %d at the gate\n", ++forwards_);
+            char    b = 0;
+            ssize_t n = 0;
+            while ((n = ::read(gate_fd_, &b, 1)) < 0 && errno == EINTR) {
+            }
+            if (n != 1) throw error("test_engine_forward: the RFDETR_TEST_GATE FIFO closed");
+        }
         if (px[0] == k_test_echo_throw) {
             throw error("test-echo: forward asked to fail by its input");
         }
@@ -64,6 +86,8 @@ class test_echo_engine : public engine {
     int                      sleep_ms_;
     std::string              card_;
     std::vector<std::string> labels_;
+    int                      gate_fd_  = -1;
+    int                      forwards_ = 0;
 };
 
 

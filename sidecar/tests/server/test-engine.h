@@ -23,6 +23,9 @@ constexpr float k_test_echo_sleep = -1004.0f;  // forward sleeps pixel_values[1]
 // RFDETR_TEST_ECHO_FORWARD_MS=N sleeps in every forward (warm-up included); RFDETR_TEST_ECHO_STDOUT=1 prints a
 // line on stdout while loading (as ttnn's logger does). Both engines, given a card in TT_VISIBLE_DEVICES, fail
 // to load unless $RFDETR_TT_DEVICE_DIR/<card> (default /dev/tenstorrent/<card>) exists.
+// Both engines: RFDETR_TEST_GATE=FIFO makes every forward (warm-up included) print
+// "test_engine_forward: forward N at the gate" on stderr, then wait for one byte from the FIFO, so a test holds a
+// forward on the engine for as long as it needs and knows when it got there (sidecar-harness.h, gate).
 std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options & opts);
 
 // Same outputs and sentinels; forward sleeps RFDETR_TEST_FORWARD_MS (default 8) ms; forward_uses_host_cores() false.

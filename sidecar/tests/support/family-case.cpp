@@ -1,5 +1,7 @@
 #include "family-case.h"
 
+#include "detections.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -84,47 +86,13 @@ double crop_max_abs(const std::vector<float> & ours, int H, int C, const golden_
 }
 
 bool topk_swaps_are_near_ties(const std::vector<int64_t> & ours, const family_case & c, size_t * mismatches) {
-    const auto & gi = c.golden.at("two_stage.topk_indices").i64;
-    size_t       n  = 0;
-    bool         ok = true;
-    for (size_t r = 0; r < gi.size(); ++r) {
-        if (ours[r] == gi[r]) continue;
-        ++n;
-        bool tie = false;
-        for (const auto & p : c.detections["two_stage_topk"]["near_tie_pairs_top300"]) {
-            const size_t rank = p["rank"].get<size_t>();
-            if (r != rank && r != rank + 1) continue;
-            const std::set<int64_t> pair = { p["query_pair"][0].get<int64_t>(), p["query_pair"][1].get<int64_t>() };
-            tie |= std::set<int64_t>{ ours[rank], ours[rank + 1] } == pair && std::set<int64_t>{ gi[rank], gi[rank + 1] } == pair;
-        }
-        ok &= tie;
-    }
-    if (mismatches) *mismatches = n;
-    return ok;
+    return topk_swaps_are_near_ties(ours, c.golden.at("two_stage.topk_indices").i64, c.detections, mismatches);
 }
 
 std::string detections_differ(const std::vector<float> & logits, const std::vector<float> & boxes, int C,
                               const family_case & c, const std::string & thr, double box_px, double score_tol) {
     const float W = c.detections["image"]["width"].get<float>(), H = c.detections["image"]["height"].get<float>();
-    const float t = std::stof(thr);
-    struct det {
-        int   query, label;
-        float score, box[4];
-    };
-    std::vector<det> ours;
-    const int        Q = (int)(boxes.size() / 4);
-    for (int q = 0; q < Q; ++q) {
-        int best = 0;
-        for (int k = 1; k < C; ++k) best = logits[(size_t)q * C + k] > logits[(size_t)q * C + best] ? k : best;
-        const float score = 1.0f / (1.0f + std::exp(-logits[(size_t)q * C + best]));
-        if (!(score > t)) continue;
-        const float * b = &boxes[(size_t)q * 4];
-        const float   w = std::max(b[2], 0.0f), h = std::max(b[3], 0.0f);
-        ours.push_back({ q, best, score,
-                         { std::clamp((b[0] - 0.5f * w) * W, 0.0f, W), std::clamp((b[1] - 0.5f * h) * H, 0.0f, H),
-                           std::clamp((b[0] + 0.5f * w) * W, 0.0f, W), std::clamp((b[1] + 0.5f * h) * H, 0.0f, H) } });
-    }
-    std::stable_sort(ours.begin(), ours.end(), [](const det & a, const det & b) { return a.score > b.score; });
+    const auto  ours = postprocess(logits, boxes, C, std::stof(thr), W, H);
     const auto & ref = c.detections["detections"][thr];
     if (ours.size() != ref.size()) {
         return std::to_string(ours.size()) + " detections at " + thr + ", reference " + std::to_string(ref.size());

@@ -87,9 +87,4 @@ std::string test_weights_dir() {
     return RFDETR_TEST_WEIGHTS_DIR;
 }
 
-bool require_all() {
-    const char * e = std::getenv("RFDETR_REQUIRE_ALL");
-    return e && std::strcmp(e, "1") == 0;
-}
-
 }  // namespace rfdetr::test

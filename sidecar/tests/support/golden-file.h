@@ -32,6 +32,5 @@ std::string family_weights_dir(const std::string & variant);
 std::string repo_fixtures_dir();
 // The seed-1 checkpoint the tests run on: $RFDETR_TEST_WEIGHTS, else the ctest fixture's directory.
 std::string test_weights_dir();
-bool require_all();  // RFDETR_REQUIRE_ALL=1: skips become failures
 
 }  // namespace rfdetr::test

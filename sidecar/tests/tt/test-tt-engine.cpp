@@ -41,7 +41,7 @@ TEST(TtEngineRegistry, TtWithoutTtnnRefusesAndSaysHowToBuild) {
 TEST(TtEngineRegistry, TtHostRefusesAnUnknownPrecision) {
     std::string w = weights_dir();
     if (w.empty() || !path_exists(w + "/model.safetensors")) {
-        TT_SKIP_OR_FAIL("seed-1 checkpoint not found at '" + w + "' (run the synth_seed1 ctest fixture)");
+        RFDETR_SKIP_OR_FAIL("seed-1 checkpoint not found at '" + w + "' (run the synth_seed1 ctest fixture)");
     }
     engine_options o;
     o.precision = "fp16";
@@ -56,7 +56,7 @@ TEST(TtEngineRegistry, TtHostRefusesAnUnknownPrecision) {
 TEST(TtEngineRegistry, TtHostEagerForwardMatchesCase1) {
     std::string w = weights_dir();
     if (w.empty() || !path_exists(w + "/model.safetensors")) {
-        TT_SKIP_OR_FAIL("seed-1 checkpoint not found at '" + w + "' (run the synth_seed1 ctest fixture)");
+        RFDETR_SKIP_OR_FAIL("seed-1 checkpoint not found at '" + w + "' (run the synth_seed1 ctest fixture)");
     }
     engine_options o;
     o.eager  = true;  // one warm run at start, then one eager forward: the cheapest full check

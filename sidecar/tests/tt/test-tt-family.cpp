@@ -23,7 +23,7 @@ constexpr int k_q = 300;
 void run_variant(const std::string & v) {
     const std::string why = rfdetr::test::family_missing(v);
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     const family_case c   = rfdetr::test::family_load(v);
     auto              ck  = checkpoint::open(c.weights);
@@ -115,7 +115,7 @@ TEST(TtHostFamily, Large) { run_variant("large"); }
 TEST(TtHostFamily, LargeDeprecatedIsRefusedByName) {
     const std::string why = rfdetr::test::family_missing("large_deprecated");
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     try {
         engine_create("tt-host", rfdetr::test::family_weights_dir("large_deprecated"), {});

@@ -1,11 +1,12 @@
 // The whole TT device graph on the host implementation, end to end on the three golden fixtures:
 // fp32 must reproduce logits/pred_boxes to <= 1e-3 (near-tie top-k swaps listed in detections.json compared
-// with the reference's own selection injected); bf16-rounded reports the detection-IoU the device precision
-// plan predicts (a number, not a gate). Also: per-stage taps vs the shared goldens, trace vs eager, and the
+// with the reference's own selection injected); bf16-rounded gates the per-query detection-IoU of the device
+// precision plan (with the reference top-k injected). Also: per-stage taps vs the shared goldens, trace vs eager, and the
 // lifecycle closing the device on a failed start.
 #include "engines/engine.h"
 #include "engines/tt/tt-engine.h"
 #include "engines/tt/tt-runner.h"
+#include "detections.h"
 #include "tt-test-support.h"
 
 #include <algorithm>
@@ -98,110 +99,21 @@ std::vector<int> topk_mismatches(const std::vector<float> & ours, const tt_golde
     return at;
 }
 
-bool swaps_are_near_ties(const std::vector<int> & mism, const std::vector<float> & ours, const fixture_case & c) {
-    const auto & gi = c.golden.at("two_stage.topk_indices").i64;
-    for (int r : mism) {
-        bool ok = false;
-        for (const auto & p : c.detections["two_stage_topk"]["near_tie_pairs_top300"]) {
-            int rank = p["rank"].get<int>();
-            if (r != rank && r != rank + 1) {
-                continue;
-            }
-            std::set<int64_t> pair = {p["query_pair"][0].get<int64_t>(), p["query_pair"][1].get<int64_t>()};
-            std::set<int64_t> here = {(int64_t)ours[rank], (int64_t)ours[rank + 1]};
-            std::set<int64_t> ref  = {gi[rank], gi[rank + 1]};
-            if (here == pair && ref == pair) {
-                ok = true;
-                break;
-            }
-        }
-        if (!ok) {
-            return false;
-        }
-    }
-    return true;
+// Every differing rank one side of a near tie detections.json lists (tests/support/detections.h).
+bool swaps_are_near_ties(const std::vector<float> & ours, const fixture_case & c) {
+    return ::rfdetr::test::topk_swaps_are_near_ties(std::vector<int64_t>(ours.begin(), ours.end()),
+                                                    c.golden.at("two_stage.topk_indices").i64, c.detections);
 }
 
-// The contract's postprocess at a threshold, then the port's detection-IoU: for each reference detection,
-// the best IoU among our detections with the same label; mean x 100.
-struct det {
-    int   label;
-    float box[4];
-};
-
-std::vector<det> detect(const std::vector<float> & logits, const std::vector<float> & boxes, int C, float thr, float W, float H) {
-    std::vector<det> out;
-    for (int q = 0; q < k_q; ++q) {
-        int   best = 0;
-        float bl   = logits[(size_t)q * C];
-        for (int c = 1; c < C; ++c) {
-            if (logits[(size_t)q * C + c] > bl) {
-                bl   = logits[(size_t)q * C + c];
-                best = c;
-            }
-        }
-        float score = 1.0f / (1.0f + std::exp(-bl));
-        if (!(score > thr)) {
-            continue;
-        }
-        const float * b = &boxes[(size_t)q * 4];
-        float         w = std::max(b[2], 0.0f), h = std::max(b[3], 0.0f);
-        det           d;
-        d.label  = best;
-        d.box[0] = std::clamp((b[0] - 0.5f * w) * W, 0.0f, W);
-        d.box[1] = std::clamp((b[1] - 0.5f * h) * H, 0.0f, H);
-        d.box[2] = std::clamp((b[0] + 0.5f * w) * W, 0.0f, W);
-        d.box[3] = std::clamp((b[1] + 0.5f * h) * H, 0.0f, H);
-        out.push_back(d);
-    }
-    return out;
-}
-
-double iou(const float * a, const float * b) {
-    double iw = std::max(0.0, (double)std::min(a[2], b[2]) - std::max(a[0], b[0]));
-    double ih = std::max(0.0, (double)std::min(a[3], b[3]) - std::max(a[1], b[1]));
-    double in = iw * ih;
-    double un = (double)(a[2] - a[0]) * (a[3] - a[1]) + (double)(b[2] - b[0]) * (b[3] - b[1]) - in;
-    if (un <= 0.0) {
-        // Two zero-area boxes (clamped to an image edge; the fixtures keep a few on purpose): a match when
-        // every coordinate agrees to within a pixel, else none.
-        for (int i = 0; i < 4; ++i) {
-            if (std::fabs(a[i] - b[i]) > 1.0f) {
-                return 0.0;
-            }
-        }
-        return 1.0;
-    }
-    return in / un;
-}
-
-double detection_iou(const std::vector<det> & ours, const nlohmann::json & ref_dets) {
-    if (ref_dets.empty()) {
-        return ours.empty() ? 100.0 : 0.0;
-    }
-    double sum = 0;
-    for (const auto & r : ref_dets) {
-        float rb[4];
-        for (int i = 0; i < 4; ++i) {
-            rb[i] = r["box_xyxy"][i].get<float>();
-        }
-        double best = 0;
-        for (const auto & d : ours) {
-            if (d.label == r["label"].get<int>()) {
-                best = std::max(best, iou(d.box, rb));
-            }
-        }
-        sum += best;
-    }
-    return 100.0 * sum / (double)ref_dets.size();
-}
+using ::rfdetr::test::detection_iou;
+using ::rfdetr::test::postprocess;
 
 }  // namespace
 
 TEST(TtHostGraph, Fp32MatchesTheGoldensOnAllCasesAndTraceEqualsEager) {
     auto why = missing_reason();
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     auto & r = runner("fp32");
     result last;
@@ -211,7 +123,7 @@ TEST(TtHostGraph, Fp32MatchesTheGoldensOnAllCasesAndTraceEqualsEager) {
         auto         mism = topk_mismatches(res.topk, c.golden.at("two_stage.topk_indices"));
         std::printf("%s fp32: forward %.0f ms, top-k differs from the reference at %zu ranks\n", c.name.c_str(), res.ms, mism.size());
         if (!mism.empty()) {
-            ASSERT_TRUE(swaps_are_near_ties(mism, res.topk, c)) << "top-k differs outside the listed near-tie pairs";
+            ASSERT_TRUE(swaps_are_near_ties(res.topk, c)) << "top-k differs outside the listed near-tie pairs";
             // compare per query with the reference's own selection injected
             std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
             r.set_topk_override(gi);
@@ -230,7 +142,7 @@ TEST(TtHostGraph, Fp32MatchesTheGoldensOnAllCasesAndTraceEqualsEager) {
         // and the detections themselves: same set, same labels, at 0.5
         auto   W    = c.detections["image"]["width"].get<float>();
         auto   H    = c.detections["image"]["height"].get<float>();
-        auto   ours = detect(res.logits, res.boxes, r.num_classes(), 0.5f, W, H);
+        auto   ours = postprocess(res.logits, res.boxes, r.num_classes(), 0.5f, W, H);
         double di   = detection_iou(ours, c.detections["detections"]["0.5"]);
         std::printf("%s fp32: %zu detections (reference %zu), detection-IoU %.3f\n", c.name.c_str(), ours.size(),
                     c.detections["detections"]["0.5"].size(), di);
@@ -253,7 +165,7 @@ TEST(TtHostGraph, Fp32MatchesTheGoldensOnAllCasesAndTraceEqualsEager) {
 // The order-invariant top-k comparison itself (the fixtures' own selections never trigger it in fp32).
 TEST(TtHostGraph, TopkSwapsAreAcceptedOnlyWithinListedNearTies) {
     if (!path_exists(repo_fixtures_dir() + "/case-1/golden.safetensors")) {
-        TT_SKIP_OR_FAIL("repo fixtures missing at " + repo_fixtures_dir());
+        RFDETR_SKIP_OR_FAIL("repo fixtures missing at " + repo_fixtures_dir());
     }
     const auto &       c  = cases()[0];
     const auto &       gi = c.golden.at("two_stage.topk_indices");
@@ -265,10 +177,10 @@ TEST(TtHostGraph, TopkSwapsAreAcceptedOnlyWithinListedNearTies) {
     std::swap(ours[rank], ours[rank + 1]);  // a listed near tie
     auto mism = topk_mismatches(ours, gi);
     EXPECT_EQ(mism, (std::vector<int>{rank, rank + 1}));
-    EXPECT_TRUE(swaps_are_near_ties(mism, ours, c));
+    EXPECT_TRUE(swaps_are_near_ties(ours, c));
     std::swap(ours[rank], ours[rank + 1]);
     std::swap(ours[0], ours[1]);  // ranks 0/1 are not a listed near tie
-    EXPECT_FALSE(swaps_are_near_ties(topk_mismatches(ours, gi), ours, c));
+    EXPECT_FALSE(swaps_are_near_ties(ours, c));
 }
 
 // Per-stage checks against the big shared goldens (feature maps, projector, encoder logits, decoder).
@@ -279,7 +191,7 @@ TEST(TtHostGraph, Fp32StagesMatchTheSharedGoldens) {
         why = "shared per-stage goldens not found at " + shared + " (set RFDETR_SHARED_FIXTURES)";
     }
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     auto & r = runner("fp32");
     auto   g = tt_read_safetensors(shared);
@@ -336,7 +248,7 @@ void print_bf16_stages(tt_runner & r, const std::string & case_name) {
 TEST(TtHostGraph, Bf16DetectionIouPrediction) {
     auto why = missing_reason();
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     auto & r = runner("bf16");
     double mean[2] = {0, 0};
@@ -348,7 +260,7 @@ TEST(TtHostGraph, Bf16DetectionIouPrediction) {
             std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
             r.set_topk_override(injected ? gi : std::vector<int>());
             result res  = run(r, c);
-            auto   ours = detect(res.logits, res.boxes, r.num_classes(), 0.5f, W, H);
+            auto   ours = postprocess(res.logits, res.boxes, r.num_classes(), 0.5f, W, H);
             double di   = detection_iou(ours, ref_dets);
             auto   el   = max_abs_diff(res.logits.data(), c.golden.at("logits").f32.data(), res.logits.size());
             auto   eb   = max_abs_diff(res.boxes.data(), c.golden.at("pred_boxes").f32.data(), res.boxes.size());
@@ -361,11 +273,17 @@ TEST(TtHostGraph, Bf16DetectionIouPrediction) {
                 EXPECT_EQ(mism.size(), 0u) << "the injected top-k was not used";
                 print_bf16_stages(r, c.name);
             }
-            // sanity only: the number is a prediction for the device, not a CI gate
             EXPECT_TRUE(el.finite && eb.finite);
             EXPECT_GT(el.abs, 0.0) << "bf16 rounding had no effect";
-            EXPECT_GE(di, 0.0);
-            EXPECT_LE(di, 100.0);
+            // With the device's own top-k the number is set by which near-tied patches the rounding reorders
+            // (7-20 here, noise: sidecar/src/engines/tt/README.md, "Precision"), so only the per-query
+            // comparison is gated. The default plan measures 83.65 / 80.75 / 80.97 on cases 1-3; below 78 the
+            // host model loses more than the plan does; above 88 it rounds less than the plan says (fp32
+            // activations, the act32 bound, reach 88.68).
+            if (injected) {
+                EXPECT_GE(di, 78.0) << c.name << ": the default plan's bf16 model lost more than measured";
+                EXPECT_LE(di, 88.0) << c.name << ": the bf16 model rounds less than the default plan";
+            }
             mean[injected] += di / 3.0;
         }
     }
@@ -380,7 +298,7 @@ TEST(TtHostGraph, Bf16DetectionIouPrediction) {
 TEST(TtHostGraph, Bf16DefaultPlanLosesLessThanUniformBf16) {
     auto why = missing_reason();
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     const auto &     c = cases()[1];
     std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
@@ -403,69 +321,6 @@ TEST(TtHostGraph, Bf16DefaultPlanLosesLessThanUniformBf16) {
     EXPECT_GT(ld, 0.0) << "the device plan rounded nothing";
     EXPECT_LT(ld, lu);
     EXPECT_LT(bd, bu);
-}
-
-// The precision study behind the default plan (README "Precision"): every named plan, detection-IoU with the
-// device top-k and with the reference top-k injected, and per-stage error against the shared goldens. Too slow
-// for every `npm test` (~1 min); run it with
-//   sidecar/build/tests/tt/rfdetr_tt_tests --gtest_also_run_disabled_tests --gtest_filter='*PrecisionStudy*'
-TEST(TtHostGraph, DISABLED_PrecisionStudy) {
-    auto why = missing_reason();
-    if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
-    }
-    const char * env   = std::getenv("RFDETR_TT_PLANS");
-    std::vector<std::string> plans;
-    if (env && *env) {
-        std::string e = env;
-        for (size_t at = 0; at <= e.size();) {
-            size_t comma = e.find(',', at);
-            plans.push_back(e.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-            at = comma == std::string::npos ? e.size() + 1 : comma + 1;
-        }
-    } else {
-        plans = tt_plan_names();
-    }
-    std::string shared = shared_fixtures_dir() + "/case-2/golden.safetensors";
-    auto        g2     = path_exists(shared) ? tt_read_safetensors(shared) : std::map<std::string, tt_golden_tensor>();
-    for (const auto & name : plans) {
-        tt_runner r(tt_ops_host_create("bf16", 1), seed1(), false, tt_plan_named(name));
-        double    mean[2] = {0, 0};
-        size_t    ranks[2] = {0, 0};
-        for (int injected = 0; injected < 2; ++injected) {
-            for (const auto & c : cases()) {
-                std::vector<int> gi(c.golden.at("two_stage.topk_indices").i64.begin(), c.golden.at("two_stage.topk_indices").i64.end());
-                r.set_topk_override(injected ? gi : std::vector<int>());
-                result res  = run(r, c);
-                auto   ours = detect(res.logits, res.boxes, r.num_classes(), 0.5f, c.detections["image"]["width"].get<float>(),
-                                     c.detections["image"]["height"].get<float>());
-                mean[injected] += detection_iou(ours, c.detections["detections"]["0.5"]) / 3.0;
-                ranks[injected] += topk_mismatches(res.topk, c.golden.at("two_stage.topk_indices")).size();
-                if (injected && c.name == "case-2" && !g2.empty()) {
-                    std::string line;
-                    for (const char * st : {"backbone.feature_map.0", "backbone.feature_map.3", "projector.out",
-                                            "two_stage.enc_class_logits", "decoder.hs_last"}) {
-                        auto         got = r.read_tap(st);
-                        const auto & ref = g2.at(st).f32;
-                        int          C   = std::string(st).rfind("backbone", 0) == 0 ? 384 : std::string(st) == "projector.out" ? 256 : 0;
-                        auto         want = C ? to_channels_last(ref, C, 1600) : ref;
-                        double       mx = 0, se = 0;
-                        for (size_t i = 0; i < want.size(); ++i) {
-                            mx = std::max(mx, (double)std::fabs(want[i]));
-                            se += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-                        }
-                        char buf[160];
-                        std::snprintf(buf, sizeof buf, " %s rms %.3g (max %.3g);", st, std::sqrt(se / want.size()), mx);
-                        line += buf;
-                    }
-                    std::printf("  plan %-22s case-2 stages:%s\n", name.c_str(), line.c_str());
-                }
-            }
-        }
-        std::printf("PLAN %-22s detection-IoU %.2f (device top-k, %zu ranks differ over 3 cases) | %.2f (reference top-k)\n",
-                    name.c_str(), mean[0], ranks[0], mean[1]);
-        EXPECT_GE(mean[1], 0.0);
-    }
 }
 
 // ---- lifecycle: a failed start closes the device ----
@@ -543,7 +398,7 @@ class failing_ops : public tt_ops {
 TEST(TtRunnerLifecycle, FailedStartClosesTheDevice) {
     auto why = missing_reason();
     if (!why.empty()) {
-        TT_SKIP_OR_FAIL(why);
+        RFDETR_SKIP_OR_FAIL(why);
     }
     for (bool at_capture : {false, true}) {
         bool closed = false;

@@ -182,7 +182,7 @@ golden_env load_case1() {
 TEST(TtPrepGolden, PosEmbedInterpAndEmbeddings) {
     auto e = load_case1();
     if (!e.skip.empty()) {
-        TT_SKIP_OR_FAIL(e.skip);
+        RFDETR_SKIP_OR_FAIL(e.skip);
     }
     const std::string p   = "backbone.0.encoder.encoder.embeddings.";
     auto              pos = tt_pos_interp(D, e.ck->get(p + "position_embeddings").data);
@@ -212,7 +212,7 @@ TEST(TtPrepGolden, PosEmbedInterpAndEmbeddings) {
 TEST(TtPrepGolden, QueryPosFromGoldenReferencePoints) {
     auto e = load_case1();
     if (!e.skip.empty()) {
-        TT_SKIP_OR_FAIL(e.skip);
+        RFDETR_SKIP_OR_FAIL(e.skip);
     }
     auto ops = tt_ops_host_create("fp32", 0);
     auto lin = [&](const std::string & pre) {

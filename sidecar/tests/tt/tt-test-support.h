@@ -1,8 +1,9 @@
-// Test support for the TT graph tests: the shared golden reader and fixture paths (tests/support), skip-or-fail
-// for missing fixtures, error measures. Checkpoints are opened with the product loader (checkpoint::open).
+// Test support for the TT graph tests: the shared golden reader, fixture paths and skip-or-fail (tests/support),
+// error measures. Checkpoints are opened with the product loader (checkpoint::open).
 #pragma once
 
 #include "golden-file.h"
+#include "skip.h"
 #include "model/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -27,18 +28,8 @@ inline bool path_exists(const std::string & p) {
     return ::stat(p.c_str(), &st) == 0;
 }
 
-using ::rfdetr::test::require_all;
 using ::rfdetr::test::repo_fixtures_dir;
 using ::rfdetr::test::shared_fixtures_dir;
-
-// GTEST_SKIP with the reason, or FAIL under RFDETR_REQUIRE_ALL=1.
-#define TT_SKIP_OR_FAIL(reason)                                                         \
-    do {                                                                                \
-        if (::rfdetr::tt_test::require_all()) {                                         \
-            FAIL() << "RFDETR_REQUIRE_ALL=1 and a fixture is missing: " << (reason);    \
-        }                                                                               \
-        GTEST_SKIP() << (reason);                                                       \
-    } while (0)
 
 using tt_golden_tensor = ::rfdetr::test::golden_tensor;
 
