@@ -2,19 +2,13 @@
 // Engines never postprocess; the TypeScript side owns that (see DESIGN.md, "The data path").
 #pragma once
 
+#include "common/error.h"
+
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace rfdetr {
-
-// Every failure an operator or user can act on: the message says what was wrong, what was expected,
-// and what to do (and names the file when a file is at fault).
-class error : public std::runtime_error {
-  public:
-    using std::runtime_error::runtime_error;
-};
 
 constexpr int k_input_channels = 3;
 constexpr int k_num_queries    = 300;
