@@ -23,10 +23,10 @@ import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import { stderrLine, type CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
-import { type EngineFlags } from '../engine-flags.ts';
+import type { EngineFlags } from '../engine-flags.ts';
 import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { resolveClasses } from '../parsers.ts';
-import { ProgressBar } from '../progress.ts';
+import { ProgressBar } from '../../src/progress.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
 import { ImagesFailedError } from '../failures.ts';
@@ -157,7 +157,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
   }
 
   const runner = f.url !== undefined ? await remoteRunner(ctx, f, f.url) : await inProcessRunner(ctx, f);
-  const bar = new ProgressBar(ctx.stderr, images.length);
+  const bar = new ProgressBar(ctx.stderr, { unit: 'items', total: images.length });
   // A URL the user typed: any host and address, with the server's size cap and time limit.
   const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
   const used = new Set<string>();
@@ -175,7 +175,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         bar.clear();
         log(`detect: ${input.name}: ${input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`}`);
         failed.push(input.name);
-        bar.tick(input.name);
+        bar.advance(1, input.name);
         continue;
       }
       let response: PredictResponse;
@@ -186,7 +186,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         bar.clear();
         log(`detect: ${input.name}: ${(e as Error).message}`);
         failed.push(input.name);
-        bar.tick(input.name);
+        bar.advance(1, input.name);
         continue;
       }
       ok++;
@@ -207,7 +207,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
           notSaved.push(input.name);
         }
       }
-      bar.tick(input.name);
+      bar.advance(1, input.name);
     }
   } finally {
     bar.clear();

@@ -5,12 +5,13 @@
 // exits 1 so that systemd or the container runtime restarts the process.
 import { createJsonLogger, createServer, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
+import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
-import { type EngineFlags } from '../engine-flags.ts';
+import type { EngineFlags } from '../engine-flags.ts';
 
 
 export interface ServeFlags extends EngineFlags {
@@ -52,12 +53,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const backend = await ctx.openBackend({
     engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false,
     log: (line) => logger.log('warn', line),
-    logger: {
-      debug: (m, fields) => logger.log('debug', m, { component: 'sidecar', ...fields }),
-      info: (m, fields) => logger.log('info', m, { component: 'sidecar', ...fields }),
-      warn: (m, fields) => logger.log('warn', m, { component: 'sidecar', ...fields }),
-      error: (m, fields) => logger.log('error', m, { component: 'sidecar', ...fields }),
-    },
+    logger: withFields(logger, { component: 'sidecar' }),
   });
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,

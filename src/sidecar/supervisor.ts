@@ -15,15 +15,8 @@ import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
-
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+import { silentLogger, type Logger } from '../log.ts';
+import { pidAlive } from '../pid.ts';
 
 export interface SidecarBackendOptions {
   /** Engine name passed to the sidecar (`--engine`); default `cpu`. */
@@ -89,15 +82,6 @@ export function sidecarEnvironment(env: NodeJS.ProcessEnv): Record<string, strin
 
 /** Socket directories are named rfdetr-sidecar-<pid>-XXXXXX so that a later process can tell a dead owner's. */
 const SOCKET_DIR_PREFIX = 'rfdetr-sidecar-';
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Removes socket directories left in `tmp` by supervisors that died without closing (SIGKILL, OOM): the sidecar
