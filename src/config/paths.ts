@@ -26,6 +26,9 @@ export const cocoConfigPath = path.join(packageRoot, 'sidecar', 'schema', 'coco-
 /** The project's own test fixtures (small goldens, fixture images, golden protocol frames). */
 export const testFixturesDir = path.join(packageRoot, 'test', 'fixtures');
 
+/** The image `rfdetr smoke` and `rfdetr bench` use when given none (fixture case 1, 640x480). */
+export const defaultSmokeImage = path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png');
+
 /** The shared fixture tree (large per-stage tensors); present beside the clone in CI and on developer machines. */
 export function sharedFixturesDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.RFDETR_SHARED_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-synth');

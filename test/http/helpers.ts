@@ -54,13 +54,6 @@ export function cocoLabels(): string[] {
   return out;
 }
 
-export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  if (a.length !== b.length) return Infinity;
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-}
-
 /** Responds with the recorded outputs of the fixture case whose decoded input.png equals the image, else throws. */
 export async function goldenResponder(input: InferInput): Promise<{ logits: Float32Array; predBoxes: Float32Array; case: string }> {
   if (!('image' in input)) throw new Error('golden responder: expected a decoded image');
