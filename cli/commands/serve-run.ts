@@ -3,12 +3,13 @@
 // → drain (readiness 503, in-flight requests finish within --deadline-ms, the sidecar is closed) → exit 0; a
 // second signal while draining exits 1 at once. A backend that reaches `failed` (crash loop) drains and
 // exits 1 so that systemd or the container runtime restarts the process.
-import { createJsonLogger, createServer, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
+import { createJsonLogger, createServer, modelIdentityOf, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
+import { checkpointVariant } from '../../src/weights/verify.ts';
 import type { CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
 import type { EngineFlags } from '../engine-flags.ts';
@@ -55,8 +56,10 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     log: (line) => logger.log('warn', line),
     logger: withFields(logger, { component: 'sidecar' }),
   });
+  // An external sidecar loaded weights of its own: what we resolved is no evidence of the variant it serves.
+  const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
   const server = createServer({
-    backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
+    backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
   });
   try {

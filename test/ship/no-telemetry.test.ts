@@ -22,7 +22,7 @@ test('the @scarf/scarf postinstall reports nothing (package.json scarfSettings.e
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
     const port = (server.address() as AddressInfo).port;
-    const env = { ...process.env, INIT_CWD: packageRoot, SCARF_LOCAL_PORT: String(port), SCARF_VERBOSE: 'true' };
+    const env: NodeJS.ProcessEnv = { ...process.env, INIT_CWD: packageRoot, SCARF_LOCAL_PORT: String(port), SCARF_VERBOSE: 'true' };
     for (const k of ['SCARF_ANALYTICS', 'SCARF_NO_ANALYTICS', 'DO_NOT_TRACK']) delete env[k];
     const r = await execa(process.execPath, [report], { cwd: path.dirname(report), env, reject: false, timeout: 60_000 });
     assert.equal(r.exitCode, 0, r.stderr);
