@@ -25,7 +25,7 @@ import { stderrLine, type CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
 import type { EngineFlags } from '../engine-flags.ts';
 import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
-import { resolveClasses } from '../parsers.ts';
+import { resolveClasses, resolveClassThresholdFlag } from '../parsers.ts';
 import { ProgressBar } from '../../src/progress.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
@@ -35,6 +35,7 @@ export interface DetectFlags extends EngineFlags {
   threshold: number;
   maxDetections: number;
   classes?: string[];
+  classThresholds?: Record<string, number>;
   raw?: boolean;
   json?: boolean;
   save?: string;
@@ -95,8 +96,10 @@ async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner>
   backend = await openEngine(ctx, 'detect', backendRequest(ctx, f, w.dir));
   const labels = backend.info?.labels ?? [];
   let classes: Set<number> | undefined;
+  let classThresholds: Map<number, number> | undefined;
   try {
     classes = resolveClasses(f.classes, labels.length ? labels : cocoLabels());
+    classThresholds = resolveClassThresholdFlag(f.classThresholds, labels.length ? labels : cocoLabels());
   } catch (e) {
     await backend.close().catch(() => {});
     throw e;
@@ -104,7 +107,7 @@ async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner>
   return {
     labels,
     async run(bytes) {
-      const r = await detectImage(backend, bytes, { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes });
+      const r = await detectImage(backend, bytes, { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds });
       return { response: r.response, detections: r.response.detections };
     },
     close: () => backend.close(),
@@ -118,11 +121,12 @@ async function remoteRunner(ctx: CliContext, f: DetectFlags, url: string): Promi
   }
   const labels = cocoLabels();
   const classes = resolveClasses(f.classes, labels);
+  resolveClassThresholdFlag(f.classThresholds, labels); // a misspelt class is a usage error here, not a 422 per image
   return {
     labels,
     async run(bytes) {
       // With --classes the server must not cap first: ask for every query above the threshold, filter, then cap.
-      const r = await client.predict(bytes, { threshold: f.threshold, max_detections: classes ? 300 : f.maxDetections, return_raw: f.raw });
+      const r = await client.predict(bytes, { threshold: f.threshold, max_detections: classes ? 300 : f.maxDetections, return_raw: f.raw, ...(f.classThresholds ? { class_thresholds: f.classThresholds } : {}) });
       if (!classes) return { response: r, detections: r.detections };
       const kept = selectDetections(r.detections, classes, f.maxDetections);
       const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, inputSize: r.input_size, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });
