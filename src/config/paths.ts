@@ -1,8 +1,21 @@
-// Where the package's own files live, resolved from this module so it works from a clone, an npm install and the container.
+// Where the package's own files live, resolved from this module so it works from a clone, an npm install and the
+// container, run from the TypeScript sources or from their compiled JavaScript (compiled/src/config/paths.js).
+import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
-export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The nearest directory above this module that holds package.json. */
+function findPackageRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}: the package is incomplete`);
+    dir = up;
+  }
+  return dir;
+}
+
+export const packageRoot = findPackageRoot();
 
 /** The sidecar executable: RFDETR_SIDECAR overrides the build output of `npm install`. */
 export function sidecarBinary(env: NodeJS.ProcessEnv = process.env): string {
