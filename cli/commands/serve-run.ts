@@ -60,7 +60,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
-    deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
+    deviceParams: { engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null },
   });
   try {
     await server.listen(f.host, f.port);
