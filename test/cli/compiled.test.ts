@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
-import { binPath, skipUnless } from './helpers.ts';
+import { binPath, importRecorder, skipUnless } from './helpers.ts';
 
 function newestSource(): number {
   let newest = 0;
@@ -27,22 +27,13 @@ const skip = !fs.existsSync(stamp) ? 'compiled/ is not built (npm run build:cli)
 test('bin/rfdetr.js runs the compiled CLI when it is fresh, without tsx, answering as the sources do', skipUnless(skip), async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-compiled-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const hooks = path.join(dir, 'hooks.mjs');
-  const register = path.join(dir, 'register.mjs');
-  fs.writeFileSync(hooks, `import fs from 'node:fs';
-export async function resolve(spec, context, next) {
-  const r = await next(spec, context);
-  fs.appendFileSync(process.env.RFDETR_IMPORT_LOG, r.url + '\\n');
-  return r;
-}
-`);
-  fs.writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
+  const { register } = importRecorder(dir);
   const { RFDETR_FROM_SOURCE: _, ...env } = process.env;
   for (const args of [['--version'], ['--help'], ['detect', '--help']]) {
     const log = path.join(dir, `${args.join('_')}.log`);
     fs.writeFileSync(log, '');
     const compiled = await execa(process.execPath, ['--import', register, binPath, ...args], { reject: false, extendEnv: false, env: { ...env, RFDETR_IMPORT_LOG: log } });
-    const loaded = fs.readFileSync(log, 'utf8').split('\n');
+    const loaded = fs.readFileSync(log, 'utf8').split('\n').map((l) => l.split(' ').pop() ?? '');
     assert.ok(loaded.some((u) => u.includes('/compiled/cli/main.js')), `${args.join(' ')}: the compiled main was loaded`);
     assert.ok(!loaded.some((u) => /\/node_modules\/tsx\//.test(u) || u.endsWith('.ts')), `${args.join(' ')}: neither tsx nor a .ts file was loaded`);
     const sources = await execa(process.execPath, [binPath, ...args], { reject: false, extendEnv: false, env: { ...env, RFDETR_FROM_SOURCE: '1' } });
