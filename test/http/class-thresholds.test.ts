@@ -1,16 +1,10 @@
 // `class_thresholds` on /predict: a threshold per class by name or id, the global threshold for the others,
 // before max_detections; in all three body forms; an unknown class or an out-of-range value is a 422 naming it.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { goldens, postJson, start, u8, type Started } from './helpers.ts';
+import { goldens, postJson, serverForFile, u8 } from './helpers.ts';
 
-let s: Started;
-let png: string;
-before(async () => {
-  s = await start();
-  png = goldens()[0]!.png.toString('base64');
-});
-after(() => s.stop());
+const file = serverForFile();
 
 /** The fixture's detections kept by `perClass` (class id → 0.3 or 0.5, the fixture's two thresholds) and 0.5 otherwise. */
 function expected(perClass: Record<number, '0.3' | '0.5'>, global: '0.3' | '0.5' = '0.5') {
@@ -22,18 +16,18 @@ test('class_thresholds by name and by id: those classes at their own threshold, 
   const want = expected({ 52: '0.3', 5: '0.3' });
   const at05 = goldens()[0]!.detections['0.5']!.length;
   assert.ok(want.length > at05, `the fixture has bananas or airplanes between 0.3 and 0.5 (${want.length} vs ${at05})`);
-  const r = await postJson(s.url, { image: png, threshold: 0.5, class_thresholds: { Banana: 0.3, '5': 0.3 }, max_detections: 300 });
+  const r = await postJson(file.s.url, { image: file.png, threshold: 0.5, class_thresholds: { Banana: 0.3, '5': 0.3 }, max_detections: 300 });
   assert.equal(r.status, 200, r.text);
   assert.deepEqual(r.json.detections.map((x: any) => x.score), want.map((x) => x.score));
   assert.equal(r.json.threshold, 0.5, 'the response states the global threshold');
   // A class held above the global threshold loses its detections between the two.
-  const strict = await postJson(s.url, { image: png, threshold: 0.3, class_thresholds: { banana: 0.5 }, max_detections: 300 });
+  const strict = await postJson(file.s.url, { image: file.png, threshold: 0.3, class_thresholds: { banana: 0.5 }, max_detections: 300 });
   assert.deepEqual(strict.json.detections.map((x: any) => x.score), expected({ 52: '0.5' }, '0.3').map((x) => x.score));
 });
 
 test('class_thresholds apply before max_detections', async () => {
   const want = expected({ 52: '0.3', 5: '0.3' }).slice(0, 3);
-  const r = await postJson(s.url, { image: png, class_thresholds: { banana: 0.3, airplane: 0.3 }, max_detections: 3 });
+  const r = await postJson(file.s.url, { image: file.png, class_thresholds: { banana: 0.3, airplane: 0.3 }, max_detections: 3 });
   assert.deepEqual(r.json.detections.map((x: any) => x.score), want.map((x) => x.score));
 });
 
@@ -43,10 +37,10 @@ test('multipart and query strings take class:threshold pairs', async () => {
   fd.append('image', new Blob([u8(goldens()[0]!.png)]), 'x.png');
   fd.append('class_thresholds', 'banana:0.3');
   fd.append('max_detections', '300');
-  const mp = await fetch(`${s.url}/predict`, { method: 'POST', body: fd });
+  const mp = await fetch(`${file.s.url}/predict`, { method: 'POST', body: fd });
   assert.equal(mp.status, 200);
   assert.deepEqual(((await mp.json()) as any).detections.map((x: any) => x.score), want);
-  const raw = await fetch(`${s.url}/predict?class_thresholds=52:0.3&max_detections=300`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
+  const raw = await fetch(`${file.s.url}/predict?class_thresholds=52:0.3&max_detections=300`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
   assert.equal(raw.status, 200);
   assert.deepEqual(((await raw.json()) as any).detections.map((x: any) => x.score), want);
 });
@@ -60,11 +54,11 @@ test('an unknown class, a value outside 0..1, an empty object or malformed text 
     [[0.3], /for class_thresholds but received an array/],
   ];
   for (const [v, re] of cases) {
-    const r = await postJson(s.url, { image: png, class_thresholds: v });
+    const r = await postJson(file.s.url, { image: file.png, class_thresholds: v });
     assert.equal(r.status, 422, `${JSON.stringify(v)}: ${r.text}`);
     assert.match(r.json.detail, re);
   }
-  const raw = await fetch(`${s.url}/predict?class_thresholds=cat=0.3`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
+  const raw = await fetch(`${file.s.url}/predict?class_thresholds=cat=0.3`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
   assert.equal(raw.status, 422);
   assert.match(((await raw.json()) as any).detail, /Expected class:threshold pairs .* for class_thresholds but received "cat=0\.3"/);
 });
