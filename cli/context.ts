@@ -18,6 +18,11 @@ export interface BackendRequest {
   log: (line: string) => void;
   /** Structured lifecycle log (serve passes its JSON logger); when absent only warnings/errors reach `log`. */
   logger?: Logger | undefined;
+  /**
+   * Several sidecars behind one backend (serve's --devices / --workers): one per member, each adding its
+   * environment; ready while at least `minReady` are. Absent: one sidecar.
+   */
+  pool?: { members: { label: string; env: Record<string, string> }[]; minReady: number } | undefined;
   /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
   waitReady?: boolean | undefined;
 }

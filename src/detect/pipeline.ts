@@ -124,13 +124,15 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;
   const labels = info?.labels?.length ? info.labels : run.labels ?? [];
+  // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
+  const size = image.source ?? image;
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
   const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
   // With per-class thresholds the post-process keeps everything above the lowest of them; each detection is
   // then held to its own class's threshold (the global one for the others).
   const floor = perClass ? Math.min(params.threshold, ...perClass.values()) : params.threshold;
   const all = postprocess(raw, {
-    width: image.width, height: image.height, threshold: floor, labels,
+    width: size.width, height: size.height, threshold: floor, labels,
     maxDetections: params.classes || perClass ? numQueries : params.max_detections,
   });
   const passing = perClass ? all.filter((d) => d.score > Math.fround(perClass.get(d.label_id) ?? params.threshold)) : all;
@@ -150,7 +152,7 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
     transfer: out.transferMs,
   };
   const response = buildPredictResponse({
-    detections, width: image.width, height: image.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
+    detections, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
   });
   return { response, image, detections };
 }

@@ -29,6 +29,7 @@ import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
+import { Timelines, type TimelineRecord } from './timeline.ts';
 
 export { type WeightsInfo } from './probes.ts';
 export { MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity } from './model-identity.ts';
@@ -73,6 +74,8 @@ export interface CreateServerOptions {
   urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
+  /** Called with each finished /predict request's timeline (src/http/timeline.ts): the bench reads it. */
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 export interface RfdetrServer {
@@ -113,7 +116,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const logger = opts.logger ?? createJsonLogger(opts.logLevel ?? 'info');
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
-  const engineState = new EngineState(backend, metrics, logger);
+  const engineState = new EngineState(backend, metrics);
   const active = new Set<ActivePredict>();
   let forwardEwmaMs = 0;
   let lastBusyMs = 0;
@@ -176,6 +179,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
+  const timelines = new Timelines();
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
@@ -186,6 +190,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
     },
     changed: updateGauges,
+    timelines,
+    onTimeline: opts.onTimeline,
   }, active);
   app.post('/predict', route('/predict'), (req, res) => {
     void handlePredict(req, res);
