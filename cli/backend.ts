@@ -1,17 +1,12 @@
 // The default BackendFactory: the supervised sidecar from src/sidecar (spawned, CPU engine by default), or a
 // connection to an external one (`--sidecar-socket`). Resolves once the sidecar is ready unless asked not to.
-import type { Logger } from '../src/sidecar/index.ts';
+import { createLogger } from '../src/log.ts';
 import type { BackendFactory } from './context.ts';
 
 export const openSidecarBackend: BackendFactory = async (req) => {
   // Imported here, not at the top: the supervisor pulls in execa, which --help and --version must not load.
   const { createBackend, createPool } = await import('../src/sidecar/index.ts');
-  const logger: Logger = req.logger ?? {
-    debug() {},
-    info() {},
-    warn: (m) => req.log(`sidecar: warning: ${m}`),
-    error: (m) => req.log(`sidecar: error: ${m}`),
-  };
+  const logger = req.logger ?? createLogger('warn', (level, m) => req.log(`sidecar: ${level === 'warn' ? 'warning' : level}: ${m}`));
   const common = {
     engine: req.engine,
     weightsDir: req.weightsDir || undefined,

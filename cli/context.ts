@@ -1,5 +1,6 @@
 // What a command needs from the outside world, injectable so tests can run the program in process: output
 // streams, stdin, environment, and the factory that opens an inference backend.
+import type { Logger } from '../src/log.ts';
 import type { InferenceBackend } from '../src/sidecar/backend.ts';
 
 export interface BackendRequest {
@@ -16,7 +17,7 @@ export interface BackendRequest {
   /** Warnings and errors, one line each (stderr). */
   log: (line: string) => void;
   /** Structured lifecycle log (serve passes its JSON logger); when absent only warnings/errors reach `log`. */
-  logger?: BackendLogger | undefined;
+  logger?: Logger | undefined;
   /**
    * Several sidecars behind one backend (serve's --devices / --workers): one per member, each adding its
    * environment; ready while at least `minReady` are. Absent: one sidecar.
@@ -24,13 +25,6 @@ export interface BackendRequest {
   pool?: { members: { label: string; env: Record<string, string> }[]; minReady: number } | undefined;
   /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
   waitReady?: boolean | undefined;
-}
-
-export interface BackendLogger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
 }
 
 /** Opens a backend and resolves once it is ready to infer (or rejects with what failed). */

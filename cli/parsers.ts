@@ -2,7 +2,7 @@
 // value is a usage error (exit 2) that names what was expected and what was received (commander adds the flag).
 import { InvalidArgumentError } from 'commander';
 import { RfdetrError } from '../src/errors.ts';
-import { resolveClassList, someNames } from '../src/detect/classes.ts';
+import { resolveClassList, resolveClassThresholds, someNames } from '../src/detect/classes.ts';
 
 function received(v: string): string {
   return JSON.stringify(v);
@@ -44,4 +44,31 @@ export function resolveClasses(names: readonly string[] | undefined, labels: rea
     throw new RfdetrError('E_USAGE', `--classes: unknown class ${unknown.map((u) => JSON.stringify(u)).join(', ')}; expected names from the model's labels (${someNames(known)}) or class ids 0..${labels.length - 1}`);
   }
   return ids;
+}
+
+/** `person:0.4,3:0.7` (repeatable) → {"person": 0.4, "3": 0.7}: a threshold per class name or id. */
+export function parseClassThresholds(v: string, prev: Record<string, number> | undefined): Record<string, number> {
+  const out = { ...(prev ?? {}) };
+  const items = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  for (const item of items) {
+    const i = item.lastIndexOf(':');
+    const t = item.slice(i + 1).trim();
+    const n = Number(t);
+    if (i <= 0 || t === '' || !Number.isFinite(n) || n < 0 || n > 1) {
+      throw new InvalidArgumentError(`expected class:threshold pairs separated by commas, each threshold 0 to 1 (e.g. person:0.4,3:0.7) but received ${received(item)}`);
+    }
+    out[item.slice(0, i).trim()] = n;
+  }
+  if (items.length === 0) throw new InvalidArgumentError(`expected class:threshold pairs (e.g. person:0.4) but received ${received(v)}`);
+  return out;
+}
+
+/** --class-thresholds against `labels`: thresholds by class index; an unknown class is a usage error naming it. */
+export function resolveClassThresholdFlag(thresholds: Readonly<Record<string, number>> | undefined, labels: readonly string[]): Map<number, number> | undefined {
+  if (!thresholds) return undefined;
+  const { byId, unknown, known } = resolveClassThresholds(thresholds, labels);
+  if (unknown.length) {
+    throw new RfdetrError('E_USAGE', `--class-thresholds: unknown class ${unknown.map((u) => JSON.stringify(u)).join(', ')}; expected names from the model's labels (${someNames(known)}) or class ids 0..${labels.length - 1}`);
+  }
+  return byId;
 }

@@ -22,7 +22,7 @@ function wire(cmd: Command, ctx: CliContext): Command {
 
 export function buildProgram(ctx: CliContext): Command {
   const program = new Command('rfdetr')
-    .description('RF-DETR-base object detection: detect in images, serve over HTTP, smoke-test, benchmark')
+    .description('RF-DETR object detection (Base by default; Nano to Large checkpoints too): detect in images, serve over HTTP, smoke-test, benchmark')
     .option('-V, --version', 'print the package, sidecar and protocol versions')
     .addHelpText('after', `${EXIT_HELP}\n\nRun \`rfdetr <command> --help\` for a command's options.`);
   program.addCommand(detectCommand(ctx));

@@ -59,7 +59,7 @@ mkdir -p "$dest/sidecar/build" "$dest/scripts" "$dest/bin"
 for f in package.json package-lock.json tsconfig.json LICENSE README.md SERVING.md; do
   [ -e "$f" ] && cp -a "$f" "$dest/"
 done
-for d in bin cli src; do
+for d in bin cli src compiled; do
   [ -d "$d" ] && cp -a "$d" "$dest/"
 done
 cp -a sidecar/schema "$dest/sidecar/schema"

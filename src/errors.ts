@@ -57,6 +57,11 @@ export class RfdetrError extends Error {
   }
 }
 
+/** The 503 of a draining server: the table's text, what it means for this request (`why`), and what to do. */
+export function drainingError(why: string): RfdetrError {
+  return new RfdetrError('E_DRAINING', `${ERRORS.E_DRAINING.message} ${why}: retry on another replica`);
+}
+
 export function isRfdetrError(e: unknown, code?: ErrorCode): e is RfdetrError {
   return e instanceof RfdetrError && (code === undefined || e.code === code);
 }

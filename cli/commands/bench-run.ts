@@ -4,12 +4,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
+import { defaultSmokeImage } from '../../src/config/paths.ts';
 import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
 import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD } from '../../src/detect/params-schema.ts';
 import { stderrLine, type CliContext } from '../context.ts';
-import { type EngineFlags } from '../engine-flags.ts';
+import type { EngineFlags } from '../engine-flags.ts';
 import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
-import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 
 export interface BenchFlags extends EngineFlags {
   n: number;
@@ -43,7 +43,7 @@ export function stageStats(samples: readonly Sample[]): Record<(typeof STAGES)[n
 
 export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   const log = stderrLine(ctx);
-  const imagePath = path.resolve(ctx.cwd, f.image ?? DEFAULT_SMOKE_IMAGE);
+  const imagePath = path.resolve(ctx.cwd, f.image ?? defaultSmokeImage);
   const bytes = fs.readFileSync(imagePath);
   let one: () => Promise<PredictTiming>;
   let close: () => Promise<void>;

@@ -12,12 +12,13 @@ import type { CliContext } from '../context.ts';
 import { stderrLine } from '../context.ts';
 import type { EngineFlags } from '../engine-flags.ts';
 import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
-import { resolveClasses } from '../parsers.ts';
+import { resolveClasses, resolveClassThresholdFlag } from '../parsers.ts';
 
 export interface DetectParamsFlags extends EngineFlags {
   threshold: number;
   maxDetections: number;
   classes?: string[];
+  classThresholds?: Record<string, number>;
   raw?: boolean;
 }
 
@@ -56,13 +57,15 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
   const backend = await openEngine(ctx, 'detect', backendRequest(ctx, f, w.dir));
   const labels = backend.info?.labels ?? [];
   let classes: Set<number> | undefined;
+  let classThresholds: Map<number, number> | undefined;
   try {
     classes = resolveClasses(f.classes, labels.length ? labels : cocoLabels());
+    classThresholds = resolveClassThresholdFlag(f.classThresholds, labels.length ? labels : cocoLabels());
   } catch (e) {
     await backend.close().catch(() => {});
     throw e;
   }
-  const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes };
+  const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds };
   return {
     labels,
     wantsBytes: false,
@@ -80,14 +83,17 @@ export async function remoteDetector(ctx: CliContext, f: DetectParamsFlags, url:
   if (serverHasSyntheticWeights(await client.info().catch(() => undefined))) {
     stderrLine(ctx)(`WARNING: ${client.baseUrl.origin} serves SYNTHETIC weights (its /info says so): detections are meaningless`);
   }
+  const labels = cocoLabels();
+  resolveClassThresholdFlag(f.classThresholds, labels); // a misspelt class is a usage error here, not a 422 per image
   return {
-    labels: cocoLabels(),
+    labels,
     wantsBytes: true,
     async detect(frame) {
       if (!frame.bytes) throw new Error('remoteDetector: the frame has no encoded bytes');
       return client.predict(frame.bytes, {
         threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw,
         ...(f.classes?.length ? { classes: f.classes.map((c) => (/^\d+$/.test(c) ? Number(c) : c)) } : {}),
+        ...(f.classThresholds ? { class_thresholds: f.classThresholds } : {}),
       });
     },
     close: () => client.close(),

@@ -10,7 +10,7 @@ import { MAX_IMAGE_BYTES, decodeImage, type RgbImage } from '../../src/image/dec
 import { createUrlFetcher } from '../../src/image/fetch-url.ts';
 import type { CliContext } from '../context.ts';
 import type { ImageInput } from '../inputs.ts';
-import { ProgressBar } from '../progress.ts';
+import { ProgressBar } from '../../src/progress.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
 import { isImageProblem, type DetectorFrame, type FrameDetector } from './detect-engine.ts';
 
@@ -52,7 +52,7 @@ interface StillFrame extends DetectorFrame {
 
 export async function runImages(ctx: CliContext, images: readonly (ImageInput & { stdinBytes?: Buffer })[], detector: FrameDetector, o: { json: boolean; saveDir?: string | undefined; used: Set<string>; totals: ImageRunTotals; signal: AbortSignal }): Promise<void> {
   const log = (l: string) => void ctx.stderr.write(`${l}\n`);
-  const bar = new ProgressBar(ctx.stderr, images.length);
+  const bar = new ProgressBar(ctx.stderr, { unit: 'items', total: images.length });
   // A URL the user typed: any host and address, with the server's size cap and time limit.
   const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
   const { totals } = o;
@@ -90,7 +90,7 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
     if (error || !result) {
       log(`detect: ${name}: ${error?.message ?? 'no result'}`);
       totals.failed.push(name);
-      bar.tick(name);
+      bar.advance(1, name);
       return;
     }
     totals.ok++;
@@ -110,7 +110,7 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
         totals.notSaved.push(name);
       }
     }
-    bar.tick(name);
+    bar.advance(1, name);
   };
   try {
     await runFrames(frames(), (f) => detector.detect(f), sink, { isFrameProblem: isImageProblem, signal: o.signal });

@@ -4,7 +4,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';
-import { intParser, parseClasses, parseThreshold } from '../parsers.ts';
+import { intParser, parseClasses, parseClassThresholds, parseThreshold } from '../parsers.ts';
 import { addTrackerOptions } from '../track-options.ts';
 import type { DetectFlags } from './detect-run.ts';
 
@@ -24,6 +24,7 @@ export function detectCommand(ctx: CliContext): Command {
     .addOption(new Option('--threshold <t>', 'keep detections with score > t').argParser(parseThreshold).default(0.5))
     .addOption(new Option('--max-detections <n>', 'keep at most n detections per image (highest scores)').argParser(intParser(1, 300)).default(100))
     .addOption(new Option('--classes <names>', 'keep only these classes: names or ids, comma-separated (cat,dog)').argParser(parseClasses))
+    .addOption(new Option('--class-thresholds <pairs>', 'a threshold per class instead of --threshold: name or id:threshold, comma-separated (person:0.4,3:0.7); the other classes keep --threshold').argParser(parseClassThresholds))
     .option('--raw', 'include raw logits [300][91] and pred_boxes [300][4] (as /predict return_raw)')
     .option('--json', 'stdout: one compact JSON line per image (the /predict response plus "image") and per video frame (plus "source", "frame", "pts_ms"), nothing else')
     .option('--save <dir>', 'write annotated copies into dir: JPEG for .jpg/.jpeg images, PNG for other images, H.264 video (audio copied) for videos')

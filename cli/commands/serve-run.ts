@@ -3,15 +3,18 @@
 // → drain (readiness 503, in-flight requests finish within --deadline-ms, the sidecar is closed) → exit 0; a
 // second signal while draining exits 1 at once. A backend that reaches `failed` (crash loop) drains and
 // exits 1 so that systemd or the container runtime restarts the process.
-import { createJsonLogger, createServer, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
+import { createJsonLogger, createServer, modelIdentityOf, type Logger, type LogLevel, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
+import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
+import { checkpointVariant } from '../../src/weights/verify.ts';
+
 import { planMembers } from '../../src/sidecar/devices.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
-import { type EngineFlags } from '../engine-flags.ts';
+import type { EngineFlags } from '../engine-flags.ts';
 
 
 export interface ServeFlags extends EngineFlags {
@@ -58,16 +61,13 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const backend = await ctx.openBackend({
     engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false, pool,
     log: (line) => logger.log('warn', line),
-    logger: {
-      debug: (m, fields) => logger.log('debug', m, { component: 'sidecar', ...fields }),
-      info: (m, fields) => logger.log('info', m, { component: 'sidecar', ...fields }),
-      warn: (m, fields) => logger.log('warn', m, { component: 'sidecar', ...fields }),
-      error: (m, fields) => logger.log('error', m, { component: 'sidecar', ...fields }),
-    },
+    logger: withFields(logger, { component: 'sidecar' }),
   });
   const members = pool?.members.length ?? 1;
+  // An external sidecar loaded weights of its own: what we resolved is no evidence of the variant it serves.
+  const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
   const server = createServer({
-    backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
+    backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: {

@@ -6,12 +6,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
 import { RfdetrClient } from '../../src/client/client.ts';
+import { defaultSmokeImage } from '../../src/config/paths.ts';
 import type { PredictResponse } from '../../src/detect/pipeline.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { SmokeFailure } from '../failures.ts';
-import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
-
 
 export interface SmokeFlags {
   url: string;
@@ -22,8 +21,6 @@ export interface SmokeFlags {
   threshold: number;
   minDetections: number;
 }
-
-
 
 /** Label → count, rendered as Python's json.dumps of a sorted dict (the reference smoke script's PASS line format). */
 export function formatCounts(detections: readonly { label: string }[]): string {
@@ -57,7 +54,7 @@ export function responseProblem(r: PredictResponse, width: number, height: numbe
 }
 
 export async function runSmoke(ctx: CliContext, f: SmokeFlags): Promise<void> {
-  const imagePath = path.resolve(ctx.cwd, f.image ?? DEFAULT_SMOKE_IMAGE);
+  const imagePath = path.resolve(ctx.cwd, f.image ?? defaultSmokeImage);
   let bytes: Buffer;
   try {
     bytes = fs.readFileSync(imagePath);

@@ -2,14 +2,11 @@
 // work (sharp, the HTTP client) loads when the command runs, so --help stays fast.
 import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { testFixturesDir } from '../../src/config/paths.ts';
+import { defaultSmokeImage } from '../../src/config/paths.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT_HELP } from '../failures.ts';
 import { intParser, parseThreshold, positiveNumber } from '../parsers.ts';
 import type { SmokeFlags } from './smoke-run.ts';
-
-/** The bundled image posted when --image is not given (fixture case 1, 640x480). */
-export const DEFAULT_SMOKE_IMAGE = path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png');
 
 export function parseExpect(v: string): Map<string, number> {
   const m = new Map<string, number>();
@@ -32,7 +29,7 @@ export function smokeCommand(ctx: CliContext): Command {
     .requiredOption('--url <url>', 'the server, e.g. http://127.0.0.1:20000')
     .addOption(new Option('--wait <seconds>', 'wait up to this long for /ready (0: check once)').argParser(positiveNumber).default(0))
     .option('--out <file>', 'write the full /predict response JSON here')
-    .option('--image <file>', `image to post (default: the bundled fixture ${path.relative(process.cwd(), DEFAULT_SMOKE_IMAGE) || DEFAULT_SMOKE_IMAGE})`)
+    .option('--image <file>', `image to post (default: the bundled fixture ${path.relative(process.cwd(), defaultSmokeImage) || defaultSmokeImage})`)
     .addOption(new Option('--expect <label:count,...>', 'exact detection counts per label, e.g. cat:2,remote:2').argParser(parseExpect))
     .addOption(new Option('--threshold <t>', 'score threshold sent with the request').argParser(parseThreshold).default(0.5))
     .addOption(new Option('--min-detections <n>', 'FAIL with fewer detections than this').argParser(intParser(0, 300)).default(1))

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/schema.h"
 #include "model/synth.h"
 

@@ -1,8 +1,21 @@
-// Where the package's own files live, resolved from this module so it works from a clone, an npm install and the container.
+// Where the package's own files live, resolved from this module so it works from a clone, an npm install and the
+// container, run from the TypeScript sources or from their compiled JavaScript (compiled/src/config/paths.js).
+import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
-export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The nearest directory above this module that holds package.json. */
+function findPackageRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}: the package is incomplete`);
+    dir = up;
+  }
+  return dir;
+}
+
+export const packageRoot = findPackageRoot();
 
 /** The sidecar executable: RFDETR_SIDECAR overrides the build output of `npm install`. */
 export function sidecarBinary(env: NodeJS.ProcessEnv = process.env): string {
@@ -25,6 +38,9 @@ export const cocoConfigPath = path.join(packageRoot, 'sidecar', 'schema', 'coco-
 
 /** The project's own test fixtures (small goldens, fixture images, golden protocol frames). */
 export const testFixturesDir = path.join(packageRoot, 'test', 'fixtures');
+
+/** The image `rfdetr smoke` and `rfdetr bench` use when given none (fixture case 1, 640x480). */
+export const defaultSmokeImage = path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png');
 
 /** The shared fixture tree (large per-stage tensors); present beside the clone in CI and on developer machines. */
 export function sharedFixturesDir(env: NodeJS.ProcessEnv = process.env): string {

@@ -25,6 +25,29 @@ export function resolveClassList(items: ReadonlyArray<string | number>, labels: 
   return { ids, unknown, known: [...byName.keys()] };
 }
 
+export interface ResolvedThresholds {
+  /** Class id → its threshold. */
+  byId: Map<number, number>;
+  /** The keys that are neither a known label nor a class id, as given. */
+  unknown: string[];
+  known: string[];
+}
+
+/** Per-class thresholds keyed by label name or id (`{"person": 0.4, "3": 0.7}`) → thresholds by class id. */
+export function resolveClassThresholds(thresholds: Readonly<Record<string, number>>, labels: readonly string[]): ResolvedThresholds {
+  const byId = new Map<number, number>();
+  const unknown: string[] = [];
+  let known: string[] = [];
+  for (const [key, value] of Object.entries(thresholds)) {
+    const r = resolveClassList([key], labels);
+    known = r.known;
+    const id = [...r.ids][0];
+    if (id === undefined) unknown.push(key);
+    else byId.set(id, value);
+  }
+  return { byId, unknown, known };
+}
+
 /** "cat, dog, … 80 in all": the first few names, for an error message. */
 export function someNames(known: readonly string[], n = 12): string {
   return `${known.slice(0, n).join(', ')}${known.length > n ? `, … ${known.length} in all` : ''}`;

@@ -45,6 +45,15 @@ export const PredictParamsProps = {
       ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
     },
   )),
+  class_thresholds: Type.Optional(Type.Record(
+    Type.String({ minLength: 1 }),
+    Type.Number({ minimum: 0, maximum: 1, ...expected('a number between 0 and 1 (inclusive)') }),
+    {
+      minProperties: 1, maxProperties: 91,
+      description: 'a threshold per class, by label name ("person", case-insensitive) or id ("3"): a detection of that class is kept when its score > this instead of > threshold; the other classes keep threshold (upstream rfdetr\'s ClassThresholds). In multipart fields and query strings: person:0.4,3:0.7',
+      ...expected('an object of class name or id → number 0..1 (e.g. {"person": 0.4, "3": 0.7})', { 'x-expected-text': 'class:threshold pairs separated by commas (e.g. person:0.4,3:0.7)' }),
+    },
+  )),
   fast_decode: defaulted(Type.Boolean({
     default: false,
     description: 'opt-in, changes pixels: decode a JPEG at least 3× the model input on both sides at 1/2, 1/4 or 1/8 scale (libjpeg DCT scaling) and resize it in the server (2.5–3.4× less decode CPU for a 12 MP photo); the default is the exact decode (SERVING.md, "Fast decode", has its measured effect). No effect on other formats, smaller JPEGs, or with return_image',

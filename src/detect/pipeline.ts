@@ -69,11 +69,14 @@ export function buildPredictResponse(a: BuildResponseArgs): PredictResponse {
 }
 
 /**
- * What the detector needs of the /predict parameters: the request's own fields, with `classes` resolved to
- * class indices of the model (undefined keeps all); applied before the `max_detections` cap.
+ * What the detector needs of the /predict parameters: the request's own fields, with `classes` and
+ * `class_thresholds` resolved to class indices of the model (undefined: all classes, the one threshold); both
+ * apply before the `max_detections` cap.
  */
 export type DetectParams = Pick<PredictParams, 'threshold' | 'max_detections'> & Partial<Pick<PredictParams, 'return_raw'>> & {
   classes?: ReadonlySet<number> | undefined;
+  /** `class_thresholds` by class index: a detection of such a class is kept when its score > this instead. */
+  classThresholds?: ReadonlyMap<number, number> | undefined;
 };
 
 export interface DetectOptions extends InferOptions {
@@ -124,11 +127,16 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
   // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
   const size = image.source ?? image;
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
+  const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
+  // With per-class thresholds the post-process keeps everything above the lowest of them; each detection is
+  // then held to its own class's threshold (the global one for the others).
+  const floor = perClass ? Math.min(params.threshold, ...perClass.values()) : params.threshold;
   const all = postprocess(raw, {
-    width: size.width, height: size.height, threshold: params.threshold, labels,
-    maxDetections: params.classes ? numQueries : params.max_detections,
+    width: size.width, height: size.height, threshold: floor, labels,
+    maxDetections: params.classes || perClass ? numQueries : params.max_detections,
   });
-  const detections = selectDetections(all, params.classes, params.max_detections);
+  const passing = perClass ? all.filter((d) => d.score > Math.fround(perClass.get(d.label_id) ?? params.threshold)) : all;
+  const detections = selectDetections(passing, params.classes, params.max_detections);
   const nested = params.return_raw ? rawToNested(out.logits, out.predBoxes, numQueries, numClasses) : undefined;
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round

@@ -2,7 +2,7 @@
 // never touch the backend), updated from the backend's own state-change events (the backend logs each
 // transition; this copy does not log it again); restarts counted into the metrics; and the one answer to "may
 // a request be served now, and if not, why".
-import { RfdetrError } from '../errors.ts';
+import { drainingError, ERRORS, RfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend } from '../sidecar/backend.ts';
 import type { ServerMetrics } from './metrics.ts';
 
@@ -61,7 +61,7 @@ export class EngineState {
 
   /** Why a request cannot be served now, or undefined when it can. */
   notServing(): RfdetrError | undefined {
-    if (this.#draining) return new RfdetrError('E_DRAINING', 'the server is shutting down (draining) and accepts no new requests: retry on another replica');
+    if (this.#draining) return drainingError('(draining) and accepts no new requests');
     switch (this.#state) {
       case 'ready':
         return undefined;
@@ -70,7 +70,7 @@ export class EngineState {
         return new RfdetrError('E_SIDECAR_FAILED', `the engine failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted`);
       }
       case 'stopped':
-        return new RfdetrError('E_CLOSED', 'the engine is stopped: the server is shutting down');
+        return new RfdetrError('E_CLOSED', `the engine is stopped: ${ERRORS.E_DRAINING.message}`);
       case 'restarting':
         return new RfdetrError('E_STARTING', 'the engine is restarting after a failure: retry in a few seconds');
       case 'unresponsive':

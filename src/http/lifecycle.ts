@@ -6,7 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
-import { RfdetrError } from '../errors.ts';
+import { drainingError } from '../errors.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
@@ -84,7 +84,7 @@ export function createLifecycle(d: LifecycleDeps) {
       ]);
       clearTimeout(timer);
       if (timedOut) {
-        const err = new RfdetrError('E_DRAINING', `the server is shutting down and the ${drainDeadlineMs} ms drain deadline passed before this request finished: retry on another replica`);
+        const err = drainingError(`and the ${drainDeadlineMs} ms drain deadline passed before this request finished`);
         d.logger.log('warn', 'drain deadline passed; answering the remaining requests with 503', { event: 'drain_timeout', remaining: d.active.size });
         d.engine.rejectWaiting(err);
         for (const c of d.active) c.abort.abort(err);

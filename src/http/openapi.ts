@@ -2,12 +2,15 @@
 // objects the request validator compiles; every error response lists the codes of that status from the one
 // error table (src/errors.ts), with the limits the server enforces written into the descriptions.
 import { ERRORS, type ErrorCode } from '../errors.ts';
+import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { COMPONENTS } from './schema.ts';
 
 export interface OpenApiLimits {
   maxImageBytes: number;
   maxImageSide: number;
   maxBodyBytes: number;
+  /** The loaded variant; default RF-DETR-base. */
+  model?: ModelIdentity;
 }
 
 /** The routes and their one method: the 405 handler and the document both read this. */
@@ -39,6 +42,7 @@ const methodNotAllowed = { $ref: '#/components/responses/MethodNotAllowed' };
 const notServing = errorResponse('not serving: starting or restarting, draining, the sidecar failed, the backend closed; carries Retry-After', ['E_STARTING', 'E_DRAINING', 'E_SIDECAR_FAILED', 'E_CLOSED']);
 
 export function buildOpenApi(l: OpenApiLimits): object {
+  const model = l.model ?? modelIdentityOf(null, null);
   const mib = (b: number) => `${b} bytes (${(b / 2 ** 20).toFixed(1)} MiB)`;
   const get = (summary: string, ok: object, extra: Record<string, object> = {}) => ({
     get: { summary, responses: { '200': ok, ...extra, '405': methodNotAllowed } },
@@ -62,7 +66,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: 'RF-DETR-base (Roboflow/rf-detr-base, COCO-91) object detection, batch 1, input 560x560. Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow.',
+      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow.`,
     },
     paths: {
       '/health': get('Health (the reference app\'s contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }),

@@ -2,7 +2,7 @@
 // filter resolved against the model's labels, and the base64 rules of the image field. Every rejection names
 // the field, what was expected and what was received, with the code from the one error table (src/errors.ts).
 import { RfdetrError } from '../errors.ts';
-import { resolveClassList, someNames } from '../detect/classes.ts';
+import { resolveClassList, resolveClassThresholds, someNames } from '../detect/classes.ts';
 import { fromTextFields, precompile, schemaError, validate } from './validate.ts';
 import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest, type PredictParams } from './schema.ts';
 
@@ -25,6 +25,16 @@ export function classFilterOf(classes: PredictParams['classes'], labels: readonl
     throw schemaError(`classes[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
   }
   return ids;
+}
+
+/** The `class_thresholds` of a request by class id of `labels`, or the 422 naming the first key that is neither. */
+export function classThresholdsOf(thresholds: PredictParams['class_thresholds'], labels: readonly string[]): Map<number, number> | undefined {
+  if (thresholds === undefined) return undefined;
+  const { byId, unknown, known } = resolveClassThresholds(thresholds, labels);
+  if (unknown.length) {
+    throw schemaError(`class_thresholds.${unknown[0]!.slice(0, 40)}`, `a key that is a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, thresholds[unknown[0]!]);
+  }
+  return byId;
 }
 
 /**

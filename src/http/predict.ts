@@ -12,7 +12,7 @@ import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
-import { classFilterOf } from './params.ts';
+import { classFilterOf, classThresholdsOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import type { ServerMetrics, Stage } from './metrics.ts';
@@ -214,7 +214,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
     let params: DetectParams & { fast_decode?: boolean };
     try {
-      params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
+      params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()), classThresholds: classThresholdsOf(input.params.class_thresholds, d.labels()) };
     } catch (e) {
       bytes.release();
       throw e;

@@ -14,9 +14,7 @@ import { buildOpenApi } from './openapi.ts';
 import { MAX_BATCH_IMAGES } from './schema.ts';
 import type { ErrorResponder } from './respond.ts';
 import { route } from './request-log.ts';
-
-export const MODEL_NAME = 'RF-DETR-base';
-export const MODEL_ID = 'Roboflow/rf-detr-base';
+import type { ModelIdentity } from './model-identity.ts';
 
 /** What /info reports about the weights; the CLI fills it from the resolved snapshot. */
 export interface WeightsInfo {
@@ -41,7 +39,7 @@ export interface ProbeDeps {
   logger: Logger;
   errors: ErrorResponder;
   startedAt: number;
-  modelId: string;
+  model: ModelIdentity;
   weights: WeightsInfo | undefined;
   labels: () => readonly string[];
   limits: { maxImageBytes: number; maxImageSide: number; maxBodyBytes: number };
@@ -80,7 +78,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
 
   app.get('/health', route('/health'), (_req, res) => {
     const devices = deviceList(backend);
-    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: MODEL_NAME, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
+    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: d.model.name, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
   });
 
   app.get('/tt-liveness', route('/tt-liveness'), (_req, res) => {
@@ -89,7 +87,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       model_ready: engineState.serving,
       engine_state: engineState.state,
       draining: engineState.draining,
-      model: MODEL_ID,
+      model: d.model.id,
       uptime_s: (Date.now() - d.startedAt) / 1000,
       queue_depth: d.waiting(),
       in_flight: d.inFlight(),
@@ -105,7 +103,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
   app.get('/v1/health', route('/v1/health'), readiness);
 
   app.get('/v1/models', route('/v1/models'), (_req, res) => {
-    res.json({ object: 'list', data: [{ id: d.modelId, object: 'model', owned_by: 'changh95' }] });
+    res.json({ object: 'list', data: [{ id: d.model.id, object: 'model', owned_by: 'changh95' }] });
   });
 
   app.get('/info', route('/info'), (_req, res) => {
@@ -115,8 +113,8 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
     if (!debug) delete deviceParams.sidecar_socket;
     const devices = deviceList(backend);
     res.json({
-      model: MODEL_NAME,
-      model_id: d.modelId,
+      model: d.model.name,
+      model_id: d.model.id,
       task: 'object-detection',
       state: engineState.state,
       hardware: {
@@ -158,7 +156,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
 
   let openapiDoc: object | undefined;
   app.get('/openapi.json', route('/openapi.json'), (_req, res) => {
-    openapiDoc ??= buildOpenApi(d.limits);
+    openapiDoc ??= buildOpenApi({ ...d.limits, model: d.model });
     res.json(openapiDoc);
   });
 }

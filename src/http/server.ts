@@ -23,14 +23,16 @@ import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
-import { MODEL_ID, registerProbes, type WeightsInfo } from './probes.ts';
+import { registerProbes, type WeightsInfo } from './probes.ts';
+import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
 import { Timelines, type TimelineRecord } from './timeline.ts';
 
-export { MODEL_ID, MODEL_NAME, type WeightsInfo } from './probes.ts';
+export { type WeightsInfo } from './probes.ts';
+export { MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 export type { ListenResult } from './lifecycle.ts';
 
 export interface CreateServerOptions {
@@ -64,8 +66,8 @@ export interface CreateServerOptions {
   logLevel?: LogLevel;
   /** Extra fields for /info's "device_params" (thread count, device id, …). */
   deviceParams?: Record<string, unknown>;
-  /** Model id for /v1/models. Default "Roboflow/rf-detr-base". */
-  modelId?: string;
+  /** The loaded variant's name and id (modelIdentityOf). Default RF-DETR-base, Roboflow/rf-detr-base. */
+  model?: ModelIdentity;
   /** Hosts image_url may name (--allow-url-host); empty or absent: image_url is off. */
   allowUrlHosts?: readonly string[];
   /** Time limit of one image_url fetch, ms. Default 10000. */
@@ -156,7 +158,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerProbes(app, {
     backend, engineState, engine, metrics, logger, errors, limits, labels,
     startedAt: Date.now(),
-    modelId: opts.modelId ?? MODEL_ID,
+    model: opts.model ?? modelIdentityOf(null, null),
     weights: opts.weights,
     serving: {
       queue_size: admission.limits.queueSize, deadline_ms: deadlineMs, prep_concurrency: admission.limits.decodeConcurrency,

@@ -89,6 +89,18 @@ export function validate<T>(schema: TSchema, data: unknown, originals?: Record<s
   throw toSchemaError(union ?? errors[0]!, originals);
 }
 
+/** `person:0.4,3:0.7` → {"person": 0.4, "3": 0.7}; a malformed pair stays text so the schema reports it as received. */
+function textPairs(v: string): Record<string, unknown> | string {
+  const out: Record<string, unknown> = {};
+  for (const item of v.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+    const i = item.lastIndexOf(':');
+    const value = item.slice(i + 1).trim();
+    if (i <= 0 || !NUMBER_TEXT.test(value)) return v;
+    out[item.slice(0, i).trim()] = Number(value);
+  }
+  return out;
+}
+
 // A decimal number as text (multipart fields, query strings). JSON numbers never go through this.
 const NUMBER_TEXT = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -102,6 +114,7 @@ export function fromTextFields(fields: Record<string, unknown>, schema: TSchema)
   for (const [k, v] of Object.entries(fields)) {
     const type = props[k]?.type;
     if (typeof v !== 'string') out[k] = v;
+    else if (type === 'object') out[k] = textPairs(v);
     else if (type === 'array') out[k] = v.split(',').map((x) => x.trim()).filter((x) => x !== '').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
     else if ((type === 'number' || type === 'integer') && NUMBER_TEXT.test(v.trim())) out[k] = Number(v.trim());
     else if (type === 'boolean' && /^(true|1)$/i.test(v.trim())) out[k] = true;

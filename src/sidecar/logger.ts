@@ -1,10 +1,3 @@
-// The structured logger the sidecar modules write to (serve passes its JSON logger; one-shot commands show
-// only warnings and errors).
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+// The sidecar modules' logger is the package's one Logger (src/log.ts): serve passes its JSON logger, one-shot
+// commands show only warnings and errors.
+export { silentLogger, type Logger } from '../log.ts';

@@ -3,18 +3,10 @@
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pidAlive } from '../pid.ts';
 
 const SOCKET_DIR_PREFIX = 'rfdetr-sidecar-';
 export const SOCKET_NAME = 'sidecar.sock';
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * Removes socket directories left in `tmp` by supervisors that died without closing (SIGKILL, OOM): the sidecar

@@ -13,6 +13,8 @@ import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { EnvHttpProxyAgent, request, type Dispatcher } from 'undici';
 import { RfdetrError } from '../errors.ts';
+import { ProgressBar, type ProgressStream } from '../progress.ts';
+import { acquireLock } from './download-lock.ts';
 import { isCommitSha, isFile, linkSnapshot } from './hub-cache.ts';
 
 const USER_AGENT = 'rfdetr-serve/0.1.0 (weights; +huggingface_hub cache layout)';
@@ -20,10 +22,7 @@ const MAX_REDIRECTS = 5;
 /** Attempts per file when the body is cut mid-way (each resumes with Range from what arrived). */
 const MAX_BODY_ATTEMPTS = 4;
 
-export interface ProgressStream {
-  write(chunk: string): unknown;
-  isTTY?: boolean;
-}
+export type { ProgressStream } from '../progress.ts';
 
 export interface HubClientOptions {
   /** e.g. https://huggingface.co (HF_ENDPOINT); no trailing slash needed. */
@@ -306,10 +305,10 @@ export class HubClient {
           this.opts.log(`weights: ${file}: server ignored the Range request; downloading from the start`);
         }
         this.opts.log(`weights: ${file}: downloading ${meta.size ?? '?'} bytes from ${url}`);
-        bar = new ProgressBar(this.opts.progress, file, meta.size, append ? have : 0);
-        return { path: incomplete, append, onBytes: (n) => bar!.update(n) };
+        bar = new ProgressBar(this.opts.progress, { unit: 'bytes', label: file, total: meta.size, done: append ? have : 0 });
+        return { path: incomplete, append, onBytes: (n) => bar!.advance(n) };
       });
-      bar?.done();
+      bar?.finish();
       const { statusCode, headers: h } = res;
       if (res.diskError) {
         throw new RfdetrError('E_HUB', `cannot write ${incomplete}: ${res.diskError.message}; free space in the Hub cache or point HF_HUB_CACHE elsewhere`, { path: incomplete }, { cause: res.diskError });
@@ -492,104 +491,3 @@ export async function checkEtag(file: string, etag: string): Promise<EtagCheck> 
   const actual = hash.digest('hex');
   return { kind, ok: actual === e, actual };
 }
-
-/** A progress line on a TTY (redrawn in place with \r, at most every 100 ms); nothing otherwise. */
-class ProgressBar {
-  private readonly on: boolean;
-  private last = 0;
-  private readonly t0 = Date.now();
-  private readonly start: number;
-  constructor(private readonly out: ProgressStream | null | undefined, private readonly label: string, private readonly total: number | null, private done_: number) {
-    this.on = Boolean(out?.isTTY);
-    this.start = done_;
-  }
-  update(n: number): void {
-    this.done_ += n;
-    if (!this.on) return;
-    const now = Date.now();
-    if (now - this.last < 100) return;
-    this.last = now;
-    this.draw();
-  }
-  private draw(): void {
-    const mb = (b: number) => (b / 1e6).toFixed(1);
-    const secs = Math.max((Date.now() - this.t0) / 1000, 1e-3);
-    const rate = (this.done_ - this.start) / secs / 1e6;
-    const pct = this.total ? ` ${Math.floor((100 * this.done_) / this.total)}%` : '';
-    const width = 24;
-    const filled = this.total ? Math.round((width * this.done_) / this.total) : 0;
-    const bar = this.total ? ` [${'#'.repeat(filled)}${'.'.repeat(width - filled)}]` : '';
-    this.out!.write(`\r${this.label}${bar}${pct} ${mb(this.done_)}/${this.total ? mb(this.total) : '?'} MB ${rate.toFixed(1)} MB/s `);
-  }
-  done(): void {
-    if (!this.on) return;
-    this.draw();
-    this.out!.write('\n');
-  }
-}
-
-/**
- * A cross-process lock on one blob download (O_EXCL file holding the owner's pid). A lock whose owner is gone is
- * taken over. Separate from huggingface_hub's own flock files, which stay behind after use and cannot be read
- * as held or free without flock.
- */
-const heldLocks = new Set<string>();
-
-async function acquireLock(lockPath: string, log: (line: string) => void): Promise<{ release(): void }> {
-  fs.mkdirSync(path.dirname(lockPath), { recursive: true });
-  const deadline = Date.now() + 30 * 60_000;
-  let said = false;
-  for (;;) {
-    try {
-      const fd = fs.openSync(lockPath, 'wx');
-      fs.writeSync(fd, String(process.pid));
-      fs.closeSync(fd);
-      heldLocks.add(lockPath);
-      return {
-        release: () => {
-          heldLocks.delete(lockPath);
-          fs.rmSync(lockPath, { force: true });
-        },
-      };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    }
-    let owner = NaN;
-    let ageMs = 0;
-    try {
-      const text = fs.readFileSync(lockPath, 'utf8').trim();
-      ageMs = Date.now() - fs.statSync(lockPath).mtimeMs;
-      // Created but its pid not yet written: give the owner a moment before calling it stale.
-      owner = text === '' && ageMs < 5_000 ? process.pid : Number(text);
-    } catch {
-      continue; // released between our open and read
-    }
-    if (owner === process.pid && !heldLocks.has(lockPath) && ageMs < 5_000) {
-      await new Promise((r) => setTimeout(r, 50));
-      continue;
-    }
-    const heldHere = owner === process.pid && heldLocks.has(lockPath);
-    if (!heldHere && (!Number.isInteger(owner) || owner <= 0 || !alive(owner))) {
-      log(`weights: taking over the stale download lock ${lockPath} (owner ${owner} is gone)`);
-      fs.rmSync(lockPath, { force: true });
-      continue;
-    }
-    if (Date.now() > deadline) {
-      throw new RfdetrError('E_HUB', `another process (pid ${owner}) has held ${lockPath} for 30 minutes; stop it or remove the lock file`, { lockPath });
-    }
-    if (!said) log(`weights: waiting for pid ${owner}, which is downloading the same file (${lockPath})`);
-    said = true;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
-function alive(pid: number): boolean {
-  if (pid === process.pid) return false; // held in this process only while in heldLocks (checked by the caller)
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-

@@ -35,6 +35,11 @@ function fail(file: string, what: string): never {
 }
 
 /** Parses and validates the header; `fileSize` is the whole file's size. */
+/** Elements in a tensor of `shape` (1 for a scalar's []). */
+export function numel(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
 export function parseSafetensorsHeader(file: string, head: Buffer, fileSize: number): SafetensorsHeader {
   if (fileSize < 8 || head.length < 8) fail(file, `file is ${fileSize} bytes, shorter than the 8-byte header length`);
   const n = head.readBigUInt64LE(0);
@@ -71,7 +76,7 @@ export function parseSafetensorsHeader(file: string, head: Buffer, fileSize: num
       fail(file, `tensor '${name}' has invalid data_offsets ${JSON.stringify(off)}`);
     }
     const [begin, end] = off as [number, number];
-    const want = shape.reduce((a, b) => a * b, 1) * DTYPE_BYTES[dtype];
+    const want = numel(shape) * DTYPE_BYTES[dtype];
     if (end < begin || end - begin !== want) fail(file, `tensor '${name}' spans ${end - begin} bytes but ${dtype}${JSON.stringify(shape)} needs ${want}`);
     if (end > dataSize) fail(file, `tensor '${name}' ends at data byte ${end} but the data section is ${dataSize} bytes (truncated?)`);
     tensors.set(name, { name, dtype, shape, begin, end });

@@ -107,6 +107,19 @@ export interface VerifyOptions {
 }
 
 /** Verifies a model.safetensors + config.json pair; returns every problem found (never throws for bad content). */
+/**
+ * The variant a checkpoint's tensors are (base, nano, …), read from the safetensors header alone; null when the
+ * file cannot be read or matches no variant (the sidecar then refuses it and says why).
+ */
+export function checkpointVariant(modelFile: string): string | null {
+  try {
+    const check = checkHeaderAgainstSchemas(readSafetensorsHeader(modelFile), loadSchemas());
+    return check.problems.length === 0 ? check.variant : null;
+  } catch {
+    return null;
+  }
+}
+
 export async function verifyWeights(files: { model: string; config: string }, opts: VerifyOptions = {}): Promise<VerifyReport> {
   const schemas = loadSchemas(opts.schemaDir);
   const problems: string[] = [];

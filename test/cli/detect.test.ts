@@ -110,6 +110,22 @@ test('detect: --threshold, --max-detections and --classes (filter before the cap
   assert.match(bad.stderr, /--classes: unknown class "unicorn"/);
 });
 
+test('detect --class-thresholds: those classes at their own threshold, the others at --threshold; an unknown class or a bad pair is a usage error', async () => {
+  const d = fixtureDetections('case-1').detections;
+  const at05 = new Set(d['0.5']!.map((x) => x.query));
+  const want = d['0.3']!.filter((x) => x.label === 52 || at05.has(x.query));
+  assert.ok(want.length > at05.size, 'the fixture has bananas between 0.3 and 0.5');
+  const r = await runInProcess(['detect', '--json', '--max-detections', '300', '--class-thresholds', 'banana:0.3', caseImage('case-1')]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(lines(r.stdout)[0]!.detections.map((x) => x.score), want.map((x) => x.score));
+  const unknown = await runInProcess(['detect', '--json', '--class-thresholds', 'unicorn:0.3', caseImage('case-1')]);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /--class-thresholds: unknown class "unicorn"/);
+  const malformed = await runInProcess(['detect', '--json', '--class-thresholds', 'cat=0.3', caseImage('case-1')]);
+  assert.equal(malformed.code, 2);
+  assert.match(malformed.stderr, /expected class:threshold pairs .* but received "cat=0\.3"/);
+});
+
 test('detect --raw: logits [300][91] and pred_boxes [300][4] as full-precision numbers', async () => {
   const backend = new FixtureReplayBackend();
   const r = await runInProcess(['detect', '--json', '--raw', caseImage('case-2')], { backend });

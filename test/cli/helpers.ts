@@ -162,3 +162,22 @@ export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url
     return json(res, 404, { detail: 'no such route' });
   });
 }
+
+/**
+ * A module-resolve hook for a child node process (`node --import <register> …`) that appends each import's
+ * specifier and resolved URL (`spec url`, one per line) to the file named by RFDETR_IMPORT_LOG.
+ */
+export function importRecorder(dir: string): { register: string } {
+  const hooks = path.join(dir, 'hooks.mjs');
+  const register = path.join(dir, 'register.mjs');
+  fs.writeFileSync(hooks, `import fs from 'node:fs';
+export async function resolve(spec, context, next) {
+  const r = await next(spec, context);
+  fs.appendFileSync(process.env.RFDETR_IMPORT_LOG, spec + ' ' + r.url + '\\n');
+  return r;
+}
+`);
+  fs.writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
+  return { register };
+}
+

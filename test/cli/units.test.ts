@@ -8,7 +8,7 @@ import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { expandGlob, expandInputs } from '../../cli/inputs.ts';
 import { percentile } from '../../cli/commands/bench-run.ts';
-import { maxAbsDiff, pcc } from '../../cli/commands/verify-run.ts';
+import { maxAbsDiff, pcc } from '../../src/detect/compare.ts';
 import { sidecarSelfReport } from '../../cli/sidecar-info.ts';
 import { caseImage, FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';

@@ -9,6 +9,7 @@ import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
+import { after, before } from 'node:test';
 import { assertCapturedMatch, captureResponses } from '../helpers/openapi-check.ts';
 
 // Every JSON response of a server started here is checked against /openapi.json when it stops.
@@ -52,13 +53,6 @@ export function cocoLabels(): string[] {
   const out: string[] = [];
   for (let i = 0; i < 91; i++) out.push(cfg.id2label[String(i)] ?? 'N/A');
   return out;
-}
-
-export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  if (a.length !== b.length) return Infinity;
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
 }
 
 /** Responds with the recorded outputs of the fixture case whose decoded input.png equals the image, else throws. */
@@ -202,3 +196,25 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
 export function u8(b: Buffer | Uint8Array): Uint8Array<ArrayBuffer> {
   return new Uint8Array(b);
 }
+
+/**
+ * One server (FakeBackend, default options) for the whole test file, started before its tests and stopped
+ * after them, and fixture case 1's PNG as base64: read them inside the tests.
+ */
+export function serverForFile(): { readonly s: Started; readonly png: string } {
+  let s: Started | undefined;
+  before(async () => {
+    s = await start();
+  });
+  after(() => s?.stop());
+  return {
+    get s() {
+      if (!s) throw new Error('serverForFile: read the server inside a test, after the before hook');
+      return s;
+    },
+    get png() {
+      return goldens()[0]!.png.toString('base64');
+    },
+  };
+}
+

@@ -10,6 +10,7 @@ import { execa } from 'execa';
 import { createBackend, type SidecarBackend, type SidecarBackendOptions } from '../../src/sidecar/index.ts';
 import type { BackendState } from '../../src/sidecar/backend.ts';
 import { RfdetrError, isRfdetrError } from '../../src/errors.ts';
+import { createLogger } from '../../src/log.ts';
 import { rampPixels } from './pixels.ts';
 import { encodeFrame } from '../../src/protocol/codec.ts';
 
@@ -18,12 +19,12 @@ const fakePath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fake-s
 function fake(t: { after: (fn: () => unknown) => void }, scenario: string, extra: Partial<SidecarBackendOptions> = {}, env: Record<string, string> = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-fake-'));
   const logs: string[] = [];
-  const push = (lvl: string) => (m: string, f?: Record<string, unknown>) => logs.push(`${lvl} ${m}${f ? ' ' + JSON.stringify(f) : ''}`);
+  const logger = createLogger('debug', (lvl, m, f) => logs.push(`${lvl} ${m}${f ? ' ' + JSON.stringify(f) : ''}`));
   const b = createBackend({
     engine: 'fake', weightsDir: dir,
     command: { file: process.execPath, args: ['--import', 'tsx', fakePath] },
     env: { FAKE_SCENARIO: scenario, FAKE_COUNTER: path.join(dir, 'counter'), ...env },
-    logger: { debug: push('debug'), info: push('info'), warn: push('warn'), error: push('error') },
+    logger,
     startupTimeoutMs: 20_000, pingIntervalMs: 1_000, restart: { initialDelayMs: 20, maxDelayMs: 200 },
     ...extra,
   });
@@ -228,8 +229,7 @@ test('external mode: connects without spawning, reconnects with backoff, close()
   };
   let side = (await startFake()).p;
   const logs: string[] = [];
-  const log = (m: string) => logs.push(m);
-  const b = createBackend({ external: true, socketPath, logger: { debug: log, info: log, warn: log, error: log }, restart: { initialDelayMs: 50, maxDelayMs: 200, maxCrashes: 50 } });
+  const b = createBackend({ external: true, socketPath, logger: createLogger('debug', (_, m) => logs.push(m)), restart: { initialDelayMs: 50, maxDelayMs: 200, maxCrashes: 50 } });
   t.after(async () => {
     b.destroy();
     side.kill('SIGKILL');

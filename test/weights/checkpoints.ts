@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { schemaDir } from '../../src/config/paths.ts';
-import { encodeSafetensors } from '../../src/weights/safetensors.ts';
+import { encodeSafetensors, numel } from '../../src/weights/safetensors.ts';
 
 export function tinySafetensors(seed = 1, n = 4096): Buffer {
   const a = new Float32Array(n);
@@ -50,7 +50,7 @@ export function writeSchemaShaped(dir: string, opts: ShapedOptions = {}): string
   const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
   let off = 0;
   for (const e of entries) {
-    const bytes = e.shape.reduce((x, y) => x * y, 1) * (e.dtype === 'F16' ? 2 : 4);
+    const bytes = numel(e.shape) * (e.dtype === 'F16' ? 2 : 4);
     header[e.name] = { dtype: e.dtype, shape: e.shape, data_offsets: [off, off + bytes] };
     off += bytes;
   }

@@ -228,7 +228,7 @@ test('download: without HF_TOKEN no Authorization header is sent', async () => {
 test('download: a progress bar is drawn on a TTY only', async () => {
   let drawn = '';
   await resolveWeights({ env: env(), progress: { isTTY: true, write: (s: string) => (drawn += s) } });
-  assert.match(drawn, /\rmodel\.safetensors \[#+\] 100% 0\.2\/0\.2 MB/);
+  assert.match(drawn, /\r\x1b\[2Kmodel\.safetensors \[#+\] 100% 0\.2\/0\.2 MB/);
   fs.rmSync(cache, { recursive: true });
   let notTty = '';
   await resolveWeights({ env: env(), progress: { isTTY: false, write: (s: string) => (notTty += s) } });

@@ -3,19 +3,13 @@
 // its raw outputs and one postprocess serves them all.
 #pragma once
 
+#include "common/error.h"
+
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace rfdetr {
-
-// Every failure an operator or user can act on: the message says what was wrong, what was expected,
-// and what to do (and names the file when a file is at fault).
-class error : public std::runtime_error {
-  public:
-    using std::runtime_error::runtime_error;
-};
 
 constexpr int k_input_channels = 3;
 constexpr int k_num_queries    = 300;

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/identify.h"
 #include "model/schema.h"
 

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "model/schema.h"

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "engines/engine.h"
+#include "common/error.h"
 
 namespace rfdetr {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/schema.h"
 
 namespace rfdetr {

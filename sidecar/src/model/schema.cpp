@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engines/engine.h"
+#include "common/error.h"
 
 namespace rfdetr {
 

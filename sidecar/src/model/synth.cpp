@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/schema.h"
 
 namespace rfdetr {

@@ -1,6 +1,6 @@
 #include "server/listen.h"
 
-#include "engines/engine.h"
+#include "common/error.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "model/synth.h"

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "model/schema.h"

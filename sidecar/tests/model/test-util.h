@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/schema.h"
 

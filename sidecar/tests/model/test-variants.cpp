@@ -6,7 +6,7 @@
 #include <cstring>
 #include <regex>
 
-#include "engines/engine.h"
+#include "common/error.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"

@@ -1,0 +1,19 @@
+// The name and id the server gives the loaded variant (/health, /info, /v1/models, /tt-liveness, the OpenAPI
+// description): RF-DETR-base under the seed contract's names, any other variant under its own.
+
+export const MODEL_NAME = 'RF-DETR-base';
+export const MODEL_ID = 'Roboflow/rf-detr-base';
+
+/** The loaded variant as /health, /info, /v1/models and the OpenAPI document name it. */
+export interface ModelIdentity {
+  /** "RF-DETR-<variant>": RF-DETR-base (the seed contract's name), RF-DETR-nano, … */
+  name: string;
+  /** /v1/models id: the Hub repo the checkpoint came from, else rf-detr-<variant> (Base: the contract's id). */
+  id: string;
+}
+
+/** Names the variant `variant` (from the checkpoint's tensors; null: unknown, named as Base), loaded from `hubRepo`. */
+export function modelIdentityOf(variant: string | null, hubRepo: string | null): ModelIdentity {
+  if (variant === null || variant === 'base') return { name: MODEL_NAME, id: hubRepo ?? MODEL_ID };
+  return { name: `RF-DETR-${variant}`, id: hubRepo ?? `rf-detr-${variant.replaceAll('_', '-')}` };
+}
