@@ -10,6 +10,7 @@ import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { checkEngine, type EngineFlags } from '../options.ts';
+import { ApiKeys, readKeys, type ApiKeySource } from '../../src/http/auth.ts';
 
 
 export interface ServeFlags extends EngineFlags {
@@ -20,6 +21,11 @@ export interface ServeFlags extends EngineFlags {
   sidecarSocket?: string;
   logLevel: LogLevel;
   allowUrlHost?: string[];
+  memoryLimit?: number;
+  apiKeyFile?: string;
+  openMetrics?: boolean;
+  openDocs?: boolean;
+  trustProxy?: boolean;
 }
 
 
@@ -58,8 +64,18 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
       error: (m, fields) => logger.log('error', m, { component: 'sidecar', ...fields }),
     },
   });
+  const keySource: ApiKeySource = f.apiKeyFile !== undefined ? { file: f.apiKeyFile } : { env: ctx.env.RFDETR_API_KEYS };
+  let apiKeys: ApiKeys;
+  try {
+    apiKeys = new ApiKeys(readKeys(keySource));
+  } catch (e) {
+    backend.destroy(e as Error);
+    throw new RfdetrError('E_USAGE', (e as Error).message);
+  }
+  if (apiKeys.enabled) log(`API keys: ${apiKeys.count} loaded from ${f.apiKeyFile !== undefined ? '--api-key-file' : 'RFDETR_API_KEYS'}; every route but the probes needs one`);
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
+    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy,
     deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
   });
   try {
@@ -68,7 +84,17 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     backend.destroy(e as Error);
     throw e;
   }
-  const failure = await waitForStop(server, backend, f.deadlineMs, logger);
+  // SIGHUP re-reads the key file; a file that fails to read keeps the keys in force (and says why).
+  const onHup = () => {
+    try {
+      apiKeys.set(readKeys(keySource));
+      logger.log('info', `SIGHUP: ${apiKeys.count} API key(s) in force`, { event: 'api_keys_reloaded', count: apiKeys.count });
+    } catch (e) {
+      logger.log('error', `SIGHUP: the API keys were not reloaded, the previous ${apiKeys.count} stay in force: ${(e as Error).message}`, { event: 'api_keys_reload_failed' });
+    }
+  };
+  process.on('SIGHUP', onHup);
+  const failure = await waitForStop(server, backend, f.deadlineMs, logger).finally(() => process.off('SIGHUP', onHup));
   if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
 }
 

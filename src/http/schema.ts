@@ -5,11 +5,12 @@
 // error table (src/errors.ts).
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ERRORS } from '../errors.ts';
+import { MAX_IMAGE_URL_LENGTH } from '../image/limits.ts';
 
 export const DEFAULT_THRESHOLD = 0.5;
 export const DEFAULT_MAX_DETECTIONS = 100;
 export const MAX_DETECTIONS_LIMIT = 300;
-/** Images in one `images: [...]` request: the default engine queue size, so one batch fits an idle queue. */
+/** Images in one `images: [...]` request: one client's share of the default queue (32), so one batch fits beside another client's. */
 export const MAX_BATCH_IMAGES = 16;
 
 const expected = (text: string, extra: Record<string, unknown> = {}) => ({ 'x-expected': text, ...extra });
@@ -53,8 +54,9 @@ export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsP
 
 export const PredictUrlRequest = Type.Object({
   image_url: Type.String({
-    description: 'an http(s) URL of a PNG or JPEG, fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped',
-    ...expected('an http:// or https:// URL string'),
+    maxLength: MAX_IMAGE_URL_LENGTH,
+    description: `an http(s) URL of a PNG, JPEG, WebP, GIF or TIFF image (at most ${MAX_IMAGE_URL_LENGTH} characters), fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped`,
+    ...expected(`an http:// or https:// URL string of at most ${MAX_IMAGE_URL_LENGTH} characters`),
   }),
   ...PredictParamsProps,
 }, { description: 'one image by URL' });

@@ -61,7 +61,7 @@ export interface DecodeOptions {
    * Called with the number of bytes the decoded pixels will take, after the header was read and before any
    * pixel is decoded; the decode waits for it (a memory budget shared by concurrent decodes) and fails with it.
    */
-  reserve?: (bytes: number) => Promise<void>;
+  reserve?: (bytes: number, size: { width: number; height: number }) => Promise<void>;
 }
 
 export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
@@ -91,7 +91,7 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
   }
   // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
   const grey16 = meta.depth === 'ushort' && meta.channels === 1;
-  if (opts.reserve) await opts.reserve(width * height * (grey16 ? 5 : 3));
+  if (opts.reserve) await opts.reserve(width * height * (grey16 ? 5 : 3), { width, height });
   try {
     if (grey16) return await decodeGrey16(bytes, options, width, height);
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
