@@ -22,7 +22,7 @@ import { buildPredictResponse, detectImage, selectDetections, type PredictRespon
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
-import { expandInputs, type ImageInput } from '../inputs.ts';
+import { expandInputs, readImageFile, type ImageInput } from '../inputs.ts';
 import { backendRequest, openEngine, resolveClasses, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
 import { ProgressBar } from '../progress.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
@@ -168,12 +168,13 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     for (const input of images) {
       let bytes: Uint8Array;
       try {
-        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : fs.readFileSync(input.path);
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : readImageFile(input.path);
       } catch (e) {
         bar.clear();
-        log(`detect: ${input.name}: ${input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`}`);
-        failed.push(input.name);
-        bar.tick(input.name);
+        const code = (e as NodeJS.ErrnoException).code;
+        log(`detect: ${input.shown}: ${input.url !== undefined || code === 'E_IMAGE_TOO_LARGE' ? (e as Error).message : `cannot read the file (${code ?? (e as Error).message})`}`);
+        failed.push(input.shown);
+        bar.tick(input.shown);
         continue;
       }
       let response: PredictResponse;
@@ -182,16 +183,16 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
       } catch (e) {
         if (!isImageProblem(e)) throw e;
         bar.clear();
-        log(`detect: ${input.name}: ${(e as Error).message}`);
-        failed.push(input.name);
-        bar.tick(input.name);
+        log(`detect: ${input.shown}: ${(e as Error).message}`);
+        failed.push(input.shown);
+        bar.tick(input.shown);
         continue;
       }
       ok++;
       for (const k of Object.keys(sums) as (keyof typeof sums)[]) sums[k] += response.timing_ms[k] ?? 0;
       bar.clear();
       if (f.json) ctx.stdout.write(`${JSON.stringify({ image: input.name, ...response })}\n`);
-      else log(formatTable(input.name, response));
+      else log(formatTable(input.shown, response));
       if (saveDir) {
         const img = await decodeImage(bytes);
         const name = saveName(input, used);
@@ -201,11 +202,11 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
           if (!f.json) log(`  saved ${out}${skipped ? ` (${skipped} label${skipped === 1 ? '' : 's'} left out: no room without covering another)` : ''}`);
         } catch (e) {
           if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
-          log(`detect: ${input.name}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
-          notSaved.push(input.name);
+          log(`detect: ${input.shown}: not saved: ${e instanceof RefusedOverwrite ? e.message : `${(e as Error).message}`}`);
+          notSaved.push(input.shown);
         }
       }
-      bar.tick(input.name);
+      bar.tick(input.shown);
     }
   } finally {
     bar.clear();

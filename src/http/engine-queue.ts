@@ -1,6 +1,7 @@
 // The per-engine queue: decoded images wait here for the one engine, served fairly across clients: the next
-// forward goes to the waiting client with the fewest forwards in flight (ties: whose head has waited longest),
-// and each client's own images go in arrival order; with one client that is plain FIFO. At most `maxInFlight`
+// forward goes to the waiting client with the fewest forwards in flight (ties: the one served longest ago, then
+// whose head has waited longest), and each client's own images go in arrival order: clients take turns, and
+// with one client it is plain FIFO. At most `maxInFlight`
 // requests are handed to the sidecar at a time: 2 by default, so the sidecar can resize request N+1 while
 // request N is on the engine (it runs forwards one at a time, in order); a request that is still here when
 // its client leaves or its deadline passes is dropped without ever costing a forward. A forward already handed to the backend cannot be taken back: its caller
@@ -61,6 +62,8 @@ export class EngineQueue {
   private readonly runningBy = new Map<string, number>();
   private waitingCount = 0;
   private seq = 0;
+  private dispatches = 0;
+  private readonly lastServed = new Map<string, number>();
   private running = 0;
   private busySince = 0;
   private busyAccumMs = 0;
@@ -160,22 +163,25 @@ export class EngineQueue {
     while (this.running < this.maxInFlight && this.waitingCount > 0) this.dispatch(this.next());
   }
 
-  /** Takes the head of the waiting client with the fewest forwards in flight (ties: the longest waiting). */
+  /** Takes the head of the waiting client with the fewest forwards in flight (ties: served longest ago, then waiting longest). */
   private next(): Waiting {
     let best: Waiting | undefined;
-    let bestRunning = Infinity;
+    let key: [number, number, number] = [Infinity, Infinity, Infinity];
     for (const [client, line] of this.lines) {
-      const r = this.runningBy.get(client) ?? 0;
       const head = line[0]!;
-      if (r < bestRunning || (r === bestRunning && head.seq < best!.seq)) {
+      const k: [number, number, number] = [this.runningBy.get(client) ?? 0, this.lastServed.get(client) ?? 0, head.seq];
+      if (k[0] < key[0] || (k[0] === key[0] && (k[1] < key[1] || (k[1] === key[1] && k[2] < key[2])))) {
         best = head;
-        bestRunning = r;
+        key = k;
       }
     }
     const line = this.lines.get(best!.client)!;
     line.shift();
     if (line.length === 0) this.lines.delete(best!.client);
     this.waitingCount--;
+    this.lastServed.set(best!.client, ++this.dispatches);
+    // Turn order only matters among clients seen recently: forget idle ones before the map grows without bound.
+    if (this.lastServed.size > 4096) for (const c of this.lastServed.keys()) if (!this.runningBy.has(c) && !this.lines.has(c)) this.lastServed.delete(c);
     return best!;
   }
 

@@ -1,7 +1,7 @@
 // A weighted semaphore shared by clients: at most `limit` units are held at once (images being decoded, bytes of
 // decoded pixels in memory); the rest wait. Waiters are served fairly across clients: the next grant goes to the
-// waiting client that holds the least now (ties: whose head has waited longest), and within one client in
-// arrival order. So one client's backlog cannot keep another's first request waiting behind all of it. A client
+// waiting client that holds the least now (ties: the one served longest ago, then whose head has waited
+// longest), and within one client in arrival order: with one slot, clients take turns. So one client's backlog cannot keep another's first request waiting behind all of it. A client
 // holds at most `clientLimit` units, except that a client holding nothing may always take one request (so one
 // maximal image still passes). The line never lets a later request overtake the one picked next (a large
 // request is not starved by a stream of small ones): when the pick does not fit, everyone waits. A request for
@@ -29,6 +29,8 @@ export class Limiter {
   private readonly lines = new Map<string, Waiter[]>();
   private waiters = 0;
   private seq = 0;
+  private grants = 0;
+  private readonly lastServed = new Map<string, number>();
   readonly clientLimit: number;
   private readonly heldElsewhere: () => number;
 
@@ -53,11 +55,6 @@ export class Limiter {
     return this.heldBy.get(client) ?? 0;
   }
 
-  /** True when `units` could be granted to `client` at once (nothing waits and it fits). */
-  wouldGrant(units = 1, client = ANONYMOUS): boolean {
-    return this.waiters === 0 && this.fits(units) && this.clientFits(client, units);
-  }
-
   /**
    * Resolves with a release function once `units` are granted to `client`; rejects with `abortError()` if
    * `signal` aborts first.
@@ -71,10 +68,6 @@ export class Limiter {
       this.take(client, -units);
       this.pump();
     };
-    if (this.wouldGrant(units, client)) {
-      this.take(client, units);
-      return Promise.resolve(release);
-    }
     return new Promise((resolve, reject) => {
       const entry: Waiter = {
         units,
@@ -102,6 +95,7 @@ export class Limiter {
       if (!line) this.lines.set(client, (line = []));
       line.push(entry);
       this.waiters++;
+      this.pump();
     });
   }
 
@@ -134,23 +128,28 @@ export class Limiter {
   }
 
   private take(client: string, units: number): void {
+    if (units > 0) {
+      this.lastServed.set(client, ++this.grants);
+      // Turn order only matters among clients seen recently: forget idle ones before the map grows without bound.
+      if (this.lastServed.size > 4096) for (const c of this.lastServed.keys()) if (!this.heldBy.has(c) && !this.lines.has(c)) this.lastServed.delete(c);
+    }
     this.held += units;
     const n = (this.heldBy.get(client) ?? 0) + units;
     if (n === 0) this.heldBy.delete(client);
     else this.heldBy.set(client, n);
   }
 
-  /** The head of the waiting client that holds the least (ties: the longest waiting); clients at their share are passed over. */
+  /** The head of the waiting client that holds the least (ties: served longest ago, then waiting longest); clients at their share are passed over. */
   private pick(): Waiter | undefined {
     let best: Waiter | undefined;
-    let bestHeld = Infinity;
+    let key: [number, number, number] = [Infinity, Infinity, Infinity];
     for (const [client, line] of this.lines) {
       const head = line[0]!;
       if (!this.clientFits(client, head.units)) continue;
-      const h = this.heldByClient(client);
-      if (h < bestHeld || (h === bestHeld && head.seq < best!.seq)) {
+      const k: [number, number, number] = [this.heldByClient(client), this.lastServed.get(client) ?? 0, head.seq];
+      if (k[0] < key[0] || (k[0] === key[0] && (k[1] < key[1] || (k[1] === key[1] && k[2] < key[2])))) {
         best = head;
-        bestHeld = h;
+        key = k;
       }
     }
     return best;
