@@ -154,6 +154,11 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     }
   }
 
+  // stdin is read (and capped) before the engine starts: an oversized or endless stream fails in milliseconds,
+  // not after a model load.
+  let stdin: Buffer | Error | undefined;
+  if (images.some((i) => i.path === null && i.url === undefined)) stdin = await ctx.readStdin().catch((e: Error) => e);
+  if (stdin instanceof Error && images.length === 1) throw new ImagesFailedError(`detect: -: ${stdin.message}; nothing was run`);
   const runner = f.url !== undefined ? await remoteRunner(ctx, f, f.url) : await inProcessRunner(ctx, f);
   const bar = new ProgressBar(ctx.stderr, images.length);
   // A URL the user typed: any host and address, with the server's size cap and time limit.
@@ -168,7 +173,8 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     for (const input of images) {
       let bytes: Uint8Array;
       try {
-        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? await ctx.readStdin() : readImageFile(input.path);
+        if (stdin instanceof Error && input.path === null && input.url === undefined) throw stdin;
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? stdin as Buffer : readImageFile(input.path);
       } catch (e) {
         bar.clear();
         const code = (e as NodeJS.ErrnoException).code;

@@ -81,3 +81,11 @@ test('names with control characters are escaped for the terminal, kept as they a
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('rfdetr detect - with more than 32 MiB on stdin: exit 1 naming the limit, before any engine starts', async () => {
+  const { runBin } = await import('./helpers.ts');
+  const r = await runBin(['detect', '-'], { input: Buffer.alloc(MAX_IMAGE_BYTES + 1) });
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /detect: -: stdin is more than 33554432 bytes; the limit is 33554432 bytes \(32 MiB\) per image: expected one image file; nothing was run/);
+  assert.doesNotMatch(r.stderr, /starting the .* engine/);
+});
