@@ -5,7 +5,9 @@ import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
 import { parseAllowedHost } from '../../src/image/fetch-url.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, intParser } from '../options.ts';
+import { addEngineOptions } from '../engine-flags.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { intParser } from '../parsers.ts';
 import type { ServeFlags } from './serve-run.ts';
 
 export const DEFAULT_PORT = 20000;

@@ -213,7 +213,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     try {
       if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
       const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-      const { response } = await runImage(image, params, input.params.returnImage, r, () => bytes.release(), places.leave[0]!);
+      const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), places.leave[0]!);
       res.locals.timing = response.timing_ms;
       res.locals.numDetections = response.num_detections;
       return response;
@@ -253,7 +253,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       }
       const leave = places.leave[place++]!;
       try {
-        return (await runImage(item, params, input.params.returnImage, r, decoded, leave)).response;
+        return (await runImage(item, params, input.params.return_image, r, decoded, leave)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
