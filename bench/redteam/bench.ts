@@ -28,6 +28,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '40' },
     idle: { type: 'string', default: '60' },
     only: { type: 'string', default: 'all' },
+    'server-log': { type: 'string' },
   },
 });
 const extraEnv = Object.fromEntries(values.env!.map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
@@ -58,6 +59,8 @@ function weights(): string {
   return dir;
 }
 
+const stderrTails: Array<() => string[]> = [];
+
 interface Server {
   proc: ChildProcess;
   url: string;
@@ -67,11 +70,13 @@ interface Server {
 
 async function serve(args: string[], env: Record<string, string> = {}): Promise<Server> {
   const port = 21000 + Math.floor(Math.random() * 3000);
-  const proc = spawn(process.execPath, [bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', 'warn', ...args], {
+  const proc = spawn(process.execPath, [bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', values['server-log'] ? 'info' : 'warn', ...args], {
     env: { ...process.env, ...extraEnv, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
   proc.stderr!.on('data', (d) => (err = (err + d).slice(-4000)));
+  if (values['server-log']) proc.stderr!.pipe(fs.createWriteStream(values['server-log'], { flags: 'a' }));
+  stderrTails.push(() => err.split('\n').filter((l) => !l.includes('SYNTHETIC')).slice(-6));
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     if (proc.exitCode !== null) throw new Error(`serve exited ${proc.exitCode}: ${err}`);
@@ -91,13 +96,17 @@ async function serve(args: string[], env: Record<string, string> = {}): Promise<
 }
 
 /** One request from `localAddress`; resolves with status and ms (status 0: connection error). */
-function request(port: number, localAddress: string, p: string, body: Buffer, headers: Record<string, string>, timeoutMs = 120_000): Promise<{ status: number; ms: number; bytes: number }> {
+function request(port: number, localAddress: string, p: string, body: Buffer, headers: Record<string, string>, timeoutMs = 120_000): Promise<{ status: number; ms: number; bytes: number; detail?: string }> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST', localAddress, headers: { 'content-length': String(body.length), ...headers }, agent: false, timeout: timeoutMs }, (res) => {
       let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0, bytes }));
+      let head = '';
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (head.length < 300) head += c.toString('utf8', 0, Math.min(c.length, 300));
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0, bytes, ...(res.statusCode !== 200 ? { detail: head.slice(0, 300) } : {}) }));
       res.on('error', () => resolve({ status: 0, ms: performance.now() - t0, bytes }));
     });
     req.on('error', () => resolve({ status: 0, ms: performance.now() - t0, bytes: 0 }));
@@ -176,12 +185,13 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   const a = attack(s.port, img, until);
   await sleep(2000);
   const valid = json({ image: img.valid.toString('base64') });
-  const legit: Array<Promise<{ status: number; ms: number }>> = [];
+  const legit: Array<ReturnType<typeof request>> = [];
   for (let i = 0; i < seconds; i++) {
     legit.push(request(s.port, '127.0.0.2', '/predict', valid, { 'content-type': 'application/json' }));
     await sleep(1000);
   }
   const results = await Promise.all(legit);
+  const errors = Object.values(Object.fromEntries(results.filter((r) => r.status !== 200).map((r) => [r.status, `${r.status} ${r.detail ?? ''}`])));
   await a.done;
   const cpuAttack = cpuSeconds(pid) - cpu0;
   const peakUnderAttack = peak;
@@ -199,10 +209,13 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
       statuses: results.reduce<Record<string, number>>((m, r) => ((m[r.status] = (m[r.status] ?? 0) + 1), m), {}),
       p50_ms: Math.round(median(results.map((r) => r.ms))), p50_ok_ms: Math.round(median(ok.map((r) => r.ms))),
       max_ms: Math.round(Math.max(...results.map((r) => r.ms))),
+      latencies_ms: results.map((r) => Math.round(r.ms)),
+      errors,
     },
     attack: { connections: a.connections, counts: a.counts },
     server: { rss_start_mib: Math.round(base), rss_peak_mib: Math.round(peakUnderAttack), rss_after_idle_mib: Math.round(idle), idle_s: Number(values.idle), cpu_s_during_attack: Math.round(cpuAttack), alive, request_after: after.status },
     loadavg_end_of_attack: loadavg,
+    server_log_tail: stderrTails.at(-1)?.(),
   };
 }
 

@@ -9,6 +9,7 @@ import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
+import net from 'node:net';
 import { assertCapturedMatch, captureResponses } from '../helpers/openapi-check.ts';
 
 // Every JSON response of a server started here is checked against /openapi.json when it stops.
@@ -201,4 +202,18 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
 /** A Buffer as a Uint8Array over its own ArrayBuffer (what fetch and Blob accept). */
 export function u8(b: Buffer | Uint8Array): Uint8Array<ArrayBuffer> {
   return new Uint8Array(b);
+}
+
+/** Sends raw bytes on a fresh connection and resolves with everything the server wrote before closing. */
+export function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    sock.on('data', (d) => (out += d.toString('latin1')));
+    sock.on('error', reject);
+    sock.on('close', () => resolve(out));
+    sock.write(bytes);
+    if (holdMs > 0) setTimeout(() => sock.end(), holdMs);
+  });
 }

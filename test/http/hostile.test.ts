@@ -2,27 +2,12 @@
 // up, answer real requests, keep its budgets and close what it stops reading.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { decodeImage, type DecodeOptions } from '../../src/image/decode.ts';
-import { goldens, postJson, start, waitFor, type Started } from './helpers.ts';
+import { goldens, postJson, rawExchange, start, waitFor, type Started } from './helpers.ts';
 
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
-
-/** Sends raw bytes on a fresh connection and resolves with everything the server wrote before closing. */
-function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(Number(port), hostname);
-    let out = '';
-    sock.on('data', (d) => (out += d.toString('latin1')));
-    sock.on('error', reject);
-    sock.on('close', () => resolve(out));
-    sock.write(bytes);
-    if (holdMs > 0) setTimeout(() => sock.end(), holdMs);
-  });
-}
 
 function statusOf(httpText: string): number {
   return Number(/^HTTP\/1\.1 (\d{3})/.exec(httpText)?.[1] ?? 0);

@@ -9,7 +9,7 @@ import net from 'node:net';
 import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { decodeImage, type DecodeOptions } from '../../src/image/decode.ts';
-import { goldens, postJson, start, waitFor } from './helpers.ts';
+import { goldens, postJson, rawExchange, start, waitFor } from './helpers.ts';
 
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
 
@@ -94,19 +94,6 @@ describe('Content-Encoding', () => {
   });
 });
 
-/** Writes `bytes` on one connection and resolves with everything the server wrote before it closed. */
-function exchange(url: string, bytes: Buffer): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(Number(port), hostname);
-    let out = '';
-    sock.on('data', (d) => (out += d.toString('latin1')));
-    sock.on('error', reject);
-    sock.on('close', () => resolve(out));
-    sock.write(bytes);
-  });
-}
-
 describe('routes and connections', () => {
   test('/predict/ and /PREDICT do not route (404); /predict does', async () => {
     const s = await start();
@@ -127,7 +114,7 @@ describe('routes and connections', () => {
     try {
       const json = JSON.stringify({ image: b64(0) });
       const one = `POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`;
-      const reply = await exchange(s.url, Buffer.from(one.repeat(5)));
+      const reply = await rawExchange(s.url, Buffer.from(one.repeat(5)));
       const statuses = [...reply.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
       assert.deepEqual(statuses.slice(0, 3), [200, 200, 503], reply.slice(0, 300));
       assert.match(reply, /more than 2 requests in flight on one connection/);
