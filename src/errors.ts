@@ -11,7 +11,6 @@ export const ERRORS = {
   E_SCHEMA: { status: 422, message: 'request does not match the schema' },
   E_UNSUPPORTED_MEDIA: { status: 415, message: 'unsupported content type' },
   E_UNAUTHORIZED: { status: 401, message: 'an API key is required' },
-  E_URL_TOO_LONG: { status: 414, message: 'image_url is too long' },
   E_URL_NOT_ALLOWED: { status: 403, message: 'image_url is not allowed' },
   E_URL_FETCH: { status: 502, message: 'image_url could not be fetched' },
   E_NOT_FOUND: { status: 404, message: 'no such route' },
