@@ -3,7 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
-import { parseAllowedHost } from '../../src/image/fetch-url.ts';
+import { parseAllowedHost } from '../../src/image/allowed-host.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';

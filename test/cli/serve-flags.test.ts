@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseMemoryLimit } from '../../cli/commands/serve.ts';
-import { parseAllowedHost } from '../../src/image/fetch-url.ts';
+import { parseAllowedHost } from '../../src/image/allowed-host.ts';
 
 test('--memory-limit: bytes or K/M/G (powers of 1024), at least 512M', () => {
   assert.equal(parseMemoryLimit('1G'), 1024 ** 3);
