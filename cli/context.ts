@@ -9,8 +9,8 @@ export interface BackendRequest {
   weightsDir: string;
   /** CPU threads, 0 = physical cores. */
   threads?: number | undefined;
-  /** Host-engine precision (tt-host): fp32 | bf16. */
-  precision?: 'fp32' | 'bf16' | undefined;
+  /** Engine precision: fp32 | bf16 (tt-host) | int8 (cpu). */
+  precision?: 'fp32' | 'bf16' | 'int8' | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
   /** Warnings and errors, one line each (stderr). */

@@ -77,7 +77,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy,
-    deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
+    deviceParams: { engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null },
   });
   try {
     await server.listen(f.host, f.port);

@@ -10,15 +10,16 @@ import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
-import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
+import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, QueuePlaces } from './admission.ts';
 import { annotateCost, JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
-import { STAGES, type ServerMetrics, type Stage } from './metrics.ts';
+import type { ServerMetrics, Stage } from './metrics.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
+import type { Timeline, TimelineRecord, Timelines } from './timeline.ts';
 
 export interface PredictDeps {
   backend: InferenceBackend;
@@ -29,7 +30,7 @@ export interface PredictDeps {
   errors: ErrorResponder;
   deadlineMs: number;
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void> }) => Promise<RgbImage>;
+  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -39,6 +40,9 @@ export interface PredictDeps {
   changed: () => void;
   /** Who sent the request (the fair share). */
   clientOf: (req: Request, res: Response) => string;
+  /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */
+  timelines: Timelines;
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 interface RunContext {
@@ -53,6 +57,7 @@ interface RunContext {
   outputBytes: number;
   /** Keeps memory reserved until the response is written (the response holds the annotated image). */
   holdUntilSent: (release: () => void) => void;
+  timeline: Timeline;
 }
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
@@ -90,8 +95,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal, client: string): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
     const form = bodyFormOf(req);
+    tl.form = form;
     const body = admission.enterBody(client);
     const cost = form === 'json' ? JSON_BYTE_COST : 1;
     let timer: NodeJS.Timeout | undefined;
@@ -102,16 +108,21 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     });
     // Attached in the same tick as the parser's own listener, so both see every chunk.
     const onData = (chunk: Buffer) => {
+      tl.mark('body_first');
       try {
         body.bytes.add(chunk.length * cost);
       } catch (e) {
         overBudget(e as Error);
       }
     };
+    // Before the parser's own 'end' listener, which parses the body in the same turn.
+    const onEnd = () => tl.mark('body_end');
     req.on('data', onData);
+    req.once('end', onEnd);
     try {
       // A compressed body is counted as it arrives and again as it inflates.
       const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost)), refused, abortedBy(signal)]);
+      tl.mark('parsed');
       return { input, bytes: body.bytes };
     } catch (e) {
       body.bytes.release();
@@ -119,6 +130,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     } finally {
       clearTimeout(timer);
       req.off('data', onData);
+      req.off('end', onEnd);
       body.leave();
       refused.catch(() => {});
     }
@@ -126,10 +138,12 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
 
   /**
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
-   * way), the engine queue (checked here unless `admitted`), the detect pipeline.
+   * way), the engine queue (leaving the request's queue place when its forward starts), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, leaveQueue: () => void): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams & { fast_decode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, leaveQueue: () => void, inBatch: boolean): Promise<DetectResult> {
     const { signal, client } = r;
+    // A batch's images overlap each other: its timeline has the request's stages only.
+    const tl = inBatch ? undefined : r.timeline;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
     const decodeDone = () => {
@@ -141,20 +155,25 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client));
       d.changed();
       const tDecode0 = performance.now();
+      tl?.mark('decode_started', tDecode0);
       let reservedMs = 0;
       let image: RgbImage;
       try {
         image = await d.decode(bytes, {
+          // The drawing of return_image needs the stored pixels: the exact decode then.
+          ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
           reserve: async (n, size) => {
             // The drawing and its encodings are reserved with the pixels: an image too large to annotate within
-            // the budget is refused here, before a pixel is decoded.
-            // The earlier images of the same request whose output waits in the response count too (else the
-            // request would wait for room only its own response can free).
+            // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose
+            // output waits in the response count too (else the request would wait for room only its own
+            // response can free).
             const need = n + (returnImage && size ? annotateCost(size.width, size.height) : 0);
             if (need + r.outputBytes > admission.memory.maxWorkPerImage) throw admission.memory.tooLargeFor(size?.width ?? 0, size?.height ?? 0, need, returnImage !== undefined, r.outputBytes);
             const r0 = performance.now();
+            tl?.mark('decode_header', r0);
             releases.push(await admission.memory.work.acquire(signal, () => signal.reason as Error, need, client));
             reservedMs = performance.now() - r0;
+            tl?.mark('decode_reserved', r0 + reservedMs);
           },
         });
       } catch (e) {
@@ -165,17 +184,34 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
-      const decodeMs = performance.now() - tDecode0 - reservedMs;
+      const tDecoded = performance.now();
+      tl?.mark('decode_done', tDecoded);
+      const decodeMs = tDecoded - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
       try {
         const result = await detectDecoded(
-          (inp, o) => {
+          async (inp, o) => {
             r.inEngine();
-            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: leaveQueue });
+            const queued = performance.now();
+            tl?.mark('engine_queued', queued);
+            const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: leaveQueue });
+            if (tl) {
+              tl.mark('dispatched', queued + out.queueMs);
+              // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
+              tl.mark('frame_written', out.frameWrittenAt ?? queued + out.queueMs);
+              tl.mark('reply_read', out.replyReadAt ?? performance.now());
+              tl.sidecar({ preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
+            }
+            return out;
           },
           d.backend.info, image, params,
           { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
+        if (tl) {
+          const t = result.response.timing_ms;
+          tl.mark('forward_done', r.t0 + t.total - t.postprocess);
+          tl.mark('postprocessed', r.t0 + t.total);
+        }
         if (returnImage) {
           const png = await annotate(result.image, result.detections, returnImage);
           // Until written, the response holds the base64, the JSON string and the buffer sent (4/3 each).
@@ -199,8 +235,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   }
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal, r.client);
-    let params: DetectParams;
+    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline, r.client);
+    let params: DetectParams & { fast_decode?: boolean };
     let places: QueuePlaces;
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
@@ -213,7 +249,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     try {
       if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
       const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-      const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), places.leave[0]!);
+      const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), places.leave[0]!, false);
       res.locals.timing = response.timing_ms;
       res.locals.numDetections = response.num_detections;
       return response;
@@ -240,7 +276,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * image goes through the decode slots and the engine queue like a request of its own. An image that
    * fails gets its own error in `results`; an abort or the deadline ends the whole request.
    */
-  async function runBatch(input: BatchInput, params: DetectParams, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces): Promise<object> {
+  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces): Promise<object> {
     let pending = input.images.length;
     const decoded = () => {
       if (--pending === 0) bytes.release();
@@ -253,7 +289,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       }
       const leave = places.leave[place++]!;
       try {
-        return (await runImage(item, params, input.params.return_image, r, decoded, leave)).response;
+        return (await runImage(item, params, input.params.return_image, r, decoded, leave, true)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
@@ -267,6 +303,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     const t0: number = res.locals.t0;
     const refuse = d.engineState.notServing();
     if (refuse) return d.errors.send(res, refuse);
+    const timeline = d.timelines.begin(t0);
+    res.once('finish', () => timeline.mark('finished'));
+    const ended = () => {
+      const at = performance.now();
+      d.timelines.finish(timeline, at, () => d.onTimeline?.(timeline.record(res.writableFinished ? res.statusCode : 499)));
+    };
+    res.once('close', ended);
     const abort = new AbortController();
     let finish!: () => void;
     const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
@@ -286,12 +329,16 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }, Math.max(0, deadlineAt - performance.now()));
     try {
       const client = d.clientOf(req, res);
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r) }), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), timeline }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
-        const t = res.locals.timing as Record<Stage, number> | undefined;
-        if (t) res.setHeader('Server-Timing', STAGES.map((k) => `${k};dur=${t[k]}`).join(', '));
-        res.json(body);
+        const text = JSON.stringify(body);
+        timeline.mark('serialised');
+        res.setHeader('Server-Timing', timeline.header());
+        res.type('application/json').send(text);
+        // A response the socket took whole is finished by now: its last byte is with the kernel ('finish' is
+        // emitted later, after the rest of this turn's work, and would charge that work to the write).
+        if (res.writableFinished) timeline.mark('finished');
       }
     } catch (e) {
       if (!res.destroyed) d.errors.send(res, e);

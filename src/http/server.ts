@@ -33,6 +33,7 @@ import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
+import { Timelines, type TimelineRecord } from './timeline.ts';
 
 export { MODEL_ID, MODEL_NAME, type WeightsInfo } from './probes.ts';
 export type { ListenResult } from './lifecycle.ts';
@@ -86,6 +87,8 @@ export interface CreateServerOptions {
   urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
+  /** Called with each finished /predict request's timeline (src/http/timeline.ts): the bench reads it. */
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 export interface RfdetrServer {
@@ -198,6 +201,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
+  const timelines = new Timelines();
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
@@ -209,6 +213,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     },
     changed: updateGauges,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
+    timelines,
+    onTimeline: opts.onTimeline,
   }, active);
   app.post('/predict', route('/predict'), (req, res) => {
     void handlePredict(req, res);

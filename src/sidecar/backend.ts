@@ -42,6 +42,10 @@ export interface InferResult {
   forwardMs: number;
   /** Round trip minus preprocessMs and forwardMs: framing, socket transfer, decode and waiting in the sidecar. */
   transferMs: number;
+  /** performance.now() when the whole request frame had been handed to the kernel (for the request timeline). */
+  frameWrittenAt?: number;
+  /** performance.now() when the reply frame had been read. */
+  replyReadAt?: number;
 }
 
 /** An inference backend: one supervised (or external) sidecar, forwards served one at a time; its lifecycle can be watched. */

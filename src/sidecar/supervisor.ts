@@ -34,8 +34,8 @@ export interface SidecarBackendOptions {
   threads?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
-  /** `--precision` for host engines. */
-  precision?: 'fp32' | 'bf16';
+  /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
+  precision?: 'fp32' | 'bf16' | 'int8';
   /** Socket path: where the spawned sidecar listens (default: a fresh 0700 temp dir), or the external sidecar's socket. */
   socketPath?: string;
   /** Connect to an existing sidecar at `socketPath` (e.g. a systemd unit); never spawn. */
