@@ -1,12 +1,9 @@
 // The `rfdetr` entry (bin/rfdetr.js runs it through tsx): the real process as the CLI's context.
 import { openSidecarBackend } from './backend.ts';
+import { readStreamCapped } from './inputs.ts';
 import { runCli } from './program.ts';
 
-async function readStdin(): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
+const readStdin = () => readStreamCapped(process.stdin);
 
 // `rfdetr detect --json … | head -1`: a reader that goes away is not an error; stop quietly.
 process.stdout.on('error', (e: NodeJS.ErrnoException) => {

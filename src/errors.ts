@@ -14,6 +14,7 @@ export const ERRORS = {
   E_VIDEO_TOO_LARGE: { status: 413, message: 'video is over a limit' },
   E_VIDEO_TIMEOUT: { status: 504, message: 'the video source did not answer in time' },
   E_FFMPEG_MISSING: { status: 500, message: 'ffmpeg is not installed' },
+  E_UNAUTHORIZED: { status: 401, message: 'an API key is required' },
   E_URL_NOT_ALLOWED: { status: 403, message: 'image_url is not allowed' },
   E_URL_FETCH: { status: 502, message: 'image_url could not be fetched' },
   E_NOT_FOUND: { status: 404, message: 'no such route' },

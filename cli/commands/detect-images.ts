@@ -1,7 +1,6 @@
 // Still images through the frame pipeline: each input read (file, stdin, URL) and decoded once by sharp (the
 // pixels feed the engine and, with --save, the drawing), its result printed as a table or a JSON line and
 // optionally saved as an annotated PNG/JPEG.
-import fs from 'node:fs';
 import path from 'node:path';
 import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
 import { runFrames, type FrameOutcome } from '../../src/detect/frame-runner.ts';
@@ -9,7 +8,7 @@ import type { PredictResponse } from '../../src/detect/pipeline.ts';
 import { MAX_IMAGE_BYTES, decodeImage, type RgbImage } from '../../src/image/decode.ts';
 import { createUrlFetcher } from '../../src/image/fetch-url.ts';
 import type { CliContext } from '../context.ts';
-import type { ImageInput } from '../inputs.ts';
+import { readImageFile, type ImageInput } from '../inputs.ts';
 import { ProgressBar } from '../../src/progress.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
 import { isImageProblem, type DetectorFrame, type FrameDetector } from './detect-engine.ts';
@@ -62,9 +61,10 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
       const frame: StillFrame = { input, t0, decodeMs: 0 };
       let bytes: Uint8Array;
       try {
-        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? input.stdinBytes ?? await ctx.readStdin() : fs.readFileSync(input.path);
+        bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? input.stdinBytes ?? await ctx.readStdin() : readImageFile(input.path);
       } catch (e) {
-        const why = input.url !== undefined ? (e as Error).message : `cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+        const code = (e as NodeJS.ErrnoException).code;
+        const why = input.url !== undefined || code === 'E_IMAGE_TOO_LARGE' ? (e as Error).message : `cannot read the file (${code ?? (e as Error).message})`;
         yield { frame, error: new Error(why) };
         continue;
       }
@@ -86,17 +86,18 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
   }
   const sink = async ({ frame, result, error }: FrameOutcome<StillFrame, PredictResponse>) => {
     const name = frame.input.name;
+    const shown = frame.input.shown;
     bar.clear();
     if (error || !result) {
-      log(`detect: ${name}: ${error?.message ?? 'no result'}`);
-      totals.failed.push(name);
-      bar.advance(1, name);
+      log(`detect: ${shown}: ${error?.message ?? 'no result'}`);
+      totals.failed.push(shown);
+      bar.advance(1, shown);
       return;
     }
     totals.ok++;
     for (const k of Object.keys(totals.sums) as (keyof ImageRunTotals['sums'])[]) totals.sums[k] += result.timing_ms[k] ?? 0;
     if (o.json) ctx.stdout.write(`${JSON.stringify({ image: name, ...result })}\n`);
-    else log(formatTable(name, result));
+    else log(formatTable(shown, result));
     const img = frame.image ?? frame.drawable;
     if (o.saveDir && img) {
       const file = uniqueName(frame.input, (s) => (formatForName(s) === 'jpeg' ? '.jpg' : '.png'), o.used);
@@ -106,11 +107,11 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
         if (!o.json) log(`  saved ${out}${skipped ? ` (${skipped} label${skipped === 1 ? '' : 's'} left out: no room without covering another)` : ''}`);
       } catch (e) {
         if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
-        log(`detect: ${name}: not saved: ${(e as Error).message}`);
-        totals.notSaved.push(name);
+        log(`detect: ${shown}: not saved: ${(e as Error).message}`);
+        totals.notSaved.push(shown);
       }
     }
-    bar.advance(1, name);
+    bar.advance(1, shown);
   };
   try {
     await runFrames(frames(), (f) => detector.detect(f), sink, { isFrameProblem: isImageProblem, signal: o.signal });

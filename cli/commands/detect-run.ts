@@ -58,11 +58,19 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     else if (i.path !== null) items.push({ ...i, kind: fileKind(i.path) });
     else if (i.url !== undefined) items.push({ ...i, kind: 'image' });
     else {
-      // stdin: read once, told apart by its first bytes.
-      const bytes = await ctx.readStdin();
+      // stdin: read once (capped) before any engine starts, told apart by its first bytes.
+      let bytes: Buffer;
+      try {
+        bytes = await ctx.readStdin();
+      } catch (e) {
+        log(`detect: skipped -: ${(e as Error).message}`);
+        problems.push(`-: ${(e as Error).message}`);
+        continue;
+      }
       items.push({ ...i, kind: sniffMedia(bytes.subarray(0, 512)), stdinBytes: bytes });
     }
   }
+  if (items.length === 0) throw new ImagesFailedError(`detect: no input could be read (${problems.length} skipped); nothing was run`);
   const videos = items.filter((i) => i.kind === 'video');
   if (f.url !== undefined && videos.length) {
     throw new RfdetrError('E_USAGE', `detect: --url sends still images to POST /predict; ${videos[0]!.name} is a video (send videos to the server's POST /predict/video, or drop --url to run the engine here)`);
@@ -112,10 +120,10 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         }, { saveDir, used, signal: stop.signal });
         videoRuns.push(r);
         const s = r.wallMs / 1000;
-        log(`detect: ${item.name}: ${r.frames} frames in ${s.toFixed(2)} s (${(r.frames / Math.max(s, 1e-9)).toFixed(1)} frames/s, engine busy ${((100 * r.busyMs) / Math.max(r.wallMs, 1e-9)).toFixed(0)} %)${item.live !== undefined ? `, ${r.dropped} dropped, ${r.reconnects} reconnects` : ''}${r.saved ? `; saved ${r.saved}` : ''}`);
+        log(`detect: ${item.shown}: ${r.frames} frames in ${s.toFixed(2)} s (${(r.frames / Math.max(s, 1e-9)).toFixed(1)} frames/s, engine busy ${((100 * r.busyMs) / Math.max(r.wallMs, 1e-9)).toFixed(0)} %)${item.live !== undefined ? `, ${r.dropped} dropped, ${r.reconnects} reconnects` : ''}${r.saved ? `; saved ${r.saved}` : ''}`);
       } catch (e) {
         if (!VIDEO_PROBLEMS.some((c) => isRfdetrError(e, c)) && !(e instanceof Error && e.name === 'RefusedOverwrite')) throw e;
-        log(`detect: ${item.name}: ${(e as Error).message}`);
+        log(`detect: ${item.shown}: ${(e as Error).message}`);
         totals.failed.push(item.name);
       }
     }

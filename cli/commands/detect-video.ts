@@ -98,7 +98,7 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
     const s = (now - t0) / 1000;
     const rate = done / Math.max(s, 1e-9);
     const tail = live ? `, ${(src as LiveSource).dropped} dropped` : total !== undefined ? `/${total}, ETA ${eta((total - done) / rate)}` : '';
-    ctx.stderr.write(`\r\x1b[2K${input.name}: ${done}${live ? '' : ''} frames${tail}, ${rate.toFixed(1)} frames/s`);
+    ctx.stderr.write(`\r\x1b[2K${input.shown}: ${done}${live ? '' : ''} frames${tail}, ${rate.toFixed(1)} frames/s`);
   };
 
   const sink = async ({ frame, result }: FrameOutcome<Frame, PredictResponse>) => {

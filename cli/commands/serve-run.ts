@@ -15,6 +15,7 @@ import { planMembers } from '../../src/sidecar/devices.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
 import type { EngineFlags } from '../engine-flags.ts';
+import { ApiKeys, readKeys, type ApiKeySource } from '../../src/http/auth.ts';
 
 
 export interface ServeFlags extends EngineFlags {
@@ -28,6 +29,11 @@ export interface ServeFlags extends EngineFlags {
   devices?: number[] | 'all';
   workers?: number;
   minReadyDevices: number;
+  memoryLimit?: number;
+  apiKeyFile?: string;
+  openMetrics?: boolean;
+  openDocs?: boolean;
+  trustProxy?: boolean;
 }
 
 
@@ -63,11 +69,21 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     log: (line) => logger.log('warn', line),
     logger: withFields(logger, { component: 'sidecar' }),
   });
+  const keySource: ApiKeySource = f.apiKeyFile !== undefined ? { file: f.apiKeyFile } : { env: ctx.env.RFDETR_API_KEYS };
+  let apiKeys: ApiKeys;
+  try {
+    apiKeys = new ApiKeys(readKeys(keySource));
+  } catch (e) {
+    backend.destroy(e as Error);
+    throw new RfdetrError('E_USAGE', (e as Error).message);
+  }
+  if (apiKeys.enabled) log(`API keys: ${apiKeys.count} loaded from ${f.apiKeyFile !== undefined ? '--api-key-file' : 'RFDETR_API_KEYS'}; every route but the probes needs one`);
   const members = pool?.members.length ?? 1;
   // An external sidecar loaded weights of its own: what we resolved is no evidence of the variant it serves.
   const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
+    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy,
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: {
@@ -81,7 +97,17 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     backend.destroy(e as Error);
     throw e;
   }
-  const failure = await waitForStop(server, backend, f.deadlineMs, logger);
+  // SIGHUP re-reads the key file; a file that fails to read keeps the keys in force (and says why).
+  const onHup = () => {
+    try {
+      apiKeys.set(readKeys(keySource));
+      logger.log('info', `SIGHUP: ${apiKeys.count} API key(s) in force`, { event: 'api_keys_reloaded', count: apiKeys.count });
+    } catch (e) {
+      logger.log('error', `SIGHUP: the API keys were not reloaded, the previous ${apiKeys.count} stay in force: ${(e as Error).message}`, { event: 'api_keys_reload_failed' });
+    }
+  };
+  process.on('SIGHUP', onHup);
+  const failure = await waitForStop(server, backend, f.deadlineMs, logger).finally(() => process.off('SIGHUP', onHup));
   if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
 }
 

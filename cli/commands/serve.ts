@@ -3,6 +3,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
+import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
+import { parseAllowedHost } from '../../src/image/allowed-host.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';
@@ -16,13 +18,25 @@ function parseLogLevel(v: string): LogLevel {
   return v;
 }
 
-/** One --allow-url-host value: a host name or IP address (no scheme, port or path). */
+/** One --allow-url-host value: HOST (ports 80 and 443) or HOST:PORT (that port only); no scheme or path. */
 function parseUrlHost(v: string, prev: string[] | undefined): string[] {
-  const h = v.trim().toLowerCase();
-  if (!/^(\[[0-9a-f:.]+\]|[0-9a-f:.]*:[0-9a-f:.]*|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)$/.test(h)) {
-    throw new InvalidArgumentError(`expected a host name or IP address (e.g. images.example.com or 127.0.0.1, no scheme or port) but received ${JSON.stringify(v)}`);
+  try {
+    parseAllowedHost(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
   }
-  return [...(prev ?? []), h];
+  return [...(prev ?? []), v.trim().toLowerCase()];
+}
+
+/** --memory-limit: bytes, or a number with K/M/G (powers of 1024), e.g. 1G, 768M. */
+export function parseMemoryLimit(v: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$/i.exec(v);
+  const unit = m?.[2]?.[0]?.toLowerCase();
+  const n = m ? Math.floor(Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1)) : NaN;
+  if (!Number.isSafeInteger(n) || n < MIN_MEMORY_LIMIT) {
+    throw new InvalidArgumentError(`expected a size of at least ${MIN_MEMORY_LIMIT / 2 ** 20}M (bytes, or with K, M or G: 768M, 1G) but received ${JSON.stringify(v)}`);
+  }
+  return n;
 }
 
 function parseDevices(v: string): number[] | 'all' {
@@ -38,13 +52,18 @@ export function serveCommand(ctx: CliContext): Command {
     .description('serve the model over HTTP (POST /predict, probes, metrics) with a supervised sidecar')
     .addOption(new Option('--host <host>', 'address to listen on').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'TCP port').argParser(intParser(0, 65535)).default(DEFAULT_PORT))
-    .addOption(new Option('--queue-size <n>', 'requests admitted but not yet on the engine; more → 503 (default 16)').argParser(intParser(1, 100_000)))
+    .addOption(new Option('--queue-size <n>', 'images admitted but not yet on the engine, over all clients (one client: half); more → 503 (default 32)').argParser(intParser(1, 100_000)))
+    .addOption(new Option('--memory-limit <size>', 'bytes all requests together may hold: bodies, downloads, decoded pixels, annotated output (K/M/G suffixes; default 1G, for a 4 GB container)').argParser(parseMemoryLimit))
+    .addOption(new Option('--api-key-file <file>', 'require an API key (one per line in FILE, re-read on SIGHUP) on every route but the probes; beats RFDETR_API_KEYS'))
+    .addOption(new Option('--open-metrics', 'with API keys on: /metrics answers without a key'))
+    .addOption(new Option('--open-docs', 'with API keys on: /docs and /openapi.json answer without a key'))
+    .addOption(new Option('--trust-proxy', 'a proxy in front sets X-Forwarded-For: its last entry names the client for the fair share'))
     .addOption(new Option('--deadline-ms <ms>', 'per-request deadline → 504, and the drain budget on SIGTERM').argParser(intParser(1, 86_400_000)).default(60_000))
     .addOption(new Option('--sidecar-socket <path>', 'connect to a sidecar someone else runs (systemd) instead of spawning one'))
-    .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from this host (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
     .addOption(new Option('--devices <list>', 'one sidecar per card: card indices (0,1,2,3) or "all" (every card in /dev/tenstorrent); each sees only its card and has its own TT_METAL_CACHE').argParser(parseDevices))
     .addOption(new Option('--workers <n>', 'N sidecars of the host engine (cpu, tt-host; --threads each), for hosts with many cores').argParser(intParser(1, 256)))
     .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))
+    .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from HOST (ports 80/443) or HOST:PORT (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
     .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
   addEngineOptions(cmd);
   return cmd

@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { bodyEncodingOf, readDecoded } from './content-encoding.ts';
 import { extractJsonImage } from './json-image.ts';
 import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
@@ -129,12 +130,31 @@ export function createBodyReader(limits: BodyLimits) {
   const jsonBytes = express.raw({ limit: limits.maxBodyBytes, type: () => true });
   const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
 
-  async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput | UrlInput> {
-    const utf8 = isUtf8Json(req);
-    try {
-      await runParser(utf8 ? jsonBytes : json, req, res);
-    } catch (e) {
-      throw fromParserError(e, limits, 'json');
+  /**
+   * A compressed body (content-encoding.ts: x-gzip and raw deflate too, the decoded size capped and counted) in
+   * place of the parser's own inflate: resolves to the decoded Buffer, or null (no encoding) synchronously
+   * enough that the parser attaches its listener in the same tick as the caller's byte counter.
+   */
+  function readEncoded(req: Request, form: 'json' | 'raw', onDecoded?: (n: number) => void): Promise<Buffer> | null {
+    const enc = bodyEncodingOf(req.headers['content-encoding']);
+    if (enc === 'identity') return null;
+    const limit = form === 'json' ? limits.maxBodyBytes : limits.maxImageBytes;
+    const tooLarge = () => form === 'json' ? bodyTooLarge(limits.maxBodyBytes) : imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes, 'bytes');
+    return readDecoded(req, enc, limit, tooLarge, onDecoded);
+  }
+
+  async function readJson(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+    // A decoded body is bytes like a utf-8 one (its charset, if any, is not re-decoded).
+    const encoded = readEncoded(req, 'json', onDecoded);
+    const utf8 = encoded !== null || isUtf8Json(req);
+    if (encoded) {
+      req.body = await encoded;
+    } else {
+      try {
+        await runParser(utf8 ? jsonBytes : json, req, res);
+      } catch (e) {
+        throw fromParserError(e, limits, 'json');
+      }
     }
     if (utf8 && Buffer.isBuffer(req.body)) {
       const quick = extractJsonImage(req.body, limits.maxImageBytes);
@@ -177,11 +197,16 @@ export function createBodyReader(limits: BodyLimits) {
     };
   }
 
-  async function readRaw(req: Request, res: Response): Promise<PredictInput> {
-    try {
-      await runParser(raw, req, res);
-    } catch (e) {
-      throw fromParserError(e, limits, 'raw');
+  async function readRaw(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<PredictInput> {
+    const encoded = readEncoded(req, 'raw', onDecoded);
+    if (encoded) {
+      req.body = await encoded;
+    } else {
+      try {
+        await runParser(raw, req, res);
+      } catch (e) {
+        throw fromParserError(e, limits, 'raw');
+      }
     }
     const params = parsePredictParams(req.query as Record<string, unknown>, true);
     const image = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -294,9 +319,10 @@ export function createBodyReader(limits: BodyLimits) {
     });
   }
 
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm): Promise<PredictInput | BatchInput | UrlInput> {
-    if (form === 'json') return readJson(req, res);
-    if (form === 'raw') return readRaw(req, res);
+  /** `onDecoded(n)` sees each chunk a Content-Encoding inflates to (the memory budget); what it throws ends the read. */
+  return async function readPredictBody(req: Request, res: Response, form: BodyForm, onDecoded?: (n: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+    if (form === 'json') return readJson(req, res, onDecoded);
+    if (form === 'raw') return readRaw(req, res, onDecoded);
     return readMultipart(req);
   };
 }

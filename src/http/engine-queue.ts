@@ -1,4 +1,7 @@
-// The per-engine queue: decoded images wait here, in arrival order, for the one engine. At most `maxInFlight`
+// The per-engine queue: decoded images wait here for the one engine, served fairly across clients: the next
+// forward goes to the waiting client with the fewest forwards in flight (ties: the one served longest ago, then
+// whose head has waited longest), and each client's own images go in arrival order: clients take turns, and
+// with one client it is plain FIFO. At most `maxInFlight`
 // requests are handed to the sidecar at a time: 2 by default, so the sidecar can resize request N+1 while
 // request N is on the engine (it runs forwards one at a time, in order); a request that is still here when
 // its client leaves or its deadline passes is dropped without ever costing a forward. A forward already handed to the backend cannot be taken back: its caller
@@ -14,6 +17,10 @@ export interface EngineJobOptions {
   deadlineAt: number;
   /** The configured deadline, for messages. */
   deadlineMs: number;
+  /** Who sent it (fair share); default: one anonymous client. */
+  client?: string;
+  /** Called once, when the job is handed to the backend. */
+  onStart?: () => void;
 }
 
 export interface EngineRun extends InferResult {
@@ -22,6 +29,8 @@ export interface EngineRun extends InferResult {
 }
 
 interface Waiting {
+  seq: number;
+  client: string;
   input: InferInput;
   opts: EngineJobOptions;
   enqueuedAt: number;
@@ -49,7 +58,12 @@ export function abortedError(where: string): RfdetrError {
 }
 
 export class EngineQueue {
-  private readonly waiting: Waiting[] = [];
+  private readonly lines = new Map<string, Waiting[]>();
+  private readonly runningBy = new Map<string, number>();
+  private waitingCount = 0;
+  private seq = 0;
+  private dispatches = 0;
+  private readonly lastServed = new Map<string, number>();
   private running = 0;
   private busySince = 0;
   private busyAccumMs = 0;
@@ -64,7 +78,7 @@ export class EngineQueue {
 
   /** Jobs waiting for the engine (not yet handed to the backend). */
   get depth(): number {
-    return this.waiting.length;
+    return this.waitingCount;
   }
 
   /** Forwards handed to the backend and not yet settled. */
@@ -84,7 +98,7 @@ export class EngineQueue {
 
   /** Resolves once nothing is waiting and nothing is in flight. */
   idle(): Promise<void> {
-    if (this.waiting.length === 0 && this.running === 0) return Promise.resolve();
+    if (this.waitingCount === 0 && this.running === 0) return Promise.resolve();
     return new Promise((r) => this.idleWaiters.push(r));
   }
 
@@ -93,22 +107,29 @@ export class EngineQueue {
       const now = performance.now();
       if (opts.signal.aborted) return reject(abortedError('waiting for the engine'));
       if (now >= opts.deadlineAt) return reject(deadlineError(opts.deadlineMs, 'waiting for the engine'));
-      const job: Waiting = { input, opts, enqueuedAt: now, resolve, reject, settled: false, cleanup: () => {} };
+      const client = opts.client ?? '';
+      const job: Waiting = { seq: this.seq++, client, input, opts, enqueuedAt: now, resolve, reject, settled: false, cleanup: () => {} };
       const drop = (err: Error) => {
-        const i = this.waiting.indexOf(job);
+        const line = this.lines.get(client);
+        const i = line ? line.indexOf(job) : -1;
         if (i < 0) return; // already dispatched: the dispatch path answers
-        this.waiting.splice(i, 1);
+        line!.splice(i, 1);
+        if (line!.length === 0) this.lines.delete(client);
+        this.waitingCount--;
         this.settle(job, err);
         this.changed();
       };
       const onAbort = () => drop(abortedError('waiting for the engine'));
-      const timer = setTimeout(() => drop(deadlineError(opts.deadlineMs, `waiting for the engine behind ${this.waiting.indexOf(job)} other request(s)`)), opts.deadlineAt - now);
+      const timer = setTimeout(() => drop(deadlineError(opts.deadlineMs, `waiting for the engine with ${this.waitingCount - 1} other image(s) waiting`)), opts.deadlineAt - now);
       opts.signal.addEventListener('abort', onAbort, { once: true });
       job.cleanup = () => {
         clearTimeout(timer);
         opts.signal.removeEventListener('abort', onAbort);
       };
-      this.waiting.push(job);
+      let line = this.lines.get(client);
+      if (!line) this.lines.set(client, (line = []));
+      line.push(job);
+      this.waitingCount++;
       this.changed();
       this.pump();
     });
@@ -116,7 +137,10 @@ export class EngineQueue {
 
   /** Rejects every waiting job (not the ones in flight) with `err`. */
   rejectWaiting(err: Error): void {
-    for (const job of this.waiting.splice(0)) this.settle(job, err);
+    const jobs = [...this.lines.values()].flat();
+    this.lines.clear();
+    this.waitingCount = 0;
+    for (const job of jobs) this.settle(job, err);
     this.changed();
   }
 
@@ -129,17 +153,36 @@ export class EngineQueue {
   }
 
   private changed(): void {
-    this.hooks.onChange?.(this.waiting.length, this.running);
-    if (this.waiting.length === 0 && this.running === 0 && this.idleWaiters.length > 0) {
+    this.hooks.onChange?.(this.waitingCount, this.running);
+    if (this.waitingCount === 0 && this.running === 0 && this.idleWaiters.length > 0) {
       for (const w of this.idleWaiters.splice(0)) w();
     }
   }
 
   private pump(): void {
-    while (this.running < this.maxInFlight && this.waiting.length > 0) {
-      const job = this.waiting.shift()!;
-      this.dispatch(job);
+    while (this.running < this.maxInFlight && this.waitingCount > 0) this.dispatch(this.next());
+  }
+
+  /** Takes the head of the waiting client with the fewest forwards in flight (ties: served longest ago, then waiting longest). */
+  private next(): Waiting {
+    let best: Waiting | undefined;
+    let key: [number, number, number] = [Infinity, Infinity, Infinity];
+    for (const [client, line] of this.lines) {
+      const head = line[0]!;
+      const k: [number, number, number] = [this.runningBy.get(client) ?? 0, this.lastServed.get(client) ?? 0, head.seq];
+      if (k[0] < key[0] || (k[0] === key[0] && (k[1] < key[1] || (k[1] === key[1] && k[2] < key[2])))) {
+        best = head;
+        key = k;
+      }
     }
+    const line = this.lines.get(best!.client)!;
+    line.shift();
+    if (line.length === 0) this.lines.delete(best!.client);
+    this.waitingCount--;
+    this.lastServed.set(best!.client, ++this.dispatches);
+    // Turn order only matters among clients seen recently: forget idle ones before the map grows without bound.
+    if (this.lastServed.size > 4096) for (const c of this.lastServed.keys()) if (!this.runningBy.has(c) && !this.lines.has(c)) this.lastServed.delete(c);
+    return best!;
   }
 
   private dispatch(job: Waiting): void {
@@ -147,7 +190,9 @@ export class EngineQueue {
     const queueMs = start - job.enqueuedAt;
     if (this.running === 0) this.busySince = start;
     this.running++;
+    this.runningBy.set(job.client, (this.runningBy.get(job.client) ?? 0) + 1);
     this.forwards++;
+    job.opts.onStart?.();
     // The waiting-phase timer and abort listener are replaced by in-flight ones: the caller is answered at
     // once, the slot is released only when the backend settles.
     job.cleanup();
@@ -171,6 +216,9 @@ export class EngineQueue {
       (e: unknown) => this.settle(job, e instanceof Error ? e : new Error(String(e))),
     ).finally(() => {
       this.running--;
+      const left = (this.runningBy.get(job.client) ?? 1) - 1;
+      if (left === 0) this.runningBy.delete(job.client);
+      else this.runningBy.set(job.client, left);
       if (this.running === 0) this.busyAccumMs += performance.now() - this.busySince;
       this.changed();
       this.pump();

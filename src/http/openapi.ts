@@ -39,16 +39,21 @@ function errorResponse(description: string, codes: readonly ErrorCode[]) {
 }
 
 const methodNotAllowed = { $ref: '#/components/responses/MethodNotAllowed' };
+const unauthorized = { $ref: '#/components/responses/Unauthorized' };
+/** The probes never need a key (load balancers and kubelets probe without credentials). */
+const OPEN = { security: [{}] };
 const notServing = errorResponse('not serving: starting or restarting, draining, the sidecar failed, the backend closed; carries Retry-After', ['E_STARTING', 'E_DRAINING', 'E_SIDECAR_FAILED', 'E_CLOSED']);
 
 export function buildOpenApi(l: OpenApiLimits): object {
   const model = l.model ?? modelIdentityOf(null, null);
   const mib = (b: number) => `${b} bytes (${(b / 2 ** 20).toFixed(1)} MiB)`;
-  const get = (summary: string, ok: object, extra: Record<string, object> = {}) => ({
-    get: { summary, responses: { '200': ok, ...extra, '405': methodNotAllowed } },
+  // Every route but the probes answers 401 when the server has API keys and the request carries none that is valid.
+  const get = (summary: string, ok: object, extra: Record<string, object> = {}, open = false) => ({
+    get: { summary, ...(open ? OPEN : {}), responses: { '200': ok, ...(open ? {} : { '401': unauthorized }), ...extra, '405': methodNotAllowed } },
   });
   const predictErrors = {
     '400': errorResponse(`undecodable or oversized image (max side ${l.maxImageSide} px, max ${mib(l.maxImageBytes)}), or a body whose Content-Encoding does not decompress; an empty image string is undecodable`, codesWithStatus(400).filter((c) => c !== 'E_USAGE')),
+    '401': unauthorized,
     '403': errorResponse('image_url is off on this server, names a host not in --allow-url-host, redirects to another host or reaches a non-public address', ['E_URL_NOT_ALLOWED']),
     '405': methodNotAllowed,
     '408': errorResponse('the body did not arrive within the body timeout; the connection is closed', ['E_BODY_TIMEOUT']),
@@ -66,13 +71,15 @@ export function buildOpenApi(l: OpenApiLimits): object {
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow.`,
+      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs).`,
     },
+    // Either scheme, or none when the server runs without keys.
+    security: [{ bearer: [] }, { apiKey: [] }, {}],
     paths: {
-      '/health': get('Health (the reference app\'s contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }),
-      '/tt-liveness': get('Liveness: answers without touching the engine, also while a forward runs', { description: 'alive', content: json(ref('Liveness')) }),
-      '/ready': get('Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),
-      '/v1/health': get('Readiness (tt-media-server / vLLM shape): same as /ready', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }),
+      '/health': get('Health (the reference app\'s contract): 200 always; status "ok" only while the engine is ready', { description: 'health', content: json(ref('Health')) }, {}, true),
+      '/tt-liveness': get('Liveness: answers without touching the engine, also while a forward runs', { description: 'alive', content: json(ref('Liveness')) }, {}, true),
+      '/ready': get('Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }, true),
+      '/v1/health': get('Readiness (tt-media-server / vLLM shape): same as /ready', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }, true),
       '/info': get('Model, task, engine and device, weights (repo, revision, files), sources, input limits, labels, serving parameters', { description: 'info', content: json(ref('Info')) }),
       '/v1/models': get('OpenAI-shaped model list (so OpenAI-style tooling does not 404)', { description: 'models', content: json(ref('ModelList')) }),
       '/metrics': get('Prometheus metrics: requests by route/method/status, per-stage latency histograms, queue depth, in-flight, engine busy time, sidecar restarts, engine state', { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } }),
@@ -124,7 +131,15 @@ export function buildOpenApi(l: OpenApiLimits): object {
     },
     components: {
       schemas: JSON.parse(JSON.stringify(COMPONENTS)) as Record<string, object>,
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer KEY, a key from the server\'s --api-key-file or RFDETR_API_KEYS' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key' },
+      },
       responses: {
+        Unauthorized: {
+          ...errorResponse('API keys are on and the request carries no valid one', ['E_UNAUTHORIZED']),
+          headers: { 'WWW-Authenticate': { schema: { type: 'string' }, description: 'Bearer realm="rfdetr" (error="invalid_token" for a wrong key)' } },
+        },
         NotFound: errorResponse('no such route: the detail lists the routes', ['E_NOT_FOUND']),
         MethodNotAllowed: {
           ...errorResponse('a known route with another method', ['E_METHOD_NOT_ALLOWED']),

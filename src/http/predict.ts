@@ -1,6 +1,7 @@
-// POST /predict: serving? → body (JSON | multipart | raw; own slot, byte budget and timeout) → decode (sharp,
-// off the event loop; a decode slot and the pixels' bytes reserved from the header first) → admission to the
-// engine queue → the detect pipeline (the sidecar resizes, normalises and runs the forward; postprocess) →
+// POST /predict: serving? → body (JSON | multipart | raw; own slot and timeout, its bytes counted in the memory
+// budget as they arrive) → admission (every image takes a place in the queue at once, or 503) → decode (sharp,
+// off the event loop; a decode slot, then the pixels' and any annotation's bytes reserved from the header,
+// fairly across clients) → the engine queue (fair across clients) → the detect pipeline (the sidecar resizes, normalises and runs the forward; postprocess) →
 // JSON. A per-request deadline covers all of it; a client that leaves before its forward starts costs no
 // forward, and every error ends this request only (4xx/5xx), never the process.
 import type { Request, Response } from 'express';
@@ -10,7 +11,8 @@ import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
-import type { Admission, BodyBytes } from './admission.ts';
+import type { Admission, QueuePlaces } from './admission.ts';
+import { annotateCost, JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf, classThresholdsOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
@@ -27,8 +29,8 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
+  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -36,6 +38,8 @@ export interface PredictDeps {
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
   changed: () => void;
+  /** Who sent the request (the fair share). */
+  clientOf: (req: Request, res: Response) => string;
   /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */
   timelines: Timelines;
   onTimeline?: (t: TimelineRecord) => void;
@@ -48,6 +52,11 @@ interface RunContext {
   deadlineAt: number;
   /** The request reached the engine queue (its deadline is the queue's from then on). */
   inEngine: () => void;
+  client: string;
+  /** Bytes of this request's annotated images waiting for the response to be written (in the memory budget). */
+  outputBytes: number;
+  /** Keeps memory reserved until the response is written (the response holds the annotated image). */
+  holdUntilSent: (release: () => void) => void;
   timeline: Timeline;
 }
 
@@ -86,10 +95,11 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
     const form = bodyFormOf(req);
     tl.form = form;
-    const body = admission.enterBody();
+    const body = admission.enterBody(client);
+    const cost = form === 'json' ? JSON_BYTE_COST : 1;
     let timer: NodeJS.Timeout | undefined;
     let overBudget: (e: Error) => void = () => {};
     const refused = new Promise<never>((_, reject) => {
@@ -99,15 +109,19 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     // Attached in the same tick as the parser's own listener, so both see every chunk.
     const onData = (chunk: Buffer) => {
       tl.mark('body_first');
-      body.bytes.add(chunk.length);
-      if (body.bytes.over) overBudget(admission.bodyBytesFull());
+      try {
+        body.bytes.add(chunk.length * cost);
+      } catch (e) {
+        overBudget(e as Error);
+      }
     };
     // Before the parser's own 'end' listener, which parses the body in the same turn.
     const onEnd = () => tl.mark('body_end');
     req.on('data', onData);
     req.once('end', onEnd);
     try {
-      const input = await Promise.race([d.readBody(req, res, form), refused, abortedBy(signal)]);
+      // A compressed body is counted as it arrives and again as it inflates.
+      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost)), refused, abortedBy(signal)]);
       tl.mark('parsed');
       return { input, bytes: body.bytes };
     } catch (e) {
@@ -124,12 +138,12 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
 
   /**
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
-   * way), the engine queue (checked here unless `admitted`), the detect pipeline.
+   * way), the engine queue (leaving the request's queue place when its forward starts), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams & { fast_decode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
-    const { signal } = r;
+  async function runImage(bytes: Buffer, params: DetectParams & { fast_decode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, leaveQueue: () => void, inBatch: boolean): Promise<DetectResult> {
+    const { signal, client } = r;
     // A batch's images overlap each other: its timeline has the request's stages only.
-    const tl = admitted ? undefined : r.timeline;
+    const tl = inBatch ? undefined : r.timeline;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
     const decodeDone = () => {
@@ -138,7 +152,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     try {
       // Decode: a slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
       const tWait0 = performance.now();
-      releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error));
+      releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client));
       d.changed();
       const tDecode0 = performance.now();
       tl?.mark('decode_started', tDecode0);
@@ -148,19 +162,25 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         image = await d.decode(bytes, {
           // The drawing of return_image needs the stored pixels: the exact decode then.
           ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
-          reserve: async (n) => {
+          reserve: async (n, size) => {
+            // The drawing and its encodings are reserved with the pixels: an image too large to annotate within
+            // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose
+            // output waits in the response count too (else the request would wait for room only its own
+            // response can free).
+            const need = n + (returnImage && size ? annotateCost(size.width, size.height) : 0);
+            if (need + r.outputBytes > admission.memory.maxWorkPerImage) throw admission.memory.tooLargeFor(size?.width ?? 0, size?.height ?? 0, need, returnImage !== undefined, r.outputBytes);
             const r0 = performance.now();
             tl?.mark('decode_header', r0);
-            releases.push(await admission.pixels.acquire(signal, () => signal.reason as Error, n));
+            releases.push(await admission.memory.work.acquire(signal, () => signal.reason as Error, need, client));
             reservedMs = performance.now() - r0;
             tl?.mark('decode_reserved', r0 + reservedMs);
           },
         });
       } catch (e) {
         if (isRfdetrError(e) || e === signal.reason) throw e;
-        throw new RfdetrError('E_IMAGE_UNDECODABLE', `image could not be decoded: ${(e as Error)?.message ?? String(e)}: expected PNG or JPEG bytes`, undefined, { cause: e });
+        throw new RfdetrError('E_IMAGE_UNDECODABLE', `image could not be decoded: ${(e as Error)?.message ?? String(e)}: expected PNG, JPEG, WebP, GIF or TIFF bytes`, undefined, { cause: e });
       } finally {
-        releases.shift()!(); // the decode slot; the pixels stay reserved until the sidecar has answered
+        releases.shift()!(); // the decode slot; the memory stays reserved until the response is written
         decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
@@ -168,14 +188,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       tl?.mark('decode_done', tDecoded);
       const decodeMs = tDecoded - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
-      if (!admitted) admission.checkEngineQueue(engine.depth);
       try {
         const result = await detectDecoded(
           async (inp, o) => {
             r.inEngine();
             const queued = performance.now();
             tl?.mark('engine_queued', queued);
-            const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
+            const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: leaveQueue });
             if (tl) {
               tl.mark('dispatched', queued + out.queueMs);
               // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
@@ -195,6 +214,10 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         }
         if (returnImage) {
           const png = await annotate(result.image, result.detections, returnImage);
+          // Until written, the response holds the base64, the JSON string and the buffer sent (4/3 each).
+          const output = 4 * Math.ceil(png.length / 3) * 3;
+          r.outputBytes += output;
+          r.holdUntilSent(admission.memory.work.force(output, client));
           result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
         }
         d.onForward(result.response.timing_ms.inference);
@@ -205,36 +228,42 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       }
     } finally {
       decodeDone();
+      leaveQueue();
       for (const release of releases) release();
       d.changed();
     }
   }
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
+    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline, r.client);
     let params: DetectParams & { fast_decode?: boolean };
+    let places: QueuePlaces;
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()), classThresholds: classThresholdsOf(input.params.class_thresholds, d.labels()) };
+      places = admission.admit(r.client, input.form === 'batch' ? input.images.filter(Buffer.isBuffer).length : 1);
     } catch (e) {
       bytes.release();
       throw e;
     }
-    if (input.form === 'batch') return runBatch(input, params, bytes, r);
-    const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-    const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), false);
-    res.locals.timing = response.timing_ms;
-    res.locals.numDetections = response.num_detections;
-    return response;
+    d.changed();
+    try {
+      if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
+      const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
+      const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), places.leave[0]!, false);
+      res.locals.timing = response.timing_ms;
+      res.locals.numDetections = response.num_detections;
+      return response;
+    } finally {
+      places.leaveAll();
+    }
   }
 
-  /** An image_url's bytes, held against the body budget until decoded like a body's. */
-  async function fetchImage(url: string, bytes: BodyBytes, signal: AbortSignal): Promise<Buffer> {
+  /** An image_url's bytes, counted in the memory budget as they arrive and held until decoded like a body's. */
+  async function fetchImage(url: string, bytes: UndecodedBytes, signal: AbortSignal): Promise<Buffer> {
     try {
       if (!d.fetchUrl) throw new RfdetrError('E_URL_NOT_ALLOWED', 'image_url is off on this server: send the image itself (image, multipart or a raw body), or start the server with --allow-url-host HOST');
-      const buf = await d.fetchUrl(url, signal);
-      bytes.add(buf.length);
-      if (bytes.over) throw admission.bodyBytesFull();
-      if (buf.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', `image_url ${url} answered 0 bytes: expected PNG or JPEG bytes`);
+      const buf = await d.fetchUrl(url, signal, (n) => bytes.add(n));
+      if (buf.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'image_url answered 0 bytes: expected PNG, JPEG, WebP, GIF or TIFF bytes');
       return buf;
     } catch (e) {
       bytes.release();
@@ -243,28 +272,24 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   }
 
   /**
-   * `images: [...]`: admitted to the engine queue together (all of them fit, or the request is refused), then
-   * each image goes through the decode slots and the engine queue like a request of its own. An image that
+   * `images: [...]`: admitted to the queue together (all of them fit, or the request is refused), then each
+   * image goes through the decode slots and the engine queue like a request of its own. An image that
    * fails gets its own error in `results`; an abort or the deadline ends the whole request.
    */
-  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: BodyBytes, r: RunContext): Promise<object> {
+  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces): Promise<object> {
     let pending = input.images.length;
     const decoded = () => {
       if (--pending === 0) bytes.release();
     };
-    try {
-      admission.checkEngineQueueFor(engine.depth, input.images.filter(Buffer.isBuffer).length);
-    } catch (e) {
-      bytes.release();
-      throw e;
-    }
+    let place = 0;
     const results = await Promise.all(input.images.map(async (item) => {
       if (!Buffer.isBuffer(item)) {
         decoded();
         return imageErrorBody(item);
       }
+      const leave = places.leave[place++]!;
       try {
-        return (await runImage(item, params, input.params.return_image, r, decoded, true)).response;
+        return (await runImage(item, params, input.params.return_image, r, decoded, leave, true)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
@@ -298,11 +323,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     // Before the engine queue has the request; once it has, its own timer (same deadline) answers, saying
     // where the request was.
     let queued = false;
+    const held: Array<() => void> = [];
     const deadlineTimer = setTimeout(() => {
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), timeline }), abortedBy(abort.signal)]);
+      const client = d.clientOf(req, res);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), timeline }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const text = JSON.stringify(body);
@@ -318,6 +345,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     } finally {
       clearTimeout(deadlineTimer);
       res.off('close', onClose);
+      // The response (and the annotated image in it) is in the socket's hands once written or gone.
+      const releaseHeld = () => {
+        for (const r of held.splice(0)) r();
+        d.changed();
+      };
+      if (res.writableFinished || res.destroyed) releaseHeld();
+      else res.once('close', releaseHeld);
       // A body we stopped reading (timeout, budget, error) must not hold the connection: close it once the
       // answer is out.
       if (!req.complete) res.once('finish', () => req.socket.destroySoon());

@@ -5,11 +5,12 @@
 // error table (src/errors.ts). The /predict parameters are declared in src/detect/params-schema.ts.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ERRORS } from '../errors.ts';
+import { MAX_IMAGE_URL_LENGTH } from '../image/limits.ts';
 import { expected, PredictParamsProps } from '../detect/params-schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT, PredictParamsProps, type PredictParams } from '../detect/params-schema.ts';
 
-/** Images in one `images: [...]` request: the default engine queue size, so one batch fits an idle queue. */
+/** Images in one `images: [...]` request: one client's share of the default queue (32), so one batch fits beside another client's. */
 export const MAX_BATCH_IMAGES = 16;
 
 export const ImageField = Type.String({
@@ -25,8 +26,9 @@ export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsP
 
 export const PredictUrlRequest = Type.Object({
   image_url: Type.String({
-    description: 'an http(s) URL of a PNG or JPEG, fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped',
-    ...expected('an http:// or https:// URL string'),
+    maxLength: MAX_IMAGE_URL_LENGTH,
+    description: `an http(s) URL of a PNG, JPEG, WebP, GIF or TIFF image (at most ${MAX_IMAGE_URL_LENGTH} characters), fetched by the server: only when it was started with --allow-url-host for that host (off by default); same host redirects only, size and time capped`,
+    ...expected(`an http:// or https:// URL string of at most ${MAX_IMAGE_URL_LENGTH} characters`),
   }),
   ...PredictParamsProps,
 }, { ...closed, description: 'one image by URL' });

@@ -2,7 +2,9 @@
 // limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json, /docs). This file wires the
 // rooms together; each has its own file:
 //   engine-state.ts  the backend's lifecycle as probes and admission see it
-//   admission.ts     the budgets a request passes through (bodies, decode, pixels, engine queue)
+//   admission.ts     the budgets a request passes through (bodies, memory, queue, decode)
+//   auth.ts          API keys          client-id.ts  who a request is, for the fair share
+//   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts the FIFO in front of the one engine
@@ -15,7 +17,10 @@ import { RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
 import { createUrlFetcher } from '../image/fetch-url.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
-import { Admission, DEFAULT_LIMITS } from './admission.ts';
+import { Admission, DEFAULT_LIMITS, clientShareOf } from './admission.ts';
+import { ApiKeys, requireApiKey } from './auth.ts';
+import { clientIdOf } from './client-id.ts';
+import { connectionGuard } from './connection-guard.ts';
 import { bodyLimitFor, createBodyReader } from './body.ts';
 import { EngineQueue } from './engine-queue.ts';
 import { EngineState } from './engine-state.ts';
@@ -42,7 +47,7 @@ export interface CreateServerOptions {
   weights?: WeightsInfo;
   /** COCO-91 labels by class index, used when the backend's hello carries none. */
   labels?: readonly string[];
-  /** Decoded images waiting for the engine; more → 503. Default 16. */
+  /** Images admitted and not yet on the engine (one client: half); more → 503. Default 32. */
   queueSize?: number;
   /** Per-request deadline from arrival to response, ms; → 504. Default 60000. */
   deadlineMs?: number;
@@ -50,12 +55,22 @@ export interface CreateServerOptions {
   prepConcurrency?: number;
   /** Request bodies received at once; more → 503. Default 256. */
   maxBodies?: number;
-  /** Bytes of request bodies received and not yet decoded, over all requests; more → 503. Default 512 MiB. */
-  bodyBytesBudget?: number;
   /** A /predict body must arrive within this many ms → else 408 and the connection closes. Default 30000. */
   bodyTimeoutMs?: number;
-  /** Bytes of decoded pixels in memory at once, over all requests (decodes wait for room). Default 768 MiB. */
-  pixelBudgetBytes?: number;
+  /** Bytes all requests together may hold: bodies, downloads, decoded pixels, annotated output. Default 1 GiB. */
+  memoryLimit?: number;
+  /** API keys; none (or absent): every route is open. */
+  apiKeys?: ApiKeys;
+  /** With keys on, /metrics answers without one. */
+  openMetrics?: boolean;
+  /** With keys on, /docs and /openapi.json answer without one. */
+  openDocs?: boolean;
+  /** X-Forwarded-For's last entry names the client (a proxy in front sets it). Default false. */
+  trustProxy?: boolean;
+  /** Requests in flight on one connection (pipelining); more → 503 and the connection closes. Default 2. */
+  maxRequestsPerConnection?: number;
+  /** A response must be written within this many ms of its first byte, else the connection is dropped. Default 30000. */
+  sendTimeoutMs?: number;
   /**
    * Requests handed to the sidecar at once. Default 2: the sidecar resizes request N+1 while N is on the
    * engine; forwards still run one at a time, in order.
@@ -105,14 +120,16 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   for (const [name, v] of [['deadlineMs', deadlineMs], ['engineConcurrency', engineConcurrency]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new RangeError(`Expected an integer >= 1 for ${name} but received ${String(v)}`);
   }
+  const queueSize = opts.queueSize ?? DEFAULT_LIMITS.queueSize;
   const admission = new Admission({
-    queueSize: opts.queueSize ?? DEFAULT_LIMITS.queueSize,
+    queueSize,
+    clientShare: clientShareOf(queueSize),
     maxBodies: opts.maxBodies ?? DEFAULT_LIMITS.maxBodies,
-    bodyBytesBudget: opts.bodyBytesBudget ?? DEFAULT_LIMITS.bodyBytesBudget,
     bodyTimeoutMs: opts.bodyTimeoutMs ?? DEFAULT_LIMITS.bodyTimeoutMs,
     decodeConcurrency: opts.prepConcurrency ?? Math.max(1, Math.min(4, os.availableParallelism())),
-    pixelBudgetBytes: opts.pixelBudgetBytes ?? DEFAULT_LIMITS.pixelBudgetBytes,
+    memoryLimit: opts.memoryLimit ?? DEFAULT_LIMITS.memoryLimit,
   });
+  const apiKeys = opts.apiKeys ?? new ApiKeys();
   const logger = opts.logger ?? createJsonLogger(opts.logLevel ?? 'info');
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
@@ -122,7 +139,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   let lastBusyMs = 0;
 
   // Past their body and not yet handed to the sidecar: decoding, waiting for a decode slot or for the engine.
-  const waitingForEngine = () => admission.decodes.waiting + admission.decodes.running + engine.depth;
+  const waitingForEngine = () => admission.queued;
   // Moves the busy-time counter up to now (it is a counter of the engine queue's running total).
   const accountBusy = () => {
     const busy = engine.busyMs();
@@ -144,7 +161,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   });
 
   const retryAfterS = (code: ErrorCode) => code === 'E_QUEUE_FULL'
-    ? Math.max(1, Math.ceil(((engine.depth + engine.inFlight + 1) * (forwardEwmaMs || 1000)) / 1000))
+    ? Math.max(1, Math.ceil(((admission.queued + engine.inFlight + 1) * (forwardEwmaMs || 1000)) / 1000))
     : STARTING_RETRY_AFTER_S;
   const errors = createErrorResponder(retryAfterS, () => engineState.draining);
   const labels = (): readonly string[] => backend.info?.labels?.length ? backend.info.labels : opts.labels ?? [];
@@ -153,7 +170,12 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // /predict/ and /PREDICT are not /predict: one spelling per route, so a proxy's path rules mean what they say.
+  app.set('strict routing', true);
+  app.set('case sensitive routing', true);
   app.use(requestLog(logger, metrics));
+  app.use(connectionGuard({ maxInFlight: opts.maxRequestsPerConnection ?? 2, sendTimeoutMs: opts.sendTimeoutMs ?? 30_000, send: (res, e) => errors.send(res, e) }));
+  app.use(requireApiKey({ keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs, send: (res, e) => errors.send(res, e) }));
 
   registerProbes(app, {
     backend, engineState, engine, metrics, logger, errors, limits, labels,
@@ -161,10 +183,12 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     model: opts.model ?? modelIdentityOf(null, null),
     weights: opts.weights,
     serving: {
-      queue_size: admission.limits.queueSize, deadline_ms: deadlineMs, prep_concurrency: admission.limits.decodeConcurrency,
-      engine_concurrency: engineConcurrency, max_bodies: admission.limits.maxBodies, body_timeout_ms: admission.limits.bodyTimeoutMs,
-      body_bytes_budget: admission.limits.bodyBytesBudget, pixel_budget_bytes: admission.limits.pixelBudgetBytes,
+      queue_size: admission.limits.queueSize, client_queue_share: admission.limits.clientShare, deadline_ms: deadlineMs,
+      prep_concurrency: admission.limits.decodeConcurrency, engine_concurrency: engineConcurrency, max_bodies: admission.limits.maxBodies,
+      body_timeout_ms: admission.limits.bodyTimeoutMs, memory_limit_bytes: admission.memory.limit,
+      max_image_work_bytes: admission.memory.maxWorkPerImage,
       allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
+      api_keys: apiKeys.enabled, trust_proxy: opts.trustProxy === true,
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,
@@ -190,6 +214,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
     },
     changed: updateGauges,
+    clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
     timelines,
     onTimeline: opts.onTimeline,
   }, active);

@@ -64,7 +64,7 @@ export interface DecodeOptions {
    * Called with the number of bytes the decoded pixels will take, after the header was read and before any
    * pixel is decoded; the decode waits for it (a memory budget shared by concurrent decodes) and fails with it.
    */
-  reserve?: (bytes: number) => Promise<void>;
+  reserve?: (bytes: number, size: { width: number; height: number }) => Promise<void>;
   /**
    * Opt-in, changes pixels: a JPEG at least 3× `size` on both sides is decoded at 1/2, 1/4 or 1/8 scale by
    * libjpeg's DCT scaling (sharp's shrink-on-load) and resized to size×size by sharp's linear kernel, so the
@@ -97,7 +97,8 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
   // halves s then, for libjpeg's rounding): below 3× the input side no DCT scaling happens and the scaled path
   // would cost as much as the exact one while changing pixels (measured: bench/server/fast-decode.json).
   const fast = opts.fastDecode && format === 'jpeg' && Math.min(width, height) >= 3 * opts.fastDecode.size ? opts.fastDecode.size : 0;
-  if (opts.reserve) await opts.reserve(fast ? fast * fast * 3 : width * height * (grey16 ? 5 : 3));
+  // The size is the decoded one (what a drawing of it would cover).
+  if (opts.reserve) await opts.reserve(fast ? fast * fast * 3 : width * height * (grey16 ? 5 : 3), fast ? { width: fast, height: fast } : { width, height });
   try {
     if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);

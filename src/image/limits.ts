@@ -5,3 +5,5 @@
 export const MAX_IMAGE_SIDE = 8192;
 /** Largest encoded image accepted, in bytes. */
 export const MAX_IMAGE_BYTES = 32 * 1024 * 1024;
+/** Longest image_url accepted, in characters: real image URLs are far shorter, and a longer one is refused before anything is fetched. */
+export const MAX_IMAGE_URL_LENGTH = 8192;

@@ -40,12 +40,12 @@ test('detect --json URL: the same line as for the file, with the URL as "image";
 test('detect URL that answers 404: named on stderr, the other inputs still run, exit non-zero', async () => {
   const r = await runInProcess(['detect', '--json', `${base}/missing.png`, caseImage(CASES[1])]);
   assert.notEqual(r.code, 0);
-  assert.match(r.stderr, /missing\.png could not be fetched: the server answered 404/);
+  assert.match(r.stderr, /missing\.png" could not be fetched: the server answered 404/);
   assert.equal(r.stdout.trim().split('\n').length, 1, 'the file input was answered');
 });
 
 test('serve --allow-url-host takes a host name or address, not a URL', async () => {
   const r = await runInProcess(['serve', '--allow-url-host', 'http://x.com/']);
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr, /--allow-url-host <host>' argument 'http:\/\/x\.com\/' is invalid\. expected a host name or IP address .* but received "http:\/\/x\.com\/"/);
+  assert.match(r.stderr, /--allow-url-host <host>' argument 'http:\/\/x\.com\/' is invalid\. expected HOST or HOST:PORT .* but received "http:\/\/x\.com\/"/);
 });

@@ -27,10 +27,11 @@ async function post(url: string, body: object): Promise<any> {
 test('serve (cpu engine, real sidecar): images, classes, return_image and image_url', async (t) => {
   const images = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'image/png' }).end(png('case-2')));
   await new Promise<void>((r) => images.listen(0, '127.0.0.1', r));
+  const imagesPort = (images.address() as AddressInfo).port;
   const weightsDir = await synthWeights(1n);
   const backend = createBackend({ engine: 'cpu', weightsDir, threads: 2, startupTimeoutMs: 300_000, defaultDeadlineMs: 300_000 });
   await backend.ready();
-  const server = createServer({ backend, queueSize: 8, deadlineMs: 300_000, logLevel: 'error', allowUrlHosts: ['127.0.0.1'] });
+  const server = createServer({ backend, queueSize: 8, deadlineMs: 300_000, logLevel: 'error', allowUrlHosts: [`127.0.0.1:${imagesPort}`] });
   const { url } = await server.listen('127.0.0.1', 0);
   t.after(async () => {
     await server.drain(10_000);

@@ -62,28 +62,39 @@ test('the caps: at most 16 images, 32 MiB in all; image and images together, an 
   assert.equal(s.backend.calls, calls, 'no refused request reaches the engine');
 });
 
-test('admitted together: a batch that does not fit beside the waiting images is refused whole (503)', async () => {
-  const q = await start({ queueSize: 2 });
+test('admitted together: every image counts in the queue from admission; a batch that does not fit is refused whole (503), at once', async () => {
+  // Clients told apart by X-Forwarded-For (trusted here), so the global bound and the per-client share both show.
+  const q = await start({ queueSize: 4, trustProxy: true });
+  const as = (c: string) => ({ 'x-forwarded-for': c });
   try {
     const release = q.backend.block();
-    const first = postJson(q.url, { image: b64(0) });
+    const first = postJson(q.url, { image: b64(0) }, as('a'));
     await waitFor(() => q.backend.calls === 1, 'the first forward to start');
-    const second = postJson(q.url, { image: b64(0) });
-    await waitFor(() => q.srv.engine.depth === 1, 'one image waiting');
-    const refused = await postJson(q.url, { images: [b64(0), b64(0)] });
+    assert.equal(q.srv.admission.queued, 0, 'an image on the engine has left the queue');
+    const pair = postJson(q.url, { images: [b64(0), b64(0)] }, as('b'));
+    const single = postJson(q.url, { image: b64(0) }, as('c'));
+    await waitFor(() => q.srv.admission.queued === 3, 'three images admitted');
+    const refused = await postJson(q.url, { images: [b64(0), b64(0)] }, as('d'));
     assert.equal(refused.status, 503);
     assert.equal(refused.json.code, 'E_QUEUE_FULL');
-    assert.match(refused.json.detail, /cannot take this request's 2 images \(1 of 2 places taken/);
+    assert.match(refused.json.detail, /cannot take this request's 2 images \(3 of 4 places taken/);
     assert.ok(Number(refused.headers.get('retry-after')) >= 1);
+    // One client's share is half the queue: b holds 2 of 2.
+    const over = await postJson(q.url, { image: b64(0) }, as('b'));
+    assert.equal(over.status, 503);
+    assert.match(over.json.detail, /you already have 2 images queued and one client may have 2/);
+    const tooMany = await postJson(q.url, { images: [b64(0), b64(0), b64(0)] }, as('e'));
+    assert.equal(tooMany.status, 503);
+    assert.match(tooMany.json.detail, /3 images are more than one client may have queued \(2, half of --queue-size 4\)/);
+    assert.equal(q.backend.calls, 1, 'no refused image reached the engine');
     release();
     assert.equal((await first).status, 200);
-    assert.equal((await second).status, 200);
-    // An idle queue takes a batch larger than --queue-size; its images still run one forward each.
-    const calls = q.backend.calls;
-    const r = await postJson(q.url, { images: [b64(0), b64(0), b64(0)] });
-    assert.equal(r.status, 200, r.text.slice(0, 200));
-    assert.equal(q.backend.calls - calls, 3);
+    assert.equal((await pair).status, 200);
+    assert.equal((await single).status, 200);
+    assert.equal(q.srv.admission.queued, 0, 'every place was given back');
+    assert.equal(q.backend.calls, 4);
   } finally {
+    q.backend.release();
     await q.stop();
   }
 });

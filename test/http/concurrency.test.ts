@@ -12,7 +12,7 @@ const b64 = (i: number) => goldens()[i]!.png.toString('base64');
 
 describe('concurrency', () => {
   test('16 parallel requests over the three fixture images: every response is its own image\'s detections', async () => {
-    const s = await start({ queueSize: 16 });
+    const s = await start({ queueSize: 32 });
     s.backend.respond = goldenResponder;
     s.backend.forwardMs = 15;
     try {
@@ -34,17 +34,17 @@ describe('concurrency', () => {
   });
 
   test('queue full → 503 E_QUEUE_FULL with Retry-After; the admitted requests all finish', async () => {
-    const s = await start({ queueSize: 2 });
+    const s = await start({ queueSize: 2, trustProxy: true });
     const release = s.backend.block();
     try {
-      const first = postJson(s.url, { image: b64(0) });
+      const first = postJson(s.url, { image: b64(0) }, { 'x-forwarded-for': 'a' });
       await waitFor(() => s.backend.calls === 1, 'the first forward');
-      const queued = [postJson(s.url, { image: b64(0) }), postJson(s.url, { image: b64(0) })];
+      const queued = [postJson(s.url, { image: b64(0) }, { 'x-forwarded-for': 'b' }), postJson(s.url, { image: b64(0) }, { 'x-forwarded-for': 'c' })];
       await waitFor(() => s.srv.engine.depth === 2, 'two requests waiting for the engine');
-      const full = await postJson(s.url, { image: b64(0) });
+      const full = await postJson(s.url, { image: b64(0) }, { 'x-forwarded-for': 'd' });
       assert.equal(full.status, 503);
       assert.equal(full.json.code, 'E_QUEUE_FULL');
-      assert.match(full.json.detail, /queue is full \(2 decoded images waiting/);
+      assert.match(full.json.detail, /queue cannot take this request's 1 image \(2 of 2 places taken/);
       assert.ok(Number(full.headers.get('retry-after')) >= 1);
       release();
       const done = await Promise.all([first, ...queued]);

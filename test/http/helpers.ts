@@ -10,6 +10,7 @@ import { createServer, type CreateServerOptions, type RfdetrServer } from '../..
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
 import { after, before } from 'node:test';
+import net from 'node:net';
 import { assertCapturedMatch, captureResponses } from '../helpers/openapi-check.ts';
 
 // Every JSON response of a server started here is checked against /openapi.json when it stops.
@@ -218,3 +219,16 @@ export function serverForFile(): { readonly s: Started; readonly png: string } {
   };
 }
 
+/** Sends raw bytes on a fresh connection and resolves with everything the server wrote before closing. */
+export function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(Number(port), hostname);
+    let out = '';
+    sock.on('data', (d) => (out += d.toString('latin1')));
+    sock.on('error', reject);
+    sock.on('close', () => resolve(out));
+    sock.write(bytes);
+    if (holdMs > 0) setTimeout(() => sock.end(), holdMs);
+  });
+}

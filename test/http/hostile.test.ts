@@ -2,27 +2,12 @@
 // up, answer real requests, keep its budgets and close what it stops reading.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { decodeImage, type DecodeOptions } from '../../src/image/decode.ts';
-import { goldens, postJson, start, waitFor, type Started } from './helpers.ts';
+import { goldens, postJson, rawExchange, start, waitFor, type Started } from './helpers.ts';
 
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
-
-/** Sends raw bytes on a fresh connection and resolves with everything the server wrote before closing. */
-function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(Number(port), hostname);
-    let out = '';
-    sock.on('data', (d) => (out += d.toString('latin1')));
-    sock.on('error', reject);
-    sock.on('close', () => resolve(out));
-    sock.write(bytes);
-    if (holdMs > 0) setTimeout(() => sock.end(), holdMs);
-  });
-}
 
 function statusOf(httpText: string): number {
   return Number(/^HTTP\/1\.1 (\d{3})/.exec(httpText)?.[1] ?? 0);
@@ -120,22 +105,22 @@ describe('nobody locks the server up', () => {
     }
   });
 
-  test('decoded pixels stay within the pixel budget: tiny PNGs declaring 8192×8192 decode one at a time under a 300 MB budget', async () => {
+  test('decoded pixels stay within the memory budget: tiny PNGs declaring 8192×8192 decode one at a time under a 512 MiB limit (256 MiB per image)', async () => {
     const bomb = await sharp({ create: { width: 8192, height: 8192, channels: 3, background: { r: 0, g: 0, b: 0 } } }).png({ compressionLevel: 9 }).toBuffer();
     assert.ok(bomb.length < 1024 * 1024, `a ${bomb.length}-byte PNG`);
     let peak = 0;
     let s!: Started;
     const decode = async (b: Uint8Array, o: DecodeOptions) => {
       const img = await decodeImage(b, o);
-      peak = Math.max(peak, s.srv.admission.pixels.running);
+      peak = Math.max(peak, s.srv.admission.memory.work.running);
       return img;
     };
-    s = await start({ decode, pixelBudgetBytes: 300 * 1024 * 1024, prepConcurrency: 4 });
+    s = await start({ decode, memoryLimit: 512 * 1024 * 1024, prepConcurrency: 4 });
     try {
       const rs = await Promise.all(Array.from({ length: 6 }, () => postJson(s.url, { image: bomb.toString('base64') })));
       assert.deepEqual(rs.map((r) => r.status), Array(6).fill(200));
       assert.equal(peak, 8192 * 8192 * 3, 'never more than one 201 MB image decoded at once');
-      assert.equal(s.srv.admission.pixels.running, 0, 'every reservation was released');
+      assert.equal(s.srv.admission.memory.work.running, 0, 'every reservation was released');
     } finally {
       await s.stop();
     }

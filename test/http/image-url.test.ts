@@ -48,7 +48,7 @@ after(async () => {
 describe('through /predict', () => {
   let s: Started;
   before(async () => {
-    s = await start({ allowUrlHosts: ['127.0.0.1'] });
+    s = await start({ allowUrlHosts: [`127.0.0.1:${port}`] });
   });
   after(() => s.stop());
 
@@ -65,24 +65,51 @@ describe('through /predict', () => {
     const other = await postJson(s.url, { image_url: `http://localhost:${port}/cat.png` });
     assert.equal(other.status, 403);
     assert.equal(other.json.code, 'E_URL_NOT_ALLOWED');
-    assert.match(other.json.detail, /image_url host "localhost" is not allowed: this server fetches only from 127\.0\.0\.1 \(--allow-url-host\)/);
+    assert.match(other.json.detail, /image_url host "localhost" is not allowed: this server fetches only from 127\.0\.0\.1:\d+ \(--allow-url-host; a bare host means ports 80 and 443\)/);
     const away = await postJson(s.url, { image_url: `${base}/elsewhere` });
     assert.equal(away.status, 403);
-    assert.match(away.json.detail, /redirects to localhost:\d+, another host/);
+    assert.match(away.json.detail, /redirects to "localhost:\d+", another host/);
     const file = await postJson(s.url, { image_url: 'file:///etc/passwd' });
     assert.equal(file.status, 403);
     assert.match(file.json.detail, /Expected an http:\/\/ or https:\/\/ URL for image_url but received "file:\/\/\/etc\/passwd"/);
     const both = await postJson(s.url, { image_url: `${base}/cat.png`, image: 'AAAA' });
     assert.equal(both.status, 422);
     const num = await postJson(s.url, { image_url: 5 });
-    assert.match(num.json.detail, /Expected an http:\/\/ or https:\/\/ URL string for image_url but received 5 of type number/);
+    assert.match(num.json.detail, /Expected an http:\/\/ or https:\/\/ URL string of at most 8192 characters for image_url but received 5 of type number/);
+  });
+
+  test('a host:port entry opens that port only; a bare host only 80 and 443', async () => {
+    const other = await postJson(s.url, { image_url: `http://127.0.0.1:${port + 1 > 65535 ? port - 1 : port + 1}/cat.png` });
+    assert.equal(other.status, 403);
+    assert.match(other.json.detail, /port \d+ of "127\.0\.0\.1" is not allowed/);
+    const bare = await start({ allowUrlHosts: ['127.0.0.1'] });
+    try {
+      const r = await postJson(bare.url, { image_url: `${base}/cat.png` });
+      assert.equal(r.status, 403, 'a bare host does not open an arbitrary port');
+      assert.match(r.json.detail, /port \d+ of "127\.0\.0\.1" is not allowed: this server fetches only from 127\.0\.0\.1 \(--allow-url-host; a bare host means ports 80 and 443\)/);
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  test('a URL over 8 KiB is a short 422; a long URL is never echoed at length', async () => {
+    const long = `${base}/${'a'.repeat(9000)}`;
+    const r = await postJson(s.url, { image_url: long });
+    assert.equal(r.status, 422);
+    assert.ok(r.text.length < 600, `a ${r.text.length}-byte answer`);
+    assert.match(r.json.detail, /at most 8192 characters/);
+    const nearly = `${base}/nope-${'b'.repeat(8000)}`;
+    const f = await postJson(s.url, { image_url: nearly });
+    assert.equal(f.status, 502);
+    assert.ok(f.text.length < 600, `a ${f.text.length}-byte answer`);
+    assert.match(f.json.detail, /… \(\d+ characters\) could not be fetched/);
   });
 
   test('fetch failures: 404 and a redirect loop → 502 naming the URL', async () => {
     const missing = await postJson(s.url, { image_url: `${base}/nope.png` });
     assert.equal(missing.status, 502);
     assert.equal(missing.json.code, 'E_URL_FETCH');
-    assert.match(missing.json.detail, /image_url http:\/\/127\.0\.0\.1:\d+\/nope\.png could not be fetched: the server answered 404/);
+    assert.match(missing.json.detail, /image_url "http:\/\/127\.0\.0\.1:\d+\/nope\.png" could not be fetched: the server answered 404/);
     const loop = await postJson(s.url, { image_url: `${base}/loop` });
     assert.equal(loop.status, 502);
     assert.match(loop.json.detail, /more than 3 redirects/);
@@ -102,14 +129,14 @@ test('off by default: image_url is a 403 saying how to turn it on', async () => 
 
 describe('the fetcher', () => {
   test('size cap: by Content-Length and while a chunked body arrives', async () => {
-    const f = createUrlFetcher({ allowHosts: ['127.0.0.1'], maxBytes: 4000 });
+    const f = createUrlFetcher({ allowHosts: [`127.0.0.1:${port}`], maxBytes: 4000 });
     await assert.rejects(f(`${base}/big`), (e: any) => e.code === 'E_IMAGE_TOO_LARGE' && /5000 bytes or more; the limit is 4000 bytes/.test(e.message));
     await assert.rejects(f(`${base}/big-chunked`), (e: any) => e.code === 'E_IMAGE_TOO_LARGE' && /6000 bytes or more/.test(e.message));
-    assert.equal((await createUrlFetcher({ allowHosts: ['127.0.0.1'], maxBytes: 6000 })(`${base}/big-chunked`)).length, 6000);
+    assert.equal((await createUrlFetcher({ allowHosts: [`127.0.0.1:${port}`], maxBytes: 6000 })(`${base}/big-chunked`)).length, 6000);
   });
 
   test('time limit over the whole fetch', async () => {
-    const f = createUrlFetcher({ allowHosts: ['127.0.0.1'], maxBytes: 1000, timeoutMs: 300 });
+    const f = createUrlFetcher({ allowHosts: [`127.0.0.1:${port}`], maxBytes: 1000, timeoutMs: 300 });
     const t0 = Date.now();
     await assert.rejects(f(`${base}/stall`), (e: any) => e.code === 'E_URL_FETCH' && /no complete answer within 300 ms/.test(e.message));
     assert.ok(Date.now() - t0 < 3000);
@@ -120,7 +147,7 @@ describe('the fetcher', () => {
     const addrs = await dns.lookup(name, { all: true }).catch(() => []);
     if (addrs.length === 0 || addrs.some((a) => isPublicAddress(a.address))) return t.skip(`${name} does not resolve to non-public addresses only here`);
     const url = `http://${name}:${port}/cat.png`;
-    await assert.rejects(createUrlFetcher({ allowHosts: [name], maxBytes: 1 << 20 })(url), (e: any) => e.code === 'E_URL_NOT_ALLOWED' && /not a public address; name the address itself in --allow-url-host/.test(e.message));
+    await assert.rejects(createUrlFetcher({ allowHosts: [`${name}:${port}`], maxBytes: 1 << 20 })(url), (e: any) => e.code === 'E_URL_NOT_ALLOWED' && /not a public address; name the address itself in --allow-url-host/.test(e.message));
     // The CLI's fetcher (no allow list: the user typed the URL) reaches it.
     assert.equal((await createUrlFetcher({ maxBytes: 1 << 20 })(url)).length, goldens()[0]!.png.length);
     // A private IP literal that is not the one allowed is refused before any connection.

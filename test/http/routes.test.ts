@@ -134,8 +134,9 @@ describe('when ready', () => {
       assert.equal(b.labels['0'], 'N/A');
       assert.equal(Object.keys(b.labels).length, 91);
       assert.deepEqual(b.serving, {
-        queue_size: 7, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
-        body_timeout_ms: 30000, body_bytes_budget: 512 * 1024 * 1024, pixel_budget_bytes: 768 * 1024 * 1024, allow_url_hosts: [],
+        queue_size: 7, client_queue_share: 4, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
+        body_timeout_ms: 30000, memory_limit_bytes: 1024 * 1024 * 1024, max_image_work_bytes: 512 * 1024 * 1024, allow_url_hosts: [],
+        api_keys: false, trust_proxy: false,
       });
       assert.equal(b.device_params.threads, 2);
       assert.equal(b.source.tt_port.commit, '5b0149869465892477141b4c1dfc4622db0d1ec5');
@@ -154,7 +155,7 @@ describe('when ready', () => {
       assert.deepEqual(req.required, ['image']);
       assert.equal(req.properties.threshold.default, 0.5);
       assert.equal(req.properties.max_detections.maximum, 300);
-      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '403', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
+      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '401', '403', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
       assert.deepEqual(Object.keys(b.paths['/predict'].post.requestBody.content).sort(), ['application/json', 'application/octet-stream', 'image/*', 'multipart/form-data']);
     } finally {
       await s.stop();

@@ -1,0 +1,129 @@
+// API keys: when the operator gives any (--api-key-file FILE, one key per line, re-read on reload(); or the
+// RFDETR_API_KEYS environment variable, keys separated by commas or whitespace), every route except the
+// probes needs `Authorization: Bearer KEY` or `X-API-Key: KEY`; /metrics and /docs (with /openapi.json) are
+// open only when the operator says so. Keys are compared as SHA-256 digests with timingSafeEqual, against
+// every key (no early exit), so neither the time nor the length of the comparison tells a guess apart. A key
+// is never logged or echoed: a client is named by a digest prefix (`key:1a2b3c4d`).
+import { createHash, timingSafeEqual } from 'node:crypto';
+import fs from 'node:fs';
+import type { NextFunction, Request, Response } from 'express';
+import { RfdetrError } from '../errors.ts';
+
+/** Routes that answer without a key: load balancers and kubelets probe without credentials. */
+export const PROBE_ROUTES = ['/health', '/ready', '/v1/health', '/tt-liveness'] as const;
+export const DOCS_ROUTES = ['/docs', '/openapi.json'] as const;
+
+export interface ApiKeySource {
+  /** A file with one key per line (blank lines and lines starting with # are skipped). */
+  file?: string;
+  /** Keys separated by commas or whitespace (RFDETR_API_KEYS); used when no file is given. */
+  env?: string;
+}
+
+interface Key {
+  digest: Buffer;
+  id: string;
+}
+
+function digestOf(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest();
+}
+
+/** Parses keys; a key with control characters or spaces inside is an error naming its line, never its text. */
+export function parseKeys(text: string, where: string, separator: RegExp): string[] {
+  const keys: string[] = [];
+  text.split(separator).forEach((raw, i) => {
+    const k = raw.trim();
+    if (k === '' || k.startsWith('#')) return;
+    // eslint-disable-next-line no-control-regex
+    if (/[\s\x00-\x1f\x7f]/.test(k)) throw new Error(`${where}: entry ${i + 1} contains whitespace or control characters: expected one key per entry, printable, without spaces`);
+    keys.push(k);
+  });
+  return keys;
+}
+
+export function readKeys(src: ApiKeySource): string[] {
+  if (src.file !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(src.file, 'utf8');
+    } catch (e) {
+      throw new Error(`--api-key-file ${src.file}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): expected a readable file with one API key per line`);
+    }
+    const keys = parseKeys(text, `--api-key-file ${src.file}`, /\r?\n/);
+    if (keys.length === 0) throw new Error(`--api-key-file ${src.file} holds no key: expected one API key per line (an empty file would lock every client out)`);
+    return keys;
+  }
+  return src.env !== undefined ? parseKeys(src.env, 'RFDETR_API_KEYS', /[,\s]+/) : [];
+}
+
+export class ApiKeys {
+  #keys: Key[] = [];
+
+  constructor(keys: readonly string[] = []) {
+    this.set(keys);
+  }
+
+  /** Whether keys are required at all. */
+  get enabled(): boolean {
+    return this.#keys.length > 0;
+  }
+
+  get count(): number {
+    return this.#keys.length;
+  }
+
+  set(keys: readonly string[]): void {
+    this.#keys = [...new Set(keys)].map((k) => {
+      const digest = digestOf(k);
+      return { digest, id: `key:${digest.subarray(0, 4).toString('hex')}` };
+    });
+  }
+
+  /** The id of the key `presented` is, or null; compares against every key in constant time. */
+  match(presented: string): string | null {
+    const d = digestOf(presented);
+    let found: string | null = null;
+    for (const k of this.#keys) if (timingSafeEqual(d, k.digest)) found = k.id;
+    return found;
+  }
+}
+
+/** The key a request presents: `Authorization: Bearer KEY`, else `X-API-Key`. */
+export function presentedKey(req: Request): string | undefined {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string') {
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
+    if (m) return m[1];
+  }
+  const x = req.headers['x-api-key'];
+  return typeof x === 'string' && x !== '' ? x : undefined;
+}
+
+export interface AuthOptions {
+  keys: ApiKeys;
+  /** /metrics answers without a key. */
+  openMetrics?: boolean;
+  /** /docs and /openapi.json answer without a key. */
+  openDocs?: boolean;
+  /** Answers an error (the server's error responder). */
+  send: (res: Response, err: RfdetrError) => void;
+}
+
+/** Express middleware: sets res.locals.apiKeyId, or answers 401 with WWW-Authenticate. */
+export function requireApiKey(o: AuthOptions) {
+  const open = new Set<string>([...PROBE_ROUTES, ...(o.openMetrics ? ['/metrics'] : []), ...(o.openDocs ? DOCS_ROUTES : [])]);
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (!o.keys.enabled || open.has(req.path)) return next();
+    const key = presentedKey(req);
+    const id = key === undefined ? null : o.keys.match(key);
+    if (id !== null) {
+      res.locals.apiKeyId = id;
+      return next();
+    }
+    res.setHeader('WWW-Authenticate', `Bearer realm="rfdetr"${key === undefined ? '' : ', error="invalid_token"'}`);
+    o.send(res, new RfdetrError('E_UNAUTHORIZED', key === undefined
+      ? 'this server requires an API key: send it as "Authorization: Bearer KEY" or "X-API-Key: KEY"'
+      : 'the API key is not valid on this server: check the key, or ask the operator for one'));
+  };
+}

@@ -1,0 +1,27 @@
+// rfdetr serve's new flag parsers: --memory-limit sizes and --allow-url-host HOST[:PORT], each malformed value a
+// usage error naming what was expected.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseMemoryLimit } from '../../cli/commands/serve.ts';
+import { parseAllowedHost } from '../../src/image/allowed-host.ts';
+
+test('--memory-limit: bytes or K/M/G (powers of 1024), at least 512M', () => {
+  assert.equal(parseMemoryLimit('1G'), 1024 ** 3);
+  assert.equal(parseMemoryLimit('768M'), 768 * 1024 ** 2);
+  assert.equal(parseMemoryLimit('1.5g'), 1.5 * 1024 ** 3);
+  assert.equal(parseMemoryLimit('536870912'), 512 * 1024 ** 2);
+  assert.equal(parseMemoryLimit('2GiB'), 2 * 1024 ** 3);
+  for (const bad of ['100M', 'lots', '-1G', '1T', '']) {
+    assert.throws(() => parseMemoryLimit(bad), /expected a size of at least 512M \(bytes, or with K, M or G: 768M, 1G\) but received/, bad);
+  }
+});
+
+test('--allow-url-host: HOST means ports 80/443, HOST:PORT that port, IPv6 in brackets', () => {
+  assert.deepEqual(parseAllowedHost('Images.Example.com'), { host: 'images.example.com', port: null });
+  assert.deepEqual(parseAllowedHost('127.0.0.1:8080'), { host: '127.0.0.1', port: 8080 });
+  assert.deepEqual(parseAllowedHost('[::1]:9000'), { host: '::1', port: 9000 });
+  assert.deepEqual(parseAllowedHost('::1'), { host: '::1', port: null });
+  assert.throws(() => parseAllowedHost('http://x.com'), /expected HOST or HOST:PORT/);
+  assert.throws(() => parseAllowedHost('x.com:0'), /expected a port from 1 to 65535/);
+  assert.throws(() => parseAllowedHost('x.com/path'), /expected a host name or IP address/);
+});
