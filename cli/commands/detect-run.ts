@@ -63,6 +63,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
       try {
         bytes = await ctx.readStdin();
       } catch (e) {
+        if (found.length === 1) throw new ImagesFailedError(`detect: -: ${(e as Error).message}; nothing was run`);
         log(`detect: skipped -: ${(e as Error).message}`);
         problems.push(`-: ${(e as Error).message}`);
         continue;
