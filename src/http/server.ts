@@ -23,6 +23,8 @@ import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
+import { createVideoHandler, DEFAULT_VIDEO_LIMITS, type OpenVideo, type VideoLimits } from './predict-video.ts';
+import { openVideo } from '../video/source.ts';
 import { MODEL_ID, registerProbes, type WeightsInfo } from './probes.ts';
 import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
@@ -71,6 +73,12 @@ export interface CreateServerOptions {
   urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
+  /** POST /predict/video limits (bytes, duration, frames, videos at once, upload time). */
+  videoLimits?: Partial<VideoLimits>;
+  /** Opens an uploaded video (default: ffprobe + ffmpeg, src/video); tests script it. */
+  openVideo?: OpenVideo;
+  /** Where uploaded videos are written while they run (default os.tmpdir()). */
+  videoTmpRoot?: string;
 }
 
 export interface RfdetrServer {
@@ -174,19 +182,31 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
+  const onForward = (ms: number) => {
+    metrics.engineForwardSeconds.inc(ms / 1000);
+    forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
+  };
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
-    onForward: (ms) => {
-      metrics.engineForwardSeconds.inc(ms / 1000);
-      forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
-    },
+    onForward,
     changed: updateGauges,
   }, active);
   app.post('/predict', route('/predict'), (req, res) => {
     void handlePredict(req, res);
+  });
+  const handleVideo = createVideoHandler({
+    backend, engineState, engine, admission, errors, deadlineMs, labels,
+    limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
+    openVideo: opts.openVideo ?? openVideo,
+    tmpRoot: opts.videoTmpRoot,
+    onForward,
+    changed: updateGauges,
+  }, active);
+  app.post('/predict/video', route('/predict/video'), (req, res) => {
+    void handleVideo(req, res);
   });
 
   // Known paths with the wrong method → 405 with Allow; anything else → 404.

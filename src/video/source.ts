@@ -351,6 +351,8 @@ class FfmpegSource implements VideoSource {
     this.opts.signal?.removeEventListener('abort', this.#onAbort);
     if (this.#proc) {
       this.#proc.kill('SIGKILL');
+      // Frames nobody will read keep the pipe from ending, and execa settles only once it has ended.
+      this.#proc.stdout?.destroy();
       await this.#proc.catch(() => {});
     }
     this.removeTmp();
