@@ -20,6 +20,10 @@ export interface ServeFlags extends EngineFlags {
   sidecarSocket?: string;
   logLevel: LogLevel;
   allowUrlHost?: string[];
+  videoMaxBytes: number;
+  videoMaxDurationS: number;
+  videoMaxFrames: number;
+  videoMaxConcurrent: number;
 }
 
 
@@ -60,6 +64,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   });
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
+    videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
     deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
   });
   try {

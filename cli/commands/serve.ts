@@ -2,6 +2,7 @@
 // its heavy modules (express, sharp, undici) load when the command runs, so --help stays fast.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
+import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions, EXIT_HELP, intParser } from '../options.ts';
 import type { ServeFlags } from './serve-run.ts';
@@ -24,14 +25,18 @@ function parseUrlHost(v: string, prev: string[] | undefined): string[] {
 
 export function serveCommand(ctx: CliContext): Command {
   const cmd = new Command('serve')
-    .description('serve the model over HTTP (POST /predict, probes, metrics) with a supervised sidecar')
+    .description('serve the model over HTTP (POST /predict, POST /predict/video, probes, metrics) with a supervised sidecar')
     .addOption(new Option('--host <host>', 'address to listen on').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'TCP port').argParser(intParser(0, 65535)).default(DEFAULT_PORT))
     .addOption(new Option('--queue-size <n>', 'requests admitted but not yet on the engine; more → 503 (default 16)').argParser(intParser(1, 100_000)))
     .addOption(new Option('--deadline-ms <ms>', 'per-request deadline → 504, and the drain budget on SIGTERM').argParser(intParser(1, 86_400_000)).default(60_000))
     .addOption(new Option('--sidecar-socket <path>', 'connect to a sidecar someone else runs (systemd) instead of spawning one'))
     .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from this host (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
-    .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
+    .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'))
+    .addOption(new Option('--video-max-bytes <n>', 'largest POST /predict/video upload, bytes; more → 413').argParser(intParser(1, 2 ** 40)).default(DEFAULT_VIDEO_LIMITS.maxBytes))
+    .addOption(new Option('--video-max-duration-s <s>', 'longest POST /predict/video video, seconds; longer → 422').argParser(intParser(1, 86_400)).default(DEFAULT_VIDEO_LIMITS.maxDurationS))
+    .addOption(new Option('--video-max-frames <n>', 'most frames in a POST /predict/video video; more → 422').argParser(intParser(1, 10_000_000)).default(DEFAULT_VIDEO_LIMITS.maxFrames))
+    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos));
   addEngineOptions(cmd);
   return cmd
     .addHelpText('after', `${EXIT_HELP}\n\nSIGTERM/SIGINT drain and exit 0. Without weights (no --weights, no cache, no Hub) serve exits 1 listing what it tried.`)

@@ -3,7 +3,7 @@
 // error table (src/errors.ts), with the limits the server enforces written into the descriptions.
 import { ERRORS, type ErrorCode } from '../errors.ts';
 import { COMPONENTS } from './schema.ts';
-import { DEFAULT_VIDEO_LIMITS } from './predict-video.ts';
+import { DEFAULT_VIDEO_LIMITS } from './video-limits.ts';
 import { VIDEO_COMPONENTS } from './video-schema.ts';
 
 export interface OpenApiLimits {
@@ -157,15 +157,15 @@ export function buildOpenApi(l: OpenApiLimits): object {
               description: 'chunked NDJSON: a VideoFrameLine per processed frame in order, then a VideoSummaryLine (or a VideoErrorLine)',
               content: { 'application/x-ndjson': { schema: { oneOf: [ref('VideoFrameLine'), ref('VideoSummaryLine'), ref('VideoErrorLine')] } } },
             },
-            '400': errorResponse('not a video ffmpeg can decode, a truncated file, a frame size over the limit', codesWithStatus(400).filter((c) => c !== 'E_USAGE')),
+            '400': errorResponse('not a video ffmpeg can decode, or a truncated file', ['E_VIDEO_UNDECODABLE']),
             '405': methodNotAllowed,
             '408': errorResponse('the video did not arrive within the upload time limit; the connection is closed', ['E_BODY_TIMEOUT']),
-            '413': errorResponse(`the video is larger than --video-max-bytes (default ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)})`, ['E_BODY_TOO_LARGE']),
+            '413': errorResponse(`the video is larger than --video-max-bytes (default ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)}), or its frames are over ${l.maxImageSide} px a side`, ['E_BODY_TOO_LARGE', 'E_VIDEO_TOO_LARGE']),
             '415': errorResponse('Content-Type is not video/*, application/octet-stream or multipart/form-data; a Content-Encoding', ['E_UNSUPPORTED_MEDIA']),
             '422': errorResponse('an option outside its range (`field`, `expected`), no "video" part, or a video longer than --video-max-duration-s or --video-max-frames', ['E_SCHEMA', 'E_VIDEO_TOO_LONG']),
-            '500': errorResponse('the engine or the decoder failed, or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_INTERNAL']),
+            '500': errorResponse('the engine failed, ffmpeg is not installed on the server, or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_FFMPEG_MISSING', 'E_INTERNAL']),
             '503': errorResponse('not serving, --video-max-concurrent videos running, or the engine queue full; carries Retry-After', codesWithStatus(503)),
-            '504': errorResponse('a frame waited longer than the per-request deadline (--deadline-ms)', ['E_DEADLINE']),
+            '504': errorResponse('a frame waited longer than the per-request deadline (--deadline-ms), or ffprobe/ffmpeg gave no answer in time', ['E_DEADLINE', 'E_VIDEO_TIMEOUT']),
           },
         },
       },

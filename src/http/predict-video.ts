@@ -19,30 +19,10 @@ import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
 import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
 import { parseVideoParams } from './video-schema.ts';
+import type { VideoLimits } from './video-limits.ts';
 
 /** Frames of one video handed to the engine queue at once. */
 const FRAMES_IN_QUEUE = 2;
-
-export interface VideoLimits {
-  /** Bytes of one uploaded video; more → 413. */
-  maxBytes: number;
-  /** Seconds of video; longer → 422. */
-  maxDurationS: number;
-  /** Frames in the video; more → 422. */
-  maxFrames: number;
-  /** Videos processed at once; more → 503. */
-  maxVideos: number;
-  /** The upload must arrive within this many ms → else 408. */
-  bodyTimeoutMs: number;
-}
-
-export const DEFAULT_VIDEO_LIMITS: VideoLimits = {
-  maxBytes: 256 * 1024 * 1024,
-  maxDurationS: 600,
-  maxFrames: 36_000,
-  maxVideos: 2,
-  bodyTimeoutMs: 300_000,
-};
 
 /** Opens an uploaded file for decoding (src/video's openVideo; tests script it). */
 export type OpenVideo = (file: string, opts: OpenVideoOptions) => Promise<VideoSource>;
