@@ -48,3 +48,8 @@ export interface CliContext {
   cwd: string;
   openBackend: BackendFactory;
 }
+
+/** One line on the command's stderr: warnings, progress steps, errors. */
+export function stderrLine(ctx: CliContext): (line: string) => void {
+  return (line: string) => void ctx.stderr.write(`${line}\n`);
+}

@@ -9,10 +9,9 @@ import { serveCommand } from './commands/serve.ts';
 import { smokeCommand } from './commands/smoke.ts';
 import { trackCommand } from './commands/track.ts';
 import { verifyCommand } from './commands/verify.ts';
-import { ImagesFailedError, SmokeFailure, VerifyFailure } from './failures.ts';
+import { EXIT_HELP, ImagesFailedError, SmokeFailure, VerifyFailure } from './failures.ts';
 import { exitCodeFor, weightsCommand } from './commands/weights.ts';
 import type { CliContext } from './context.ts';
-import { EXIT_HELP } from './options.ts';
 import { versionText } from './version.ts';
 
 function wire(cmd: Command, ctx: CliContext): Command {

@@ -1,5 +1,6 @@
-// What the sidecar executable says about itself (`--version`, and the engine list in `--help`), for
-// `rfdetr --version` and `rfdetr info`. Never throws: a missing or broken executable is described instead.
+// What the sidecar executable says about itself (`--version`, and `--list-engines`: the engines it has and how
+// to build the ones it lacks), for `rfdetr --version`, `rfdetr info` and the --engine check. Never throws: a
+// missing or broken executable is described instead.
 import fs from 'node:fs';
 import { execFile } from 'node:child_process';
 import { sidecarBinary } from '../src/config/paths.ts';
@@ -11,8 +12,55 @@ export interface SidecarSelfReport {
   version: string;
   /** Protocol version parsed from --version, when it says. */
   protocol: number | null;
-  /** Engines built in, parsed from --help ("built: cpu|tt-host"); null when it does not say. */
+  /** Engines built in (from --list-engines); null when it does not say. */
   engines: string[] | null;
+}
+
+/** `rfdetr-sidecar --list-engines`: the engines built in, and each known engine this build lacks with how to build it. */
+export interface SidecarEngines {
+  built: string[];
+  unbuilt: Map<string, string>;
+}
+
+type Answer = { ok: true; stdout: string } | { ok: false; why: string };
+
+function ask(bin: string, flag: string, env: NodeJS.ProcessEnv): Promise<Answer> {
+  // node:child_process, not execa: importing execa costs ~0.25 s of CPU, a third of `rfdetr --version`.
+  return new Promise((resolve) => {
+    execFile(bin, [flag], { timeout: 10_000, env: { ...env } }, (err, stdout, stderr) => {
+      if (!err) return resolve({ ok: true, stdout: String(stdout).trim() });
+      const code = (err as NodeJS.ErrnoException & { code?: unknown }).code;
+      if (typeof code === 'number') return resolve({ ok: false, why: `exit ${code}: ${String(stderr).trim().split('\n').pop() ?? ''}` });
+      resolve({ ok: false, why: `cannot run it: ${err.message}` });
+    });
+  });
+}
+
+function parseEngines(a: Answer): SidecarEngines | null {
+  if (!a.ok) return null;
+  try {
+    const { engines } = JSON.parse(a.stdout) as { engines: Array<{ name: string; built: boolean; unbuilt_reason?: string }> };
+    return {
+      built: engines.filter((e) => e.built).map((e) => e.name),
+      unbuilt: new Map(engines.filter((e) => !e.built).map((e) => [e.name, e.unbuilt_reason ?? ''])),
+    };
+  } catch {
+    return null;
+  }
+}
+
+// One question per executable and process: the CLI checks --engine and may pick a default from the same list.
+const engineLists = new Map<string, Promise<SidecarEngines | null>>();
+
+/** The engine list of the sidecar `env` selects, or null when there is no executable or it does not say. */
+export function sidecarEngines(env: NodeJS.ProcessEnv = process.env): Promise<SidecarEngines | null> {
+  const bin = sidecarBinary(env);
+  let list = engineLists.get(bin);
+  if (!list) {
+    list = fs.existsSync(bin) ? ask(bin, '--list-engines', env).then(parseEngines) : Promise.resolve(null);
+    engineLists.set(bin, list);
+  }
+  return list;
 }
 
 export async function sidecarSelfReport(env: NodeJS.ProcessEnv = process.env): Promise<SidecarSelfReport> {
@@ -20,18 +68,8 @@ export async function sidecarSelfReport(env: NodeJS.ProcessEnv = process.env): P
   if (!fs.existsSync(bin)) {
     return { path: bin, present: false, version: `not built (${bin} is missing: npm run build:sidecar)`, protocol: null, engines: null };
   }
-  // node:child_process, not execa: importing execa costs ~0.25 s of CPU, a third of `rfdetr --version`.
-  const ask = (flag: string) => new Promise<string>((resolve) => {
-    execFile(bin, [flag], { timeout: 10_000, env: { ...env } }, (err, stdout, stderr) => {
-      if (!err) return resolve(String(stdout).trim());
-      const code = (err as NodeJS.ErrnoException & { code?: unknown }).code;
-      if (typeof code === 'number') return resolve(`exit ${code}: ${String(stderr).trim().split('\n').pop() ?? ''}`);
-      resolve(`cannot run it: ${err.message}`);
-    });
-  });
-  const [version, help] = await Promise.all([ask('--version'), ask('--help')]);
+  const [v, engines] = await Promise.all([ask(bin, '--version', env), sidecarEngines(env)]);
+  const version = v.ok ? v.stdout : v.why;
   const proto = /protocol (\d+)/.exec(version);
-  const built = /built: ([^)\n]*)/.exec(help);
-  const engines = built ? built[1]!.split('|').map((s) => s.trim()).filter((s) => s && s !== 'none') : null;
-  return { path: bin, present: true, version, protocol: proto ? Number(proto[1]) : null, engines };
+  return { path: bin, present: true, version, protocol: proto ? Number(proto[1]) : null, engines: engines?.built ?? null };
 }

@@ -2,7 +2,7 @@
 // command that tracks, and their mapping onto ByteTrack options.
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { BYTETRACK_DEFAULTS, type ByteTrackOptions } from '../src/track/bytetrack.ts';
-import { intParser, parseThreshold } from './options.ts';
+import { intParser, parseThreshold } from './parsers.ts';
 
 export interface TrackerFlags {
   lostTrackBuffer: number;

@@ -96,8 +96,8 @@ for lib in _ttnncpp.so libtt_metal.so libtt_stl.so; do
 done
 env -u LD_LIBRARY_PATH LD_BIND_NOW=1 "$bin" --version >/dev/null 2>"$cache/bind-now.err" ||
   fail "rfdetr-sidecar does not load with every symbol bound (LD_BIND_NOW=1): $(head -3 "$cache/bind-now.err")"
-"$bin" --help 2>&1 | grep -oE 'built: [^)]*' | sed 's/^built: //' | tr '|' '\n' | grep -qx tt ||
-  fail "rfdetr-sidecar --help does not list the tt engine as built"
+"$bin" --list-engines | node -e 'const l = JSON.parse(require("fs").readFileSync(0, "utf8")); process.exit(l.engines.some((e) => e.name === "tt" && e.built) ? 0 : 1)' ||
+  fail "rfdetr-sidecar --list-engines does not list the tt engine as built"
 
 # --- 3. run it: no card here -----------------------------------------------------------------------------------
 run=$(mktemp -d "${TMPDIR:-/tmp}/rfdetr-check-ttnn.XXXXXX")

@@ -5,8 +5,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
-import type { CliContext } from '../context.ts';
-import { backendRequest, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD } from '../../src/detect/params-schema.ts';
+import { stderrLine, type CliContext } from '../context.ts';
+import { type EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { DEFAULT_SMOKE_IMAGE } from './smoke.ts';
 
 export interface BenchFlags extends EngineFlags {
@@ -54,7 +56,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   } else {
     const w = await weightsFor(ctx, f);
     const backend = await openEngine(ctx, 'bench', backendRequest(ctx, f, w.dir));
-    one = async () => (await detectImage(backend, bytes, { threshold: 0.5, maxDetections: 100 })).response.timing_ms;
+    one = async () => (await detectImage(backend, bytes, { threshold: DEFAULT_THRESHOLD, max_detections: DEFAULT_MAX_DETECTIONS })).response.timing_ms;
     close = () => backend.close();
     engineName = `${backend.info?.engine ?? f.engine} on ${backend.info?.device ?? 'unknown device'}`;
   }

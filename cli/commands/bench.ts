@@ -1,7 +1,9 @@
 // `rfdetr bench`: latency p50/p90/p99 of the engine and end to end, with the stage split. The definition only; the work (and its heavy modules) loads when the command runs, so --help stays fast.
 import { Command, Option } from 'commander';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, intParser } from '../options.ts';
+import { addEngineOptions } from '../engine-flags.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { intParser } from '../parsers.ts';
 import type { BenchFlags } from './bench-run.ts';
 
 export function benchCommand(ctx: CliContext): Command {

@@ -21,9 +21,11 @@ import { createUrlFetcher } from '../../src/image/fetch-url.ts';
 import { buildPredictResponse, detectImage, selectDetections, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
-import type { CliContext } from '../context.ts';
+import { stderrLine, type CliContext } from '../context.ts';
 import { expandInputs, type ImageInput } from '../inputs.ts';
-import { backendRequest, openEngine, resolveClasses, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { type EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
+import { resolveClasses } from '../parsers.ts';
 import { ProgressBar } from '../progress.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
@@ -102,7 +104,7 @@ async function inProcessRunner(ctx: CliContext, f: DetectFlags): Promise<Runner>
   return {
     labels,
     async run(bytes) {
-      const r = await detectImage(backend, bytes, { threshold: f.threshold, maxDetections: f.maxDetections, returnRaw: f.raw, classes });
+      const r = await detectImage(backend, bytes, { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes });
       return { response: r.response, detections: r.response.detections };
     },
     close: () => backend.close(),
@@ -120,7 +122,7 @@ async function remoteRunner(ctx: CliContext, f: DetectFlags, url: string): Promi
     labels,
     async run(bytes) {
       // With --classes the server must not cap first: ask for every query above the threshold, filter, then cap.
-      const r = await client.predict(bytes, { threshold: f.threshold, maxDetections: classes ? 300 : f.maxDetections, returnRaw: f.raw });
+      const r = await client.predict(bytes, { threshold: f.threshold, max_detections: classes ? 300 : f.maxDetections, return_raw: f.raw });
       if (!classes) return { response: r, detections: r.detections };
       const kept = selectDetections(r.detections, classes, f.maxDetections);
       const response = buildPredictResponse({ detections: kept, width: r.image_size.width, height: r.image_size.height, inputSize: r.input_size, threshold: r.threshold, timing: r.timing_ms, raw: r.raw });

@@ -2,7 +2,9 @@
 // command runs, so --help stays fast.
 import { Command, Option } from 'commander';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, intParser, parseClasses, parseThreshold } from '../options.ts';
+import { addEngineOptions } from '../engine-flags.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { intParser, parseClasses, parseThreshold } from '../parsers.ts';
 import type { DetectFlags } from './detect-run.ts';
 
 export function detectCommand(ctx: CliContext): Command {

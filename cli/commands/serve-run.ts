@@ -9,7 +9,8 @@ import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
-import { checkEngine, type EngineFlags } from '../options.ts';
+import { checkEngine } from '../engine-check.ts';
+import { type EngineFlags } from '../engine-flags.ts';
 
 
 export interface ServeFlags extends EngineFlags {

@@ -4,7 +4,9 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, intParser } from '../options.ts';
+import { addEngineOptions } from '../engine-flags.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { intParser } from '../parsers.ts';
 import type { ServeFlags } from './serve-run.ts';
 
 export const DEFAULT_PORT = 20000;

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import type { CliContext } from '../context.ts';
-import { EXIT_HELP, intParser, parseThreshold, positiveNumber } from '../options.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { intParser, parseThreshold, positiveNumber } from '../parsers.ts';
 import type { SmokeFlags } from './smoke-run.ts';
 
 /** The bundled image posted when --image is not given (fixture case 1, 640x480). */

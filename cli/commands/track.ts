@@ -2,7 +2,7 @@
 // loads when the command runs, so --help stays fast.
 import { Command } from 'commander';
 import type { CliContext } from '../context.ts';
-import { EXIT_HELP } from '../options.ts';
+import { EXIT_HELP } from '../failures.ts';
 import { addTrackerOptions, type TrackerFlags } from '../track-options.ts';
 
 export function trackCommand(ctx: CliContext): Command {

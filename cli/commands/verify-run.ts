@@ -18,8 +18,10 @@ import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
 import { runSynth } from '../../src/weights/synth.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferenceBackend } from '../../src/sidecar/backend.ts';
-import type { CliContext } from '../context.ts';
-import { backendRequest, builtEngines, checkEngine, openEngine, stderrLine, weightsFor, type EngineFlags } from '../options.ts';
+import { stderrLine, type CliContext } from '../context.ts';
+import { builtEngines, checkEngine } from '../engine-check.ts';
+import { type EngineFlags } from '../engine-flags.ts';
+import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { VerifyFailure } from '../failures.ts';
 
 const CASES = ['case-1', 'case-2', 'case-3'];

@@ -2,7 +2,9 @@
 // the work (sharp, the engines) loads when the command runs, so --help stays fast.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { CliContext } from '../context.ts';
-import { addEngineOptions, EXIT_HELP, parseThreshold } from '../options.ts';
+import { addEngineOptions } from '../engine-flags.ts';
+import { EXIT_HELP } from '../failures.ts';
+import { parseThreshold } from '../parsers.ts';
 import type { VerifyFlags } from './verify-run.ts';
 
 export const VERIFY_GATE = 98.5;

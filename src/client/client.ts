@@ -4,18 +4,15 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { ERRORS, RfdetrError, type ErrorCode } from '../errors.ts';
 import type { PredictResponse } from '../detect/pipeline.ts';
+import type { PredictParams } from '../detect/params-schema.ts';
 
 export interface ClientOptions {
   /** Connect timeout and per-request headers/body timeout, ms. Default 300 000 (a cold engine can be slow). */
   timeoutMs?: number;
 }
 
-export interface PredictRequest {
-  threshold?: number;
-  maxDetections?: number;
-  returnRaw?: boolean;
-  signal?: AbortSignal;
-}
+/** The /predict parameters to send (any subset; the server applies its defaults to the rest), and an abort. */
+export type PredictRequest = Partial<PredictParams> & { signal?: AbortSignal };
 
 export interface Readiness {
   ready: boolean;
@@ -103,11 +100,9 @@ export class RfdetrClient {
 
   /** POST /predict with the image bytes; throws HttpStatusError on a non-200 answer. */
   async predict(bytes: Uint8Array, req: PredictRequest = {}): Promise<PredictResponse> {
-    const payload: Record<string, unknown> = { image: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64') };
-    if (req.threshold !== undefined) payload.threshold = req.threshold;
-    if (req.maxDetections !== undefined) payload.max_detections = req.maxDetections;
-    if (req.returnRaw) payload.return_raw = true;
-    const r = await this.#send('POST', '/predict', JSON.stringify(payload), req.signal);
+    const { signal, ...params } = req;
+    const payload = { image: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64'), ...params };
+    const r = await this.#send('POST', '/predict', JSON.stringify(payload), signal);
     if (r.status !== 200) {
       const c = (r.json as { code?: unknown } | undefined)?.code;
       const code: ErrorCode = typeof c === 'string' && c in ERRORS ? (c as ErrorCode) : codeForStatus(r.status);

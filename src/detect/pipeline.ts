@@ -7,6 +7,7 @@
 import { decodeImage, type RgbImage } from '../image/decode.ts';
 import type { InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
 import { postprocess, rawToNested, type Detection } from './postprocess.ts';
+import type { PredictParams } from './params-schema.ts';
 
 /** RF-DETR-base's input side, used only when no engine has said its own (a backend before its first hello). */
 export const DEFAULT_INPUT_SIDE = 560;
@@ -67,16 +68,13 @@ export function buildPredictResponse(a: BuildResponseArgs): PredictResponse {
   return body;
 }
 
-export interface DetectParams {
-  /** Keep score > threshold (0..1). */
-  threshold: number;
-  /** At most this many detections, after class filtering. */
-  maxDetections: number;
-  /** Include raw logits/pred_boxes as nested arrays (the `return_raw` layout). */
-  returnRaw?: boolean;
-  /** Keep only these class indices; undefined keeps all. */
+/**
+ * What the detector needs of the /predict parameters: the request's own fields, with `classes` resolved to
+ * class indices of the model (undefined keeps all); applied before the `max_detections` cap.
+ */
+export type DetectParams = Pick<PredictParams, 'threshold' | 'max_detections'> & Partial<Pick<PredictParams, 'return_raw'>> & {
   classes?: ReadonlySet<number> | undefined;
-}
+};
 
 export interface DetectOptions extends InferOptions {
   /** Labels by class index when the backend's hello carries none. */
@@ -126,10 +124,10 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
   const all = postprocess(raw, {
     width: image.width, height: image.height, threshold: params.threshold, labels,
-    maxDetections: params.classes ? numQueries : params.maxDetections,
+    maxDetections: params.classes ? numQueries : params.max_detections,
   });
-  const detections = selectDetections(all, params.classes, params.maxDetections);
-  const nested = params.returnRaw ? rawToNested(out.logits, out.predBoxes, numQueries, numClasses) : undefined;
+  const detections = selectDetections(all, params.classes, params.max_detections);
+  const nested = params.return_raw ? rawToNested(out.logits, out.predBoxes, numQueries, numClasses) : undefined;
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).

@@ -8,7 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, schemaError, type PredictParams } from './params.ts';
+import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -167,7 +167,8 @@ export function createBodyReader(limits: BodyLimits) {
       try {
         bb = busboy({
           headers: req.headers,
-          limits: { files: 1, fields: 8, parts: 9, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
+          // Each field at most once, plus the image part.
+          limits: { files: 1, fields: PREDICT_FIELDS.length, parts: PREDICT_FIELDS.length + 1, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
         });
       } catch (e) {
         reject(new RfdetrError('E_SCHEMA', `multipart body cannot be parsed (${(e as Error).message}): expected multipart/form-data with a boundary`));
@@ -241,8 +242,8 @@ export function createBodyReader(limits: BodyLimits) {
         fields[name] = value;
       });
       bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 8 fields (image, threshold, max_detections, return_raw, classes, return_image) but received more')));
-      bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected at most 9 parts in the multipart body but received more')));
+      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${PREDICT_FIELDS.length} fields (${PREDICT_FIELDS.join(', ')}) but received more`)));
+      bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${PREDICT_FIELDS.length + 1} parts in the multipart body but received more`)));
       bb.on('error', (e: Error) => {
         fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
         finish();

@@ -2,40 +2,19 @@
 // filter resolved against the model's labels, and the base64 rules of the image field. Every rejection names
 // the field, what was expected and what was received, with the code from the one error table (src/errors.ts).
 import { RfdetrError } from '../errors.ts';
-import type { ImageFormat } from '../draw/annotate.ts';
 import { resolveClassList, someNames } from '../detect/classes.ts';
 import { fromTextFields, precompile, schemaError, validate } from './validate.ts';
-import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest } from './schema.ts';
+import { BatchPredictRequest, PredictParamsOnly, PredictRequest, PredictUrlRequest, type PredictParams } from './schema.ts';
 
 export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT } from './schema.ts';
 export { describeValue, schemaError } from './validate.ts';
 
-export interface PredictParams {
-  threshold: number;
-  maxDetections: number;
-  returnRaw: boolean;
-  /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
-  classes?: Array<number | string>;
-  /** Draw the detections and return the picture in this format. */
-  returnImage?: ImageFormat;
-}
+export type { PredictParams } from './schema.ts';
 
 for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, PredictParamsOnly]) precompile(schema);
 
-interface ParamFields {
-  threshold: number;
-  max_detections: number;
-  return_raw: boolean;
-  classes?: Array<number | string>;
-  return_image?: ImageFormat;
-}
-
-function paramsOf(f: ParamFields): PredictParams {
-  const p: PredictParams = { threshold: f.threshold, maxDetections: f.max_detections, returnRaw: f.return_raw };
-  if (f.classes !== undefined) p.classes = f.classes;
-  if (f.return_image !== undefined) p.returnImage = f.return_image;
-  return p;
-}
+/** The fields a /predict request may carry, in schema order (each body form names them in its errors). */
+export const PREDICT_FIELDS: readonly string[] = Object.keys(PredictRequest.properties);
 
 /** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither. */
 export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[]): Set<number> | undefined {
@@ -49,33 +28,33 @@ export function classFilterOf(classes: PredictParams['classes'], labels: readonl
 }
 
 /**
- * Validates threshold / max_detections / return_raw. `textForm` is true for multipart fields and query
+ * Validates the parameters (every field but the image). `textForm` is true for multipart fields and query
  * parameters, where every value arrives as a string; JSON values must already have the right JSON type.
  */
 export function parsePredictParams(fields: Record<string, unknown>, textForm: boolean): PredictParams {
   const { image: _image, ...rest } = fields;
   const data = textForm ? fromTextFields(rest, PredictParamsOnly) : { ...rest };
-  return paramsOf(validate<ParamFields>(PredictParamsOnly, data, textForm ? rest : undefined));
+  return validate<PredictParams>(PredictParamsOnly, data, textForm ? rest : undefined);
 }
 
 /** Validates a JSON /predict body with `image_url` against the URL schema. */
 export function parsePredictUrlJson(body: Record<string, unknown>): { url: string; params: PredictParams } {
   for (const other of ['image', 'images']) if (other in body) throw schemaError(other, 'one of image, images or image_url, not several', body[other]);
-  const f = validate<ParamFields & { image_url: string }>(PredictUrlRequest, body);
-  return { url: f.image_url, params: paramsOf(f) };
+  const { image_url: url, ...params } = validate<PredictParams & { image_url: string }>(PredictUrlRequest, body);
+  return { url, params };
 }
 
 /** Validates a JSON /predict body with `images: [...]` against the batch schema. */
 export function parsePredictBatchJson(body: Record<string, unknown>): { images: string[]; params: PredictParams } {
   if ('image' in body) throw schemaError('image', 'either image (one image) or images (several), not both', body.image);
-  const f = validate<ParamFields & { images: string[] }>(BatchPredictRequest, body);
-  return { images: f.images, params: paramsOf(f) };
+  const { images, ...params } = validate<PredictParams & { images: string[] }>(BatchPredictRequest, body);
+  return { images, params };
 }
 
 /** Validates a JSON /predict body (an object) against the request schema: the image's type and the params. */
 export function parsePredictJson(body: Record<string, unknown>): { image: string; params: PredictParams } {
-  const f = validate<ParamFields & { image: string }>(PredictRequest, body);
-  return { image: f.image, params: paramsOf(f) };
+  const { image, ...params } = validate<PredictParams & { image: string }>(PredictRequest, body);
+  return { image, params };
 }
 
 // RFC 2397: the scheme and the ;base64 token are case-insensitive.

@@ -18,7 +18,7 @@ import type { ActivePredict } from './predict.ts';
 import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
 import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
-import { parseVideoParams } from './video-schema.ts';
+import { parseVideoParams, type VideoParams } from './video-schema.ts';
 import type { VideoLimits } from './video-limits.ts';
 
 /** Frames of one video handed to the engine queue at once. */
@@ -159,7 +159,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
     });
   }
 
-  async function runFrame(frame: VideoFrame, params: ReturnType<typeof parseVideoParams>, classes: Set<number> | undefined, signal: AbortSignal): Promise<FrameLine> {
+  async function runFrame(frame: VideoFrame, params: VideoParams, classes: Set<number> | undefined, signal: AbortSignal): Promise<FrameLine> {
     const t0 = performance.now();
     const release = await admission.pixels.acquire(signal, () => signal.reason as Error, frame.rgb.length);
     d.changed();
@@ -167,7 +167,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       const deadlineAt = performance.now() + d.deadlineMs;
       const { response } = await detectDecoded(
         (inp, o) => engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs }),
-        d.backend.info, { data: frame.rgb, width: frame.width, height: frame.height }, { threshold: params.threshold, maxDetections: params.maxDetections, classes },
+        d.backend.info, { data: frame.rgb, width: frame.width, height: frame.height }, { threshold: params.threshold, max_detections: params.max_detections, classes },
         { t0, decodeMs: 0, signal, labels: d.labels() },
       ).catch((e: unknown) => {
         throw inferenceError(e);

@@ -185,7 +185,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
     if (input.form === 'batch') return runBatch(input, params, bytes, r);
     const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-    const { response } = await runImage(image, params, input.params.returnImage, r, () => bytes.release(), false);
+    const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), false);
     res.locals.timing = response.timing_ms;
     res.locals.numDetections = response.num_detections;
     return response;
@@ -228,7 +228,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         return imageErrorBody(item);
       }
       try {
-        return (await runImage(item, params, input.params.returnImage, r, decoded, true)).response;
+        return (await runImage(item, params, input.params.return_image, r, decoded, true)).response;
       } catch (e) {
         if (r.signal.aborted) throw r.signal.reason;
         if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;

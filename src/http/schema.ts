@@ -2,54 +2,26 @@
 // compiled by ajv to validate /predict requests and are the components of /openapi.json, so the document and
 // the validator cannot disagree. `x-expected` is the "Expected … for FIELD" text of the 422 a field gets
 // (`x-expected-text` where multipart and query strings word it otherwise); error codes are an enum of the one
-// error table (src/errors.ts).
+// error table (src/errors.ts). The /predict parameters are declared in src/detect/params-schema.ts.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ERRORS } from '../errors.ts';
+import { expected, PredictParamsProps } from '../detect/params-schema.ts';
 
-export const DEFAULT_THRESHOLD = 0.5;
-export const DEFAULT_MAX_DETECTIONS = 100;
-export const MAX_DETECTIONS_LIMIT = 300;
+export { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD, MAX_DETECTIONS_LIMIT, PredictParamsProps, type PredictParams } from '../detect/params-schema.ts';
+
 /** Images in one `images: [...]` request: the default engine queue size, so one batch fits an idle queue. */
 export const MAX_BATCH_IMAGES = 16;
-
-const expected = (text: string, extra: Record<string, unknown> = {}) => ({ 'x-expected': text, ...extra });
 
 export const ImageField = Type.String({
   description: 'base64 PNG or JPEG bytes; a data:image/...;base64, prefix and line-wrapped base64 are accepted',
   ...expected('a base64 string (PNG or JPEG bytes, optionally a data: URL)'),
 });
 
-export const PredictParamsProps = {
-  threshold: Type.Optional(Type.Number({
-    minimum: 0, maximum: 1, default: DEFAULT_THRESHOLD,
-    description: 'keep detections with sigmoid(logit) > threshold',
-    ...expected(`a number between 0 and 1 (inclusive; default ${DEFAULT_THRESHOLD})`),
-  })),
-  max_detections: Type.Optional(Type.Integer({
-    minimum: 1, maximum: MAX_DETECTIONS_LIMIT, default: DEFAULT_MAX_DETECTIONS,
-    description: 'keep at most this many, highest scores first (after the class filter)',
-    ...expected(`an integer between 1 and ${MAX_DETECTIONS_LIMIT} (inclusive; default ${DEFAULT_MAX_DETECTIONS})`),
-  })),
-  return_raw: Type.Optional(Type.Boolean({
-    default: false,
-    description: 'also return raw.logits [300][91] and raw.pred_boxes [300][4] (normalised cxcywh)',
-    ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
-  })),
-  classes: Type.Optional(Type.Array(
-    Type.Union([Type.Integer({ minimum: 0 }), Type.String({ minLength: 1 })], expected('a class id (integer >= 0) or a label name')),
-    {
-      minItems: 1, maxItems: 91,
-      description: 'keep only these classes: ids (17) or label names ("cat"), case-insensitive; applied before max_detections. In multipart fields and query strings: comma-separated (cat,dog,17)',
-      ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
-    },
-  )),
-  return_image: Type.Optional(Type.Union([Type.Literal('png'), Type.Literal('jpeg')], {
-    description: 'also return the picture with the detections drawn on it (the drawing of `rfdetr detect --save`), base64 in annotated_image',
-    ...expected('"png" or "jpeg" (default: no picture)'),
-  })),
-};
+// Unknown fields are refused (422 naming the field): a misspelt `max_detection` would otherwise be ignored
+// and the request served with the default, which the client cannot tell from its own choice.
+const closed = { additionalProperties: false } as const;
 
-export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { description: 'one image (the seed contract)' });
+export const PredictRequest = Type.Object({ image: ImageField, ...PredictParamsProps }, { ...closed, description: 'one image (the seed contract)' });
 
 export const PredictUrlRequest = Type.Object({
   image_url: Type.String({
@@ -57,7 +29,7 @@ export const PredictUrlRequest = Type.Object({
     ...expected('an http:// or https:// URL string'),
   }),
   ...PredictParamsProps,
-}, { description: 'one image by URL' });
+}, { ...closed, description: 'one image by URL' });
 
 export const BatchPredictRequest = Type.Object({
   images: Type.Array(ImageField, {
@@ -66,10 +38,10 @@ export const BatchPredictRequest = Type.Object({
     ...expected(`a non-empty array of at most ${MAX_BATCH_IMAGES} base64 strings (PNG or JPEG bytes)`),
   }),
   ...PredictParamsProps,
-}, { description: 'several images in one request' });
+}, { ...closed, description: 'several images in one request' });
 
 /** The params alone: multipart fields and query strings (the image arrives as a file part or the body). */
-export const PredictParamsOnly = Type.Object(PredictParamsProps);
+export const PredictParamsOnly = Type.Object(PredictParamsProps, closed);
 
 const four = (description: string) => Type.Array(Type.Number(), { minItems: 4, maxItems: 4, description });
 

@@ -63,6 +63,15 @@ function toSchemaError(e: ErrorObject, originals: Record<string, unknown> | unde
     const field = fieldOf(`${e.instancePath}/${name}`);
     return schemaError(field, expectedOf(prop, textForm), undefined);
   }
+  if (e.keyword === 'additionalProperties') {
+    const raw = (e.params as { additionalProperty: string }).additionalProperty;
+    // The name is the client's text: a few hundred kB of key must not come back in the error.
+    const name = raw.length > 40 ? `${raw.slice(0, 40)}…` : raw;
+    const known = Object.keys((e.parentSchema as { properties?: Record<string, unknown> }).properties ?? {});
+    const field = fieldOf(`${e.instancePath}/${name}`);
+    const expected = `only the fields ${known.join(', ')}`;
+    return new RfdetrError('E_SCHEMA', `Unknown field ${field} (received ${describeValue((e.data as Record<string, unknown>)[raw])}): expected ${expected}; check the spelling`, { field, expected });
+  }
   // A failed branch of a union reports on the union itself: its `x-expected` covers every branch.
   const field = fieldOf(e.instancePath);
   const top = e.instancePath.split('/')[1];

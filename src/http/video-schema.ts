@@ -2,47 +2,40 @@
 // /predict fields a video can use (threshold, max_detections, classes) plus stride and track, from the query
 // string or multipart text fields — and the NDJSON lines it answers with.
 import { Type, type TSchema } from '@sinclair/typebox';
-import { Detection, ErrorCode, PredictParamsProps } from './schema.ts';
+import { expected, PredictParamsProps, type Validated } from '../detect/params-schema.ts';
+import { Detection, ErrorCode } from './schema.ts';
 import { fromTextFields, precompile, validate } from './validate.ts';
 
 export const MAX_VIDEO_STRIDE = 1000;
 
-export const VideoParamsOnly = Type.Object({
+export const VideoParamsProps = {
   threshold: PredictParamsProps.threshold,
   max_detections: PredictParamsProps.max_detections,
   classes: PredictParamsProps.classes,
   stride: Type.Optional(Type.Integer({
     minimum: 1, maximum: MAX_VIDEO_STRIDE, default: 1,
     description: 'run every Nth frame (1 = every frame); the lines keep the source frame index',
-    'x-expected': `an integer between 1 and ${MAX_VIDEO_STRIDE} (inclusive; default 1)`,
+    ...expected(`an integer between 1 and ${MAX_VIDEO_STRIDE} (inclusive; default 1)`),
   })),
   track: Type.Optional(Type.Boolean({
     default: false,
     description: 'add ByteTrack track ids (track_id on every detection; null where the tracker gives none)',
-    'x-expected': 'a boolean (default false)',
-    'x-expected-text': 'a boolean (true/false/1/0; default false)',
+    ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
   })),
-}, { description: 'POST /predict/video options (query string, or multipart text fields)' });
+};
+
+export const VideoParamsOnly = Type.Object(VideoParamsProps, {
+  additionalProperties: false,
+  description: 'POST /predict/video options (query string, or multipart text fields)',
+});
 precompile(VideoParamsOnly);
 
-export interface VideoParams {
-  threshold: number;
-  maxDetections: number;
-  /** Class ids or label names as sent; resolved against the model's labels by `classFilterOf`. */
-  classes?: Array<number | string>;
-  stride: number;
-  track: boolean;
-}
+/** The options after validation (wire names; the defaults filled in). */
+export type VideoParams = Validated<typeof VideoParamsProps> & { stride: number; track: boolean };
 
 /** Validates the text fields (query parameters or multipart fields) into VideoParams, or throws the 422. */
 export function parseVideoParams(fields: Record<string, unknown>): VideoParams {
-  const { video: _video, ...rest } = fields;
-  const f = validate<{ threshold: number; max_detections: number; classes?: Array<number | string>; stride: number; track: boolean }>(
-    VideoParamsOnly, fromTextFields(rest, VideoParamsOnly), rest,
-  );
-  const p: VideoParams = { threshold: f.threshold, maxDetections: f.max_detections, stride: f.stride, track: f.track };
-  if (f.classes !== undefined) p.classes = f.classes;
-  return p;
+  return validate<VideoParams>(VideoParamsOnly, fromTextFields(fields, VideoParamsOnly), fields);
 }
 
 const ms = (description: string) => Type.Number({ description });

@@ -12,6 +12,7 @@ import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../
 import { ScriptedBackend } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { runCli } from '../../cli/program.ts';
+import { sidecarEngines } from '../../cli/sidecar-info.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { BackendFactory, BackendRequest, CliContext } from '../../cli/context.ts';
 
@@ -112,9 +113,8 @@ export async function realEngineSkipReason(): Promise<string | null> {
   if (!fs.existsSync(supervisor)) return 'needs the sidecar client/supervisor (src/sidecar/supervisor.ts, branch sidecar) — not merged yet';
   const bin = sidecarBinary();
   if (!fs.existsSync(bin)) return `needs the sidecar executable ${bin} (npm run build:sidecar)`;
-  const help = await execa(bin, ['--help'], { reject: false });
-  const built = /built: ([^)\n]*)/.exec(String(help.stdout))?.[1] ?? '';
-  if (!built.split('|').includes('cpu')) return `needs the CPU engine in the sidecar (branch engine; rfdetr-sidecar --help lists "${built}")`;
+  const built = (await sidecarEngines())?.built ?? [];
+  if (!built.includes('cpu')) return `needs the CPU engine in the sidecar (rfdetr-sidecar --list-engines has ${built.join(', ') || 'none'})`;
   return null;
 }
 
@@ -167,7 +167,7 @@ export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url
     if (req.method === 'POST' && req.url === '/predict') {
       const p = JSON.parse(body.toString('utf8')) as { image: string; threshold?: number; max_detections?: number; return_raw?: boolean };
       try {
-        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, maxDetections: p.max_detections ?? 100, returnRaw: p.return_raw });
+        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw });
         return json(res, 200, r.response);
       } catch (e) {
         const err = e as RfdetrError;

@@ -41,12 +41,12 @@ test('base64: malformed input names the problem', () => {
 });
 
 test('params: JSON types are strict, text forms parse numbers and booleans', () => {
-  assert.deepEqual(parsePredictParams({}, false), { threshold: 0.5, maxDetections: 100, returnRaw: false });
-  assert.deepEqual(parsePredictParams({ threshold: '0.25', max_detections: '300', return_raw: 'TRUE' }, true), { threshold: 0.25, maxDetections: 300, returnRaw: true });
+  assert.deepEqual(parsePredictParams({}, false), { threshold: 0.5, max_detections: 100, return_raw: false });
+  assert.deepEqual(parsePredictParams({ threshold: '0.25', max_detections: '300', return_raw: 'TRUE' }, true), { threshold: 0.25, max_detections: 300, return_raw: true });
   assert.throws(() => parsePredictParams({ threshold: '0.25' }, false), /for threshold but received "0.25" of type string/);
   assert.throws(() => parsePredictParams({ threshold: 'Infinity' }, true), /for threshold/);
   assert.throws(() => parsePredictParams({ threshold: '' }, true), /for threshold/);
-  assert.equal(parsePredictParams({ max_detections: '1e2' }, true).maxDetections, 100);
+  assert.equal(parsePredictParams({ max_detections: '1e2' }, true).max_detections, 100);
   assert.throws(() => parsePredictParams({ max_detections: '10.5' }, true), /for max_detections but received "10.5"/);
   assert.throws(() => parsePredictParams({ max_detections: '0x10' }, true), /for max_detections/);
   assert.throws(() => parsePredictParams({ return_raw: 1 }, false), /for return_raw but received 1 of type number/);

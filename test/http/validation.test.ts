@@ -116,6 +116,27 @@ describe('schema (422) and defaults', () => {
     assert.match(((await r2.json()) as any).detail, /field "threshold" is given twice/);
   });
 
+  test('an unknown field (a misspelt one) → 422 naming it and the known fields, in every body form', async () => {
+    const json = await postJson(s.url, { image: png, max_detection: 3 });
+    assertError(json, 422, 'E_SCHEMA', /Unknown field max_detection \(received 3 of type number\): expected only the fields image, threshold, max_detections, .*check the spelling/);
+    assert.equal(json.json.field, 'max_detection');
+    for (const body of [{ image_url: 'http://127.0.0.1/x.png', thresold: 0.2 }, { images: [png], thresold: 0.2 }]) {
+      assertError(await postJson(s.url, body), 422, 'E_SCHEMA', /Unknown field thresold/);
+    }
+    const long = await postJson(s.url, { image: png, ['k'.repeat(100_000)]: 1 });
+    assertError(long, 422, 'E_SCHEMA', /Unknown field k{40}… /);
+    assert.ok(long.text.length < 2000, `the long name is not echoed whole (${long.text.length} characters)`);
+    const fd = new FormData();
+    fd.append('image', new Blob([u8(goldens()[0]!.png)]), 'x.png');
+    fd.append('treshold', '0.3');
+    const mp = await fetch(`${s.url}/predict`, { method: 'POST', body: fd });
+    assert.equal(mp.status, 422);
+    assert.match(((await mp.json()) as any).detail, /Unknown field treshold \(received "0\.3" of type string\)/);
+    const raw = await fetch(`${s.url}/predict?max=3`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
+    assert.equal(raw.status, 422);
+    assert.match(((await raw.json()) as any).detail, /Unknown field max /);
+  });
+
   test('unsupported Content-Type → 415 naming the accepted types', async () => {
     const res = await fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' });
     const body: any = await res.json();

@@ -56,6 +56,9 @@ std::unique_ptr<engine> engine_create(const std::string & name, const std::strin
 // The engines this binary can run, in preference order.
 std::vector<std::string> engine_names();
 
+// The engines this project knows that this build lacks (each has an engine_unbuilt_reason).
+std::vector<std::string> engine_unbuilt_names();
+
 // For an engine this project knows but this build lacks (e.g. `tt` without RFDETR_WITH_TTNN): why, and how
 // to build it. Empty for engines that are built and for names nobody knows.
 std::string engine_unbuilt_reason(const std::string & name);

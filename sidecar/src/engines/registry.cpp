@@ -31,6 +31,16 @@ std::vector<std::string> engine_names() {
     return names;
 }
 
+std::vector<std::string> engine_unbuilt_names() {
+    std::vector<std::string> names;
+    for (const auto & e : k_engines) {
+        if (e.name && e.unbuilt_reason && e.unbuilt_reason()) {
+            names.emplace_back(e.name);
+        }
+    }
+    return names;
+}
+
 std::string engine_unbuilt_reason(const std::string & name) {
     for (const auto & e : k_engines) {
         if (e.name && name == e.name && e.unbuilt_reason) {

@@ -83,6 +83,9 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         if (arg == "--version") {
             return options_status::OPTIONS_VERSION;
         }
+        if (arg == "--list-engines") {
+            return options_status::OPTIONS_LIST_ENGINES;
+        }
         if (arg == "--exit-with-parent" || arg == "--eager") {
             if (has_inline) {
                 error = arg + " takes no value, got '" + value + "'";
@@ -160,6 +163,8 @@ std::string options_help(const std::vector<std::string> & engines) {
            "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
+           "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"
+           "                       \"unbuilt_reason\"}]}, the built ones first, an unbuilt one with how to build it\n"
            "  --help, --version\n"
            "\n"
            "Flags beat environment variables. Exit status: 0 clean stop, 1 startup failure, 2 usage error.\n";

@@ -22,6 +22,7 @@ enum class options_status {
     OPTIONS_OK,
     OPTIONS_HELP,
     OPTIONS_VERSION,
+    OPTIONS_LIST_ENGINES,
     OPTIONS_USAGE_ERROR,
 };
 

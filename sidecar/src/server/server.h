@@ -22,6 +22,8 @@ struct engine_factory {
     std::function<std::vector<std::string>()> names;
     // Why a known engine is not in names() (how to build it); may be empty. Optional.
     std::function<std::string(const std::string &)> unbuilt_reason;
+    // The engines this project knows that are not in names(), for --list-engines. Optional.
+    std::function<std::vector<std::string>()> unbuilt_names;
 };
 
 // The factory built into the product binary: the engine registry (engines/registry.cpp).

@@ -24,7 +24,7 @@
 namespace rfdetr {
 
 engine_factory engine_factory_default() {
-    return engine_factory{engine_create, engine_names, engine_unbuilt_reason};
+    return engine_factory{engine_create, engine_names, engine_unbuilt_reason, engine_unbuilt_names};
 }
 
 namespace {
@@ -58,6 +58,21 @@ double warm_up(engine & eng, int input_size) {
     return ms_since(t0);
 }
 
+// --list-engines: what the CLI checks --engine against and `rfdetr info` lists (one JSON line on stdout).
+std::string engines_json(const engine_factory & factory) {
+    auto list = nlohmann::json::array();
+    for (const auto & n : factory.names()) {
+        list.push_back({{"name", n}, {"built", true}});
+    }
+    if (factory.unbuilt_names) {
+        for (const auto & n : factory.unbuilt_names()) {
+            const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(n) : "";
+            list.push_back({{"name", n}, {"built", false}, {"unbuilt_reason", why}});
+        }
+    }
+    return nlohmann::json{{"engines", list}}.dump();
+}
+
 }  // namespace
 
 int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
@@ -70,6 +85,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         case options_status::OPTIONS_VERSION:
             std::printf("rfdetr-sidecar %s (protocol %u)\n", RFDETR_SIDECAR_VERSION, k_protocol_version);
             return 0;
+        case options_status::OPTIONS_LIST_ENGINES: std::printf("%s\n", engines_json(factory).c_str()); return 0;
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }

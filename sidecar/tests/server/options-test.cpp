@@ -64,6 +64,7 @@ TEST(options, bad_values_name_the_flag_and_value) {
     EXPECT_NE(err.find("unknown flag '-x'"), std::string::npos) << err;
     EXPECT_EQ(parse({"--help"}, o, err), rfdetr::options_status::OPTIONS_HELP);
     EXPECT_EQ(parse({"--version"}, o, err), rfdetr::options_status::OPTIONS_VERSION);
+    EXPECT_EQ(parse({"--list-engines"}, o, err), rfdetr::options_status::OPTIONS_LIST_ENGINES);
     g_env = {{"TT_RF_DETR_WEIGHTS", "/w"}, {"TT_DEVICE_ID", "gpu0"}};
     EXPECT_EQ(parse({}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
     EXPECT_NE(err.find("TT_DEVICE_ID='gpu0'"), std::string::npos) << err;

@@ -3,7 +3,7 @@
 #include "test-engine.h"
 
 int main(int argc, char ** argv) {
-    rfdetr::engine_factory f;
+    rfdetr::engine_factory f = rfdetr::engine_factory_default();
     f.create = [](const std::string & name, const std::string & dir, const rfdetr::engine_options & o) {
         if (name == "test-echo") {
             return rfdetr::test_echo_create(dir, o);
