@@ -204,11 +204,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       if (!res.writableFinished) abort.abort(abortedError('in progress'));
     };
     res.on('close', onClose);
-    // A client that goes away while a frame is in the engine may only half-close (FIN, nothing unread): the
-    // server keeps such a socket open for the response and would notice only at the next write. No HTTP client
-    // half-closes while it waits for an answer, so the peer's end is taken as leaving.
-    const socket = req.socket;
-    socket.on('end', onClose);
     const cleanups: Array<() => Promise<void>> = [];
     let failure: unknown;
     try {
@@ -231,7 +226,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       }
     } finally {
       res.off('close', onClose);
-      socket.off('end', onClose);
       if (!req.complete) res.once('finish', () => req.socket.destroySoon());
       running--;
       active.delete(ctx);

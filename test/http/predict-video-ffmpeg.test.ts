@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { goldens, start, u8, waitFor } from './helpers.ts';
+import { start, u8, waitFor } from './helpers.ts';
+import { ndjsonLines as lines, stillsBehindVideo } from './video-helpers.ts';
 import { makeVideo, videoSkip } from '../helpers/videos.ts';
 
 const skip = videoSkip();
@@ -42,7 +43,6 @@ function ffmpegChildren(): number[] {
 const post = (url: string, query: string, body: Buffer, signal?: AbortSignal) =>
   fetch(`${url}/predict/video${query}`, { method: 'POST', headers: { 'content-type': 'video/mp4' }, body: u8(body), signal });
 
-const lines = (text: string) => text.trim().split('\n').map((l) => JSON.parse(l));
 
 test('POST /predict/video (ffmpeg): a 150-frame file streams one line per frame while stills sent meanwhile are answered', { ...skip, timeout: 60_000 }, async () => {
   const file = makeVideo(dir, 'clip150.mp4', { width: 160, height: 120, frames: 150 });
@@ -61,12 +61,7 @@ test('POST /predict/video (ffmpeg): a 150-frame file streams one line per frame 
   try {
     const video = post(s.url, '?track=1', fs.readFileSync(file));
     await waitFor(() => order.length === 3 && s.srv.engine.depth === 1, 'frame 2 in the engine, frame 3 waiting');
-    const png = goldens()[0]!.png;
-    const stills = [0, 1, 2].map(() => fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(png) }));
-    await waitFor(() => s.srv.engine.depth === 4, 'the stills queued behind frame 3');
-    unblock();
-    const answered = await Promise.all(stills);
-    assert.deepEqual(answered.map((r) => r.status), [200, 200, 200]);
+    await stillsBehindVideo(s, 1, unblock);
     const res = await video;
     assert.equal(res.status, 200);
     const out = lines(await res.text());

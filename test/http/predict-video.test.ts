@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
 import type { VideoFrame, VideoSource } from '../../src/video/source.ts';
-import { FakeBackend, goldens, start, u8, waitFor } from './helpers.ts';
+import { start, u8, waitFor } from './helpers.ts';
+import { ndjsonLines as lines, stillsBehindVideo } from './video-helpers.ts';
 
 const W = 320;
 const H = 240;
@@ -80,10 +81,6 @@ async function postVideo(url: string, query: string, body: BodyInit = u8(VIDEO_B
   return fetch(`${url}/predict/video${query}`, { method: 'POST', headers, body, signal });
 }
 
-function lines(text: string): any[] {
-  return text.trim().split('\n').map((l) => JSON.parse(l));
-}
-
 function tmpRoot(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-video-test-'));
 }
@@ -133,12 +130,7 @@ test('POST /predict/video: stills sent while a video runs are answered between i
     const video = postVideo(s.url, '');
     // frame 0 in the engine, frame 1 waiting: the video keeps two frames in the queue
     await waitFor(() => s.backend.calls === 1 && s.srv.engine.depth === 1, 'the video\'s first two frames');
-    const png = goldens()[0]!.png;
-    const stills = [0, 1, 2].map(() => fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(png) }));
-    await waitFor(() => s.srv.engine.depth === 4, 'the three stills queued behind the video\'s frame');
-    release();
-    const answered = await Promise.all(stills);
-    assert.deepEqual(answered.map((r) => r.status), [200, 200, 200]);
+    await stillsBehindVideo(s, 1, release);
     const res = await video;
     const out = lines(await res.text());
     assert.deepEqual(out.slice(0, 150).map((l) => l.frame), Array.from({ length: 150 }, (_, i) => i));
