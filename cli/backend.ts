@@ -5,14 +5,14 @@ import type { BackendFactory } from './context.ts';
 
 export const openSidecarBackend: BackendFactory = async (req) => {
   // Imported here, not at the top: the supervisor pulls in execa, which --help and --version must not load.
-  const { createBackend } = await import('../src/sidecar/index.ts');
+  const { createBackend, createPool } = await import('../src/sidecar/index.ts');
   const logger: Logger = req.logger ?? {
     debug() {},
     info() {},
     warn: (m) => req.log(`sidecar: warning: ${m}`),
     error: (m) => req.log(`sidecar: error: ${m}`),
   };
-  const backend = createBackend({
+  const common = {
     engine: req.engine,
     weightsDir: req.weightsDir || undefined,
     threads: req.threads,
@@ -23,7 +23,10 @@ export const openSidecarBackend: BackendFactory = async (req) => {
     // A one-shot command (detect, bench, verify) fails at the first sidecar death instead of retrying a broken
     // engine with backoff for a minute; `serve` keeps the supervisor's restart policy.
     ...(req.waitReady === false ? {} : { restart: { maxCrashes: 0 } }),
-  });
+  };
+  const backend = req.pool
+    ? createPool({ members: req.pool.members.map((m) => ({ ...common, label: m.label, env: m.env })), minReady: req.pool.minReady, logger })
+    : createBackend(common);
   if (req.waitReady === false) return backend;
   try {
     await backend.ready();

@@ -9,14 +9,19 @@ export interface BackendRequest {
   weightsDir: string;
   /** CPU threads, 0 = physical cores. */
   threads?: number | undefined;
-  /** Host-engine precision (tt-host): fp32 | bf16. */
-  precision?: 'fp32' | 'bf16' | undefined;
+  /** Engine precision: fp32 | bf16 (tt-host) | int8 (cpu). */
+  precision?: 'fp32' | 'bf16' | 'int8' | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
   /** Warnings and errors, one line each (stderr). */
   log: (line: string) => void;
   /** Structured lifecycle log (serve passes its JSON logger); when absent only warnings/errors reach `log`. */
   logger?: BackendLogger | undefined;
+  /**
+   * Several sidecars behind one backend (serve's --devices / --workers): one per member, each adding its
+   * environment; ready while at least `minReady` are. Absent: one sidecar.
+   */
+  pool?: { members: { label: string; env: Record<string, string> }[]; minReady: number } | undefined;
   /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
   waitReady?: boolean | undefined;
 }

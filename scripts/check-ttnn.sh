@@ -7,8 +7,12 @@
 #  3. runs `rfdetr-sidecar --engine tt` on a synthetic checkpoint: it must exit 1 at the device open with a
 #     message naming the driver, /dev/tenstorrent and TT_METAL_VISIBLE_DEVICES, and the op this build lacks;
 #     no READY line, nothing left behind;
-#  4. checks each ttnn call against the ttnn 0.78.0 wheel's exports and regenerates
-#     sidecar/src/engines/tt/TTNN_CALLS.md (scripts/ttnn-calls.py); a call 0.78.0 does not have fails;
+#  4. compiles tt-ops-ttnn.cpp (syntax only) with the op headers the 0.78.0 wheel ships (it ships some of its
+#     ops' host headers exactly, among its 1,801 headers: permute, concat, slice, reshape, …) put ahead of the
+#     tt-metal headers, so the calls of those ops are checked against 0.78.0's own declarations (the include
+#     trace must show each of them used); then checks each ttnn call against the 0.78.0 wheel's exports and
+#     regenerates sidecar/src/engines/tt/TTNN_CALLS.md (scripts/ttnn-calls.py), which records both; a call
+#     0.78.0 does not have fails;
 #  5. imports the tt-model app module (tt-model/rfdetr_tt_app) the two ways tt-model does.
 # Wheels are fetched once with pip into ${RFDETR_TTNN_CACHE:-~/.cache/rfdetr-ttnn} and reused.
 # Needs: python3 with pip, cmake, ninja, g++, nm (binutils). Last line on success:
@@ -76,7 +80,7 @@ fi
 
 # --- 1. compile and link ---------------------------------------------------------------------------------------
 step "building rfdetr-sidecar with RFDETR_WITH_TTNN=ON into $build (ttnn $LINKED libraries)"
-cmake -S sidecar -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF \
+cmake -S sidecar -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DRFDETR_TTNN_HEADERS="$headers" -DRFDETR_TTNN_WHEEL="$cache/ttnn-$LINKED" -DRFDETR_TTNN_VERSION= >&2 ||
   fail "cmake could not configure the TT build"
 cmake --build "$build" -j "$(nproc)" --target rfdetr-sidecar rfdetr-synth rfdetr-tt-opcheck >&2 ||
@@ -135,8 +139,45 @@ set -e
 [ "$rc" = 1 ] && grep -q "could not open Tenstorrent device 0" <<<"$opcheck" ||
   fail "rfdetr-tt-opcheck --impl ttnn did not stop at the device open with exit 1 (exit $rc): $(tail -2 <<<"$opcheck")"
 
-# --- 4. every call against 0.78.0 ------------------------------------------------------------------------------
-counts=$(python3 scripts/ttnn-calls.py --object "$obj" --source sidecar/src/engines/tt/tt-ops-ttnn.cpp \
+# --- 4. the calls whose 0.78.0 declarations ship in the wheel, then every call against 0.78.0's exports ---------
+src=sidecar/src/engines/tt/tt-ops-ttnn.cpp
+wheel_cpp=$cache/ttnn-$TARGET/ttnn/ttnn/cpp
+n_wheel_headers=$(find "$cache/ttnn-$TARGET" \( -name '*.h' -o -name '*.hpp' \) | wc -l)
+overlay=$run/declared-$TARGET
+declared=$run/declared.tsv
+: >"$declared"
+for inc in $(grep -oE '^#include <ttnn/operations/[^>]+>' "$src" | sed -E 's/^#include <(.*)>$/\1/'); do
+  [ -f "$wheel_cpp/$inc" ] || continue
+  op=ttnn::$(basename "$inc" .hpp)
+  grep -qF "$op(" "$src" || continue
+  mkdir -p "$overlay/$(dirname "$inc")"
+  cp "$wheel_cpp/$(dirname "$inc")"/*.hpp "$overlay/$(dirname "$inc")/"
+  printf '%s\t%s\n' "$op" "$inc" >>"$declared"
+done
+[ -s "$declared" ] || fail "the $TARGET wheel ships none of the op headers $src includes (looked in $wheel_cpp)"
+compile=$(python3 -c 'import json, sys
+for e in json.load(open(sys.argv[1])):
+    if e["file"].endswith("/tt-ops-ttnn.cpp"):
+        print(e["command"]); break' "$build/compile_commands.json") || fail "no compile command for $src in $build/compile_commands.json"
+[ -n "$compile" ] || fail "no compile command for $src in $build/compile_commands.json"
+# One 0.78.0 type those headers use is declared in a 0.78.0 header the wheel does not ship: ttnn::PadValue, the
+# std::variant<unsigned int, float> parameter of 0.78.0's exported ttnn::reshape (TTNN_CALLS.md). It is
+# declared so, force-included ahead of everything.
+shim=$run/declared-types.hpp
+printf '%s\n' '#pragma once' '#include <cstdint>' '#include <variant>' \
+  'namespace ttnn { using PadValue = std::variant<uint32_t, float>; }' >"$shim"
+# The same command, syntax only, with the wheel's op headers searched first (-I before the tt-metal -isystem
+# directories) and the include trace (-H) on stderr.
+compile=$(sed -E "s# -o [^ ]+ -c # -fsyntax-only -H #; s#^([^ ]+) #\1 -I$overlay -include $shim #" <<<"$compile")
+step "compiling $src against $TARGET's own headers of: $(cut -f1 "$declared" | tr '\n' ' ')"
+(cd "$build" && eval "$compile") >"$run/declared.out" 2>"$run/declared.err" ||
+  fail "the calls of $(cut -f1 "$declared" | tr '\n' ' ')do not compile against ttnn $TARGET's declarations: $(grep -m3 'error' "$run/declared.err")"
+while IFS=$'\t' read -r op inc; do
+  grep -qE "^\.+ $overlay/$inc\$" "$run/declared.err" || fail "$inc of ttnn $TARGET was not the header the compile used for $op"
+  if grep -qE "^\.+ $headers/.*/$inc\$" "$run/declared.err"; then fail "the compile also read the tt-metal headers' $inc: $op is not checked against $TARGET alone"; fi
+done <"$declared"
+counts=$(python3 scripts/ttnn-calls.py --object "$obj" --source "$src" \
+  --declared "$declared" --target-headers "$n_wheel_headers" \
   --linked-lib "$cache/ttnn-$LINKED/ttnn/build/lib" --linked-version "$LINKED" \
   --target-lib "$cache/ttnn-$TARGET/ttnn/build/lib" --target-version "$TARGET" \
   --headers "$headers_desc" --out "$calls_md") ||

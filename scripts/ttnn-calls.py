@@ -223,7 +223,14 @@ def main() -> int:
     ap.add_argument("--target-version", required=True)
     ap.add_argument("--headers", required=True)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--declared", type=Path, help="TSV op<TAB>header: calls compiled against the target's own header of that op")
+    ap.add_argument("--target-headers", type=int, help="how many headers the target wheel ships")
     a = ap.parse_args()
+    a.declared_ops = {}
+    if a.declared:
+        for line in a.declared.read_text().splitlines():
+            op, header = line.split("\t")
+            a.declared_ops[op] = header
 
     linked, target = exports(a.linked_lib), exports(a.target_lib)
     needed = sorted({s for s in undefined(a.object) if s in linked})
@@ -249,6 +256,24 @@ def main() -> int:
     return 1 if missing else 0
 
 
+def declared_lines(a) -> list:
+    if not a.declared_ops:
+        return ["- **Not done:** a compile against 0.78.0's headers, and any run on a card."]
+    ops = ", ".join(f"`{op}`" for op in sorted(a.declared_ops))
+    shipped = f" among its {a.target_headers} headers" if a.target_headers else ""
+    return [
+        f"- **Declared** in ttnn **{a.target_version}**: the calls of {ops} compile (syntax only) against "
+        f"{a.target_version}'s own headers of those ops, which its wheel ships{shipped} "
+        f"({', '.join(f'`{h}`' for h in sorted(a.declared_ops.values()))}), put ahead of the tt-metal headers; "
+        "the include trace shows each one used and the tt-metal copies unread. One type they use is declared in a "
+        "header the wheel does not ship, `ttnn::PadValue`: it is declared as `std::variant<uint32_t, float>`, the "
+        "type of that parameter in 0.78.0's exported `ttnn::reshape` (below).",
+        f"- **Not done:** a compile of the other calls against {a.target_version}'s headers (the wheel does not ship "
+        "their ops' headers or the core ones they need; the Dockerfile's TT stage compiles against tt-metal's "
+        "`v0.78.0` tag), and any run on a card.",
+    ]
+
+
 def render(a, rows, moves, n_resolved, binds) -> str:
     counts = {}
     for r in rows:
@@ -265,8 +290,7 @@ def render(a, rows, moves, n_resolved, binds) -> str:
         "`ttnn::open_mesh_device` on a machine without a card.",
         f"- **Checked** against ttnn **{a.target_version}**'s exports (`nm -DC` of its wheel's libraries), the "
         f"release the product serves with: {binds}/{len(rows)} calls bind ({summary}).",
-        "- **Not done:** a compile against 0.78.0's headers (the wheel ships none; the Dockerfile's TT stage does it "
-        "against tt-metal's `v0.78.0` tag), and any run on a card.",
+        *declared_lines(a),
         "",
         "Type moves normalised before comparing: "
         + (", ".join(f"`{o}` → `{n}`" for o, n in sorted(moves.items())) or "none") + ".",
@@ -285,6 +309,9 @@ def render(a, rows, moves, n_resolved, binds) -> str:
 
     for name, old, new, verdict, note in rows:
         v = f"**{verdict}**" + (f": {note}" if note else "")
+        op = re.sub(r"<[^<>]*>$", "", name)  # ttnn::slice<unsigned int> is a call of ttnn::slice
+        if op in a.declared_ops:
+            v += f"; **declared**: compiled against {a.target_version}'s `{a.declared_ops[op]}`"
         same = new == normalise(old, moves)
         lines.append(f"| `{name}` | {cell(old)} | {'same' if same and verdict == 'exact' else cell(new)} | {v} |")
     lines += ["", VOCABULARY]

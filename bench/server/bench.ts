@@ -1,18 +1,20 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
-//   node --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--old-url URL] [--out FILE]
+//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,crowd,memory,overhead-cpu] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
-//   overhead   concurrency 1: client round trip − timing_ms.inference, for a 640×480 PNG, a 640×480 JPEG and a
-//              4000×3000 JPEG, against sharp decoding the same bytes to RGB in this process (interleaved with
-//              the requests); with the cpu engine and with test-sleep (a fixed 8 ms forward off the host cores).
-//              Targets: 640×480 ≤ decode + 3 ms; 4000×3000 ≤ 1.25 × decode + 5 ms.
-//   crowd      8 clients sending 4000×3000 JPEGs to test-sleep: the server's event-loop delay p99 (target
-//              ≤ 10 ms) and the engine's busy fraction (target ≥ 95 %), and the same for 640×480 JPEGs.
-//   memory     1000 requests at concurrency 4 (640×480 JPEG, test-sleep): server and sidecar RSS over the
-//              first and the last 100.
-//   old        with --old-url, the overhead scenario against another server (e.g. the previous main, started
-//              by hand with `rfdetr serve`) for the ratio to the old path.
-// Bodies are sent as the contract's JSON ({"image": base64}) unless noted; results go to bench/server/results.json.
+//   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
+//                 JPEG and a 4000×3000 JPEG, each as base64 JSON, multipart and a raw body: the client round trip
+//                 against the server's timeline of the same request (src/http/timeline.ts; both on
+//                 CLOCK_MONOTONIC), so the part of the round trip no server stage covers is measured (target
+//                 ≤ 1 ms p50); the overhead (round trip − timing_ms.inference) against sharp decoding the same
+//                 bytes in this process, interleaved with the requests (targets: 640×480 ≤ decode + 3 ms;
+//                 4000×3000 ≤ 1.25 × decode + 5 ms); the CPU time of server and sidecar per request.
+//   overhead-cpu  the same with the cpu engine (its real forward), JSON and raw bodies.
+//   crowd         8 clients sending 4000×3000 JPEGs to test-sleep: the server's event-loop delay p99 (target
+//                 ≤ 10 ms) and the engine's busy fraction, and the same for 640×480 JPEGs (target ≥ 90 %).
+//   memory        1000 requests at concurrency 4 (640×480 JPEG, test-sleep): server and sidecar RSS over the
+//                 first and the last 100.
+// Results go to bench/server/results.json, with the load average before and after (the host is shared).
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,25 +26,21 @@ import { Pool } from 'undici';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { synthWeights } from '../../test/helpers/synth-weights.ts';
+import { median, pct, r2 } from '../stats.ts';
+import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, 'old-url': { type: 'string' }, out: { type: 'string' }, only: { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' } } });
 const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-const r2 = (x: number) => Math.round(x * 100) / 100;
 
 interface Server {
   url: string;
   engine: string;
-  stats(): Promise<{ eld_ms: { p50: number; p99: number; max: number }; server_rss_kib: number; sidecar_rss_kib: number; busy_ms: number; forward_ms: number; forwards: number }>;
+  stats(): Promise<{ eld_ms: { p50: number; p99: number; max: number }; server_rss_kib: number; sidecar_rss_kib: number; busy_ms: number; forward_ms: number; forwards: number; server_cpu_ms: number; sidecar_cpu_ms: number | null }>;
+  timelines(): Promise<{ mono_offset_ms: number; timelines: TimelineRecord[] }>;
   reset(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -68,6 +66,7 @@ async function startServer(engine: string, forwardMs = 8): Promise<Server> {
     url: line.split(' ')[0]!,
     engine: line.split(' ').slice(1).join(' '),
     stats: () => ask('stats'),
+    timelines: () => ask('timelines'),
     reset: () => ask('reset'),
     stop: () => new Promise((r) => {
       child.once('exit', () => r());
@@ -76,12 +75,26 @@ async function startServer(engine: string, forwardMs = 8): Promise<Server> {
   };
 }
 
-async function predict(pool: Pool, body: string | Buffer, contentType = 'application/json') {
+interface Sent {
+  rtt: number;
+  t: Record<string, number>;
+  /** CLOCK_MONOTONIC ms when the request was started and when its answer had been read. */
+  sentMono: number;
+  doneMono: number;
+  serverTiming: string | undefined;
+}
+const monoOffsetMs = Number(process.hrtime.bigint()) / 1e6 - performance.now();
+/** With node --expose-gc: the load generator collects its own garbage between requests. */
+const clientGc = (globalThis as { gc?: () => void }).gc;
+
+async function predict(pool: Pool, body: string | Buffer, contentType = 'application/json', query = ''): Promise<Sent> {
   const t0 = performance.now();
-  const res = await pool.request({ path: '/predict', method: 'POST', headers: { 'content-type': contentType }, body });
+  const res = await pool.request({ path: `/predict${query}`, method: 'POST', headers: { 'content-type': contentType }, body });
   const json = (await res.body.json()) as { timing_ms: Record<string, number> };
+  const t1 = performance.now();
   if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${JSON.stringify(json)}`);
-  return { rtt: performance.now() - t0, t: json.timing_ms };
+  const st = res.headers['server-timing'];
+  return { rtt: t1 - t0, t: json.timing_ms, sentMono: t0 + monoOffsetMs, doneMono: t1 + monoOffsetMs, serverTiming: typeof st === 'string' ? st : undefined };
 }
 
 const png = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png'));
@@ -91,35 +104,81 @@ const big = await sharp(png).resize(4000, 3000, { kernel: 'cubic' }).jpeg({ qual
 const images: Record<string, Buffer> = { 'png-640x480': png, 'jpeg-640x480': jpeg, 'jpeg-4000x3000': big };
 const target = (name: string, decode: number) => name.includes('4000') ? 1.25 * decode + 5 : decode + 3;
 
-async function overhead(url: string, label: string, n: number) {
+type BodyKind = 'json' | 'multipart' | 'raw';
+const BOUNDARY = 'rfdetr-bench-boundary-7d3f';
+function bodyOf(kind: BodyKind, name: string, bytes: Buffer): { body: string | Buffer; ct: string } {
+  if (kind === 'json') return { body: JSON.stringify({ image: bytes.toString('base64') }), ct: 'application/json' };
+  if (kind === 'raw') return { body: bytes, ct: name.startsWith('png') ? 'image/png' : 'image/jpeg' };
+  const head = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="image"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+  return { body: Buffer.concat([Buffer.from(head), bytes, Buffer.from(`\r\n--${BOUNDARY}--\r\n`)]), ct: `multipart/form-data; boundary=${BOUNDARY}` };
+}
+
+/**
+ * Concurrency 1, every image × body kind: the client round trip against the server's timeline of the same
+ * request (same clock: CLOCK_MONOTONIC in both processes), the overhead (round trip − timing_ms.inference)
+ * against sharp's decode of the same bytes here, and the CPU time both processes spent per request.
+ */
+async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]) {
   const out: Record<string, unknown> = {};
-  const pool = new Pool(url, { connections: 1 });
+  const pool = new Pool(srv.url, { connections: 1 });
   try {
     for (const [name, bytes] of Object.entries(images)) {
-      const body = JSON.stringify({ image: bytes.toString('base64') });
-      for (let i = 0; i < 3; i++) await predict(pool, body);
-      const over: number[] = [];
-      const dec: number[] = [];
-      const stages: Record<string, number[]> = { decode: [], preprocess: [], queue: [], transfer: [], postprocess: [], inference: [] };
-      for (let i = 0; i < n; i++) {
-        const d0 = performance.now();
-        await decodeImage(bytes);
-        dec.push(performance.now() - d0);
-        const { rtt, t } = await predict(pool, body);
-        over.push(rtt - t.inference!);
-        for (const k of Object.keys(stages)) stages[k]!.push(t[k]!);
+      for (const kind of kinds) {
+        const { body, ct } = bodyOf(kind, name, bytes);
+        for (let i = 0; i < 3; i++) await predict(pool, body, ct);
+        await srv.timelines();
+        const s0 = await srv.stats();
+        const sent: Sent[] = [];
+        const dec: number[] = [];
+        let clientCpu = 0;
+        for (let i = 0; i < n; i++) {
+          const d0 = performance.now();
+          await decodeImage(bytes);
+          dec.push(performance.now() - d0);
+          // The baseline's 36 MB of pixels are this process's garbage: collected now, not during the round trip.
+          clientGc?.();
+          const c0 = process.cpuUsage();
+          sent.push(await predict(pool, body, ct));
+          const c1 = process.cpuUsage(c0);
+          clientCpu += (c1.user + c1.system) / 1000;
+        }
+        const s1 = await srv.stats();
+        const { mono_offset_ms: srvOffset, timelines } = await srv.timelines();
+        if (timelines.length !== n) throw new Error(`expected ${n} timelines, got ${timelines.length}`);
+        const over = sent.map((x) => x.rtt - x.t.inference!);
+        const gap = sent.map((x, i) => x.rtt - timelines[i]!.total);
+        const before = sent.map((x, i) => timelines[i]!.start + srvOffset - x.sentMono);
+        const after = sent.map((x, i) => x.doneMono - (timelines[i]!.marks.finished! + srvOffset));
+        const stageNames = timelines[0]!.stages.map(([k]) => k);
+        const stages = Object.fromEntries(stageNames.map((k) => [k, r2(median(timelines.map((t) => t.stages.find(([s]) => s === k)?.[1] ?? 0)))]));
+        const o = median(over);
+        const d = median(dec);
+        const r = {
+          bytes: Buffer.byteLength(body),
+          overhead_ms: { p50: r2(o), p90: r2(pct(over, 90)) },
+          sharp_decode_ms_p50: r2(d),
+          target_ms: r2(target(name, d)),
+          meets_target: o <= target(name, d),
+          round_trip_ms_p50: r2(median(sent.map((x) => x.rtt))),
+          timeline_total_ms_p50: r2(median(timelines.map((t) => t.total))),
+          // What the server's stages leave out of the client's round trip: before the request event and after the last write.
+          unaccounted_ms: { p50: r2(median(gap)), p90: r2(pct(gap, 90)), before_arrival_p50: r2(median(before)), after_last_write_p50: r2(median(after)) },
+          accounts_within_1ms: Math.abs(median(gap)) <= 1,
+          stage_p50_ms: stages,
+          gc_ms: { p50: r2(median(timelines.map((t) => t.gcMs))), mean: r2(timelines.reduce((a, t) => a + t.gcMs, 0) / n) },
+          loop_delay_ms_p50: r2(median(timelines.map((t) => t.loopDelayMs))),
+          cpu_ms_per_request: {
+            server: r2((s1.server_cpu_ms - s0.server_cpu_ms) / n),
+            sidecar: r2(((s1.sidecar_cpu_ms ?? 0) - (s0.sidecar_cpu_ms ?? 0)) / n),
+            client_incl_sharp_baseline: r2(clientCpu / n),
+          },
+          timing_ms_p50: Object.fromEntries(['decode', 'preprocess', 'queue', 'transfer', 'postprocess', 'inference', 'total'].map((k) => [k, r2(median(sent.map((x) => x.t[k]!)))])),
+          server_timing_example: sent[sent.length >> 1]!.serverTiming,
+        };
+        out[`${name}-${kind}`] = r;
+        console.log(`${label} ${name} ${kind}: overhead p50 ${r.overhead_ms.p50} ms vs sharp decode ${r.sharp_decode_ms_p50} → target ${r.target_ms} ${r.meets_target ? 'MET' : 'NOT MET'}; rtt ${r.round_trip_ms_p50}, unaccounted p50 ${r.unaccounted_ms.p50} ms; cpu/req server ${r.cpu_ms_per_request.server} sidecar ${r.cpu_ms_per_request.sidecar}`);
+        console.log(`   stages ${Object.entries(stages).filter(([, v]) => v >= 0.05).map(([k, v]) => `${k} ${v}`).join(', ')}; gc mean ${r.gc_ms.mean}, loop-delay p50 ${r.loop_delay_ms_p50}`);
       }
-      const o = median(over);
-      const d = median(dec);
-      out[name] = {
-        bytes: bytes.length,
-        overhead_ms: { p50: r2(o), p90: r2(pct(over, 90)) },
-        sharp_decode_ms_p50: r2(d),
-        target_ms: r2(target(name, d)),
-        meets_target: o <= target(name, d),
-        stage_p50_ms: Object.fromEntries(Object.entries(stages).map(([k, v]) => [k, r2(median(v))])),
-      };
-      console.log(`${label} ${name}: overhead p50 ${r2(o)} ms (p90 ${r2(pct(over, 90))}) vs sharp decode ${r2(d)} ms → target ${r2(target(name, d))} ms ${o <= target(name, d) ? 'MET' : 'NOT MET'}; stages ${JSON.stringify((out[name] as any).stage_p50_ms)}`);
     }
   } finally {
     await pool.close();
@@ -127,33 +186,41 @@ async function overhead(url: string, label: string, n: number) {
   return out;
 }
 
-async function crowd(srv: Server, name: string, bytes: Buffer, clients: number, total: number, raw: boolean) {
+async function crowd(srv: Server, name: string, bytes: Buffer, clients: number, total: number, raw: boolean, query = '') {
   const pool = new Pool(srv.url, { connections: clients });
-  const body = raw ? bytes : JSON.stringify({ image: bytes.toString('base64') });
+  const body = raw ? bytes : JSON.stringify({ image: bytes.toString('base64'), ...(query ? { fast_decode: true } : {}) });
   const ct = raw ? 'image/jpeg' : 'application/json';
-  for (let i = 0; i < clients; i++) await predict(pool, body, ct);
+  const q = raw ? query : '';
+  for (let i = 0; i < clients; i++) await predict(pool, body, ct, q);
   await srv.reset();
+  await srv.timelines();
   const s0 = await srv.stats();
+  const load0 = os.loadavg()[0]!;
   const t0 = performance.now();
   let next = 0;
   await Promise.all(Array.from({ length: clients }, async () => {
     while (next < total) {
       next++;
-      await predict(pool, body, ct);
+      await predict(pool, body, ct, q);
     }
   }));
   const wall = performance.now() - t0;
   const s1 = await srv.stats();
+  const { timelines } = await srv.timelines();
   await pool.close();
   // The engine is busy while it computes a forward (the sum of the sidecar's forward_ms), not merely while a
   // request is in the sidecar (that includes its resize).
   const busy = (s1.forward_ms - s0.forward_ms) / wall;
   const inSidecar = (s1.busy_ms - s0.busy_ms) / wall;
+  const gcMs = timelines.reduce((n, t) => n + t.gcMs, 0) / Math.max(1, timelines.length);
   const r = {
-    clients, requests: total, body: raw ? 'raw image/jpeg' : 'json base64', rps: r2((1000 * total) / wall), engine_busy: r2(busy),
+    clients, requests: total, body: `${raw ? 'raw image/jpeg' : 'json base64'}${query ? ' fast_decode' : ''}`, rps: r2((1000 * total) / wall), engine_busy: r2(busy),
     sidecar_busy: r2(inSidecar), event_loop_delay_ms: { p50: r2(s1.eld_ms.p50), p99: r2(s1.eld_ms.p99), max: r2(s1.eld_ms.max) },
+    cpu_ms_per_request: { server: r2((s1.server_cpu_ms - s0.server_cpu_ms) / total), sidecar: r2(((s1.sidecar_cpu_ms ?? 0) - (s0.sidecar_cpu_ms ?? 0)) / total) },
+    gc_ms_per_request: r2(gcMs),
+    load_avg_1m: [r2(load0), r2(os.loadavg()[0]!)],
   };
-  console.log(`crowd ${name} ×${clients} (${r.body}): ${r.rps} req/s, engine busy ${r2(100 * busy)} % (a request in the sidecar ${r2(100 * inSidecar)} %), event-loop delay p99 ${r.event_loop_delay_ms.p99} ms (max ${r.event_loop_delay_ms.max})`);
+  console.log(`crowd ${name} ×${clients} (${r.body}): ${r.rps} req/s, engine busy ${r2(100 * busy)} % (a request in the sidecar ${r2(100 * inSidecar)} %), event-loop delay p99 ${r.event_loop_delay_ms.p99} ms (max ${r.event_loop_delay_ms.max}); cpu/req server ${r.cpu_ms_per_request.server} sidecar ${r.cpu_ms_per_request.sidecar}; load ${r.load_avg_1m.join(' → ')}`);
   return r;
 }
 
@@ -195,29 +262,31 @@ const results: Record<string, unknown> = {
   node: process.version,
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
-if (want('overhead')) {
-  const cpu = await startServer('cpu');
-  try {
-    results.overhead_cpu = { engine: cpu.engine, ...(await overhead(cpu.url, 'cpu', N)) };
-  } finally {
-    await cpu.stop();
-  }
-}
+const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
 const sleep = await startServer('test-sleep', 8);
 try {
-  if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, ...(await overhead(sleep.url, 'test-sleep 8 ms', N)) };
+  if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
   if (want('crowd')) {
     results.crowd = {
       'jpeg-4000x3000-json': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, false),
       'jpeg-4000x3000-raw': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true),
+      'jpeg-4000x3000-raw-fast_decode': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true, '?fast_decode=true'),
       'jpeg-640x480-json': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, false),
+      'jpeg-640x480-raw': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, true),
     };
   }
   if (want('memory')) results.memory = await memory(sleep, 1000);
 } finally {
   await sleep.stop();
 }
-if (values['old-url']) results.overhead_old = await overhead(values['old-url'], 'old', N);
+if (want('overhead-cpu')) {
+  const cpu = await startServer('cpu');
+  try {
+    results.overhead_cpu = { engine: cpu.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(cpu, 'cpu', Math.min(N, 8), ['json', 'raw'])) };
+  } finally {
+    await cpu.stop();
+  }
+}
 results.load_avg_after = os.loadavg().map((x) => r2(x));
 fs.writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n');
 console.log(`wrote ${outFile}`);

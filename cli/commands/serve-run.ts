@@ -8,7 +8,8 @@ import type { InferenceBackend } from '../../src/sidecar/backend.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
-import type { CliContext } from '../context.ts';
+import { planMembers } from '../../src/sidecar/devices.ts';
+import type { BackendRequest, CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
 import { type EngineFlags } from '../engine-flags.ts';
 
@@ -25,6 +26,9 @@ export interface ServeFlags extends EngineFlags {
   videoMaxDurationS: number;
   videoMaxFrames: number;
   videoMaxConcurrent: number;
+  devices?: number[] | 'all';
+  workers?: number;
+  minReadyDevices: number;
 }
 
 
@@ -41,6 +45,8 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   }
   // An external sidecar runs whatever engine it was started with; only a spawned one is checked here.
   if (!f.sidecarSocket) await checkEngine(ctx, f.engine);
+  // Usage errors in the device flags before anything slow starts.
+  const pool = poolFor(ctx, f);
   let w: ResolvedWeights | null = null;
   try {
     w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: true, log, progress: null });
@@ -54,7 +60,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files, synthetic: w.synthetic }
     : undefined;
   const backend = await ctx.openBackend({
-    engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false,
+    engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false, pool,
     log: (line) => logger.log('warn', line),
     logger: {
       debug: (m, fields) => logger.log('debug', m, { component: 'sidecar', ...fields }),
@@ -63,10 +69,16 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
       error: (m, fields) => logger.log('error', m, { component: 'sidecar', ...fields }),
     },
   });
+  const members = pool?.members.length ?? 1;
   const server = createServer({
     backend, weights, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
-    deviceParams: { engine: f.engine, threads: f.threads ?? 0, sidecar_socket: f.sidecarSocket ?? null },
+    // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
+    engineConcurrency: 2 * members,
+    deviceParams: {
+      engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null,
+      devices: pool?.members.map((m) => m.label) ?? null, min_ready_devices: pool?.minReady ?? 1,
+    },
   });
   try {
     await server.listen(f.host, f.port);
@@ -76,6 +88,21 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   }
   const failure = await waitForStop(server, backend, f.deadlineMs, logger);
   if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
+}
+
+/** The sidecars to run for --devices / --workers (undefined: one sidecar outside a pool, or an external one). */
+function poolFor(ctx: CliContext, f: ServeFlags): BackendRequest['pool'] {
+  if (f.sidecarSocket) {
+    if (f.devices !== undefined || f.workers !== undefined) {
+      throw new RfdetrError('E_USAGE', '--sidecar-socket connects to one sidecar someone else runs; it cannot be combined with --devices or --workers');
+    }
+    return undefined;
+  }
+  const members = planMembers({ engine: f.engine, devices: f.devices, workers: f.workers, env: ctx.env });
+  if (f.minReadyDevices > members.length) {
+    throw new RfdetrError('E_USAGE', `--min-ready-devices ${f.minReadyDevices}: expected at most ${members.length}, the number of sidecars (${members.map((m) => m.label).join(', ')})`);
+  }
+  return { members, minReady: f.minReadyDevices };
 }
 
 /**

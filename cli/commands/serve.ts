@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
+import { parseDeviceList } from '../../src/sidecar/devices.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';
@@ -25,6 +26,14 @@ function parseUrlHost(v: string, prev: string[] | undefined): string[] {
   return [...(prev ?? []), h];
 }
 
+function parseDevices(v: string): number[] | 'all' {
+  try {
+    return parseDeviceList(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message.replace(/^--devices: /, ''));
+  }
+}
+
 export function serveCommand(ctx: CliContext): Command {
   const cmd = new Command('serve')
     .description('serve the model over HTTP (POST /predict, POST /predict/video, probes, metrics) with a supervised sidecar')
@@ -34,11 +43,14 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--deadline-ms <ms>', 'per-request deadline → 504, and the drain budget on SIGTERM').argParser(intParser(1, 86_400_000)).default(60_000))
     .addOption(new Option('--sidecar-socket <path>', 'connect to a sidecar someone else runs (systemd) instead of spawning one'))
     .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from this host (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
-    .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'))
     .addOption(new Option('--video-max-bytes <n>', 'largest POST /predict/video upload, bytes; more → 413').argParser(intParser(1, 2 ** 40)).default(DEFAULT_VIDEO_LIMITS.maxBytes))
     .addOption(new Option('--video-max-duration-s <s>', 'longest POST /predict/video video, seconds; longer → 422').argParser(intParser(1, 86_400)).default(DEFAULT_VIDEO_LIMITS.maxDurationS))
     .addOption(new Option('--video-max-frames <n>', 'most frames in a POST /predict/video video; more → 422').argParser(intParser(1, 10_000_000)).default(DEFAULT_VIDEO_LIMITS.maxFrames))
-    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos));
+    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos))
+    .addOption(new Option('--devices <list>', 'one sidecar per card: card indices (0,1,2,3) or "all" (every card in /dev/tenstorrent); each sees only its card and has its own TT_METAL_CACHE').argParser(parseDevices))
+    .addOption(new Option('--workers <n>', 'N sidecars of the host engine (cpu, tt-host; --threads each), for hosts with many cores').argParser(intParser(1, 256)))
+    .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))
+    .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
   addEngineOptions(cmd);
   return cmd
     .addHelpText('after', `${EXIT_HELP}\n\nSIGTERM/SIGINT drain and exit 0. Without weights (no --weights, no cache, no Hub) serve exits 1 listing what it tried.`)

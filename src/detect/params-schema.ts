@@ -45,6 +45,11 @@ export const PredictParamsProps = {
       ...expected('a non-empty array of class ids or label names (e.g. ["cat", 17])', { 'x-expected-text': 'class ids or label names separated by commas (e.g. cat,dog,17)' }),
     },
   )),
+  fast_decode: defaulted(Type.Boolean({
+    default: false,
+    description: 'opt-in, changes pixels: decode a JPEG at least 3× the model input on both sides at 1/2, 1/4 or 1/8 scale (libjpeg DCT scaling) and resize it in the server (2.5–3.4× less decode CPU for a 12 MP photo); the default is the exact decode (SERVING.md, "Fast decode", has its measured effect). No effect on other formats, smaller JPEGs, or with return_image',
+    ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
+  })),
   return_image: Type.Optional(Type.Union([Type.Literal('png'), Type.Literal('jpeg')], {
     description: 'also return the picture with the detections drawn on it (the drawing of `rfdetr detect --save`), base64 in annotated_image',
     ...expected('"png" or "jpeg" (default: no picture)'),

@@ -121,9 +121,11 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;
   const labels = info?.labels?.length ? info.labels : run.labels ?? [];
+  // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
+  const size = image.source ?? image;
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
   const all = postprocess(raw, {
-    width: image.width, height: image.height, threshold: params.threshold, labels,
+    width: size.width, height: size.height, threshold: params.threshold, labels,
     maxDetections: params.classes ? numQueries : params.max_detections,
   });
   const detections = selectDetections(all, params.classes, params.max_detections);
@@ -142,7 +144,7 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
     transfer: out.transferMs,
   };
   const response = buildPredictResponse({
-    detections, width: image.width, height: image.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
+    detections, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
   });
   return { response, image, detections };
 }

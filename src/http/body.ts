@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { extractJsonImage } from './json-image.ts';
 import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
 /**
@@ -81,6 +82,27 @@ function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): 
   }
 }
 
+/** True when the Content-Type names no charset or utf-8; any other (or unclear) one is express.json's to judge. */
+function isUtf8Json(req: Request): boolean {
+  const ct = req.headers['content-type'] ?? '';
+  return !/charset/i.test(ct) || /^[^;]*;\s*charset="?utf-8"?\s*$/i.test(ct);
+}
+
+/**
+ * A utf-8 JSON body from its bytes, as express.json parses it: a BOM is dropped, an empty body is `{}`,
+ * a syntax error is the 422 naming JSON.parse's message.
+ */
+function parseJsonBytes(bytes: Buffer): unknown {
+  let text = bytes.toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (text.length === 0) return {};
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw fromParserError({ type: 'entity.parse.failed', message: (e as Error).message }, { maxImageBytes: 0, maxBodyBytes: 0 }, 'json');
+  }
+}
+
 function runParser(mw: express.RequestHandler, req: Request, res: Response): Promise<void> {
   return new Promise((resolve, reject) => {
     mw(req, res, (err?: unknown) => (err ? reject(err) : resolve()));
@@ -103,13 +125,24 @@ export function bodyFormOf(req: Request): BodyForm {
 
 export function createBodyReader(limits: BodyLimits) {
   const json = express.json({ limit: limits.maxBodyBytes, strict: false, type: () => true });
+  // The same read (limit, Content-Encoding) as `json`, giving the bytes: a utf-8 body is parsed by parseJsonBytes.
+  const jsonBytes = express.raw({ limit: limits.maxBodyBytes, type: () => true });
   const raw = express.raw({ limit: limits.maxImageBytes, type: () => true });
 
   async function readJson(req: Request, res: Response): Promise<PredictInput | BatchInput | UrlInput> {
+    const utf8 = isUtf8Json(req);
     try {
-      await runParser(json, req, res);
+      await runParser(utf8 ? jsonBytes : json, req, res);
     } catch (e) {
       throw fromParserError(e, limits, 'json');
+    }
+    if (utf8 && Buffer.isBuffer(req.body)) {
+      const quick = extractJsonImage(req.body, limits.maxImageBytes);
+      if (quick && !('images' in quick.fields) && !('image_url' in quick.fields)) {
+        const { params } = parsePredictJson({ ...quick.fields, image: 'x' });
+        return { image: quick.image, params, form: 'json' };
+      }
+      req.body = parseJsonBytes(req.body);
     }
     const body: unknown = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {

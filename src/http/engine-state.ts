@@ -1,26 +1,27 @@
-// The backend's lifecycle as the HTTP server sees it: a cached copy of its state (probes read this and never
-// touch the backend), updated from the backend's own state-change events; restarts counted into the metrics;
-// each transition logged once; and the one answer to "may a request be served now, and if not, why".
+// The engine's lifecycle as the HTTP server sees it: a cached copy of the backend's state (probes read this and
+// never touch the backend), updated from the backend's own state-change events (the backend logs each
+// transition; this copy does not log it again); restarts counted into the metrics; and the one answer to "may
+// a request be served now, and if not, why".
 import { RfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend } from '../sidecar/backend.ts';
-import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 
 export class EngineState {
   #state: BackendState;
   #restartsSeen: number;
   #draining = false;
+  readonly #deviceSeen = new Map<string, { restarts: number; forwards: number; forwardSeconds: number; removed: boolean }>();
   readonly #unsubscribe: () => void;
   readonly #listeners = new Set<() => void>();
 
   constructor(
     private readonly backend: InferenceBackend,
     private readonly metrics: ServerMetrics,
-    private readonly logger: Logger,
   ) {
     this.#state = backend.state;
     this.#restartsSeen = backend.restarts;
     metrics.setEngineState(this.#state);
+    this.#updateDevices();
     this.#unsubscribe = backend.onStateChange((next) => this.#update(next));
   }
 
@@ -72,18 +73,34 @@ export class EngineState {
         return new RfdetrError('E_CLOSED', 'the engine is stopped: the server is shutting down');
       case 'restarting':
         return new RfdetrError('E_STARTING', 'the engine is restarting after a failure: retry in a few seconds');
+      case 'unresponsive':
+        return new RfdetrError('E_STARTING', `the engine is not answering its liveness pings${this.backend.failureReason ? ` (${this.backend.failureReason})` : ''}: retry in a few seconds`);
       default:
         return new RfdetrError('E_STARTING', 'the model is starting (loading weights and warming up): retry in a few seconds; GET /ready answers 200 once it can serve');
     }
   }
 
+  /** Per-device series: counters moved by what changed since the last look. */
+  #updateDevices(): void {
+    for (const d of this.backend.devices?.() ?? []) {
+      const seen = this.#deviceSeen.get(d.device) ?? { restarts: 0, forwards: 0, forwardSeconds: 0, removed: false };
+      const device = d.device;
+      if (d.restarts > seen.restarts) this.metrics.deviceRestarts.inc({ device }, d.restarts - seen.restarts);
+      if (d.forwards > seen.forwards) this.metrics.deviceForwards.inc({ device }, d.forwards - seen.forwards);
+      if (d.forwardSeconds > seen.forwardSeconds) this.metrics.deviceForwardSeconds.inc({ device }, d.forwardSeconds - seen.forwardSeconds);
+      if (d.removed && !seen.removed) this.metrics.devicesRemoved.inc();
+      this.metrics.deviceInFlight.set({ device }, d.inFlight);
+      this.metrics.setDeviceState(device, d.state);
+      this.#deviceSeen.set(device, { restarts: d.restarts, forwards: d.forwards, forwardSeconds: d.forwardSeconds, removed: d.removed });
+    }
+  }
+
   #update(next: BackendState): void {
+    this.#updateDevices();
     const restarts = this.backend.restarts;
     if (restarts > this.#restartsSeen) this.metrics.sidecarRestarts.inc(restarts - this.#restartsSeen);
     this.#restartsSeen = restarts;
     if (next === this.#state) return;
-    const prev = this.#state;
-    this.logger.log(next === 'failed' ? 'error' : 'info', `engine state: ${prev} -> ${next}`, { event: 'engine_state', from: prev, to: next });
     this.#state = next;
     this.metrics.setEngineState(next);
     for (const fn of this.#listeners) fn();

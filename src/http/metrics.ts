@@ -7,7 +7,7 @@ import type { BackendState } from '../sidecar/backend.ts';
 export const STAGES = ['decode', 'preprocess', 'queue', 'transfer', 'inference', 'postprocess', 'total'] as const;
 export type Stage = (typeof STAGES)[number];
 
-const ENGINE_STATES: BackendState[] = ['starting', 'ready', 'restarting', 'failed', 'stopped'];
+const ENGINE_STATES: BackendState[] = ['starting', 'ready', 'unresponsive', 'restarting', 'failed', 'stopped'];
 
 // From 0.25 ms (postprocess) to 60 s (a CPU forward under load): roughly ×2.5 steps.
 const SECONDS_BUCKETS = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -25,6 +25,12 @@ export class ServerMetrics {
   readonly sidecarRestarts: client.Counter;
   readonly engineState: client.Gauge<'state'>;
   readonly rejected: client.Counter<'code'>;
+  readonly deviceState: client.Gauge<'device' | 'state'>;
+  readonly deviceInFlight: client.Gauge<'device'>;
+  readonly deviceForwardSeconds: client.Counter<'device'>;
+  readonly deviceForwards: client.Counter<'device'>;
+  readonly deviceRestarts: client.Counter<'device'>;
+  readonly devicesRemoved: client.Counter;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -91,6 +97,41 @@ export class ServerMetrics {
       labelNames: ['code'],
       registers,
     });
+    this.deviceState = new client.Gauge({
+      name: 'rfdetr_device_state',
+      help: 'Each sidecar\'s lifecycle state, by device (card index or worker-N): 1 for its current state, 0 for the others',
+      labelNames: ['device', 'state'],
+      registers,
+    });
+    this.deviceInFlight = new client.Gauge({
+      name: 'rfdetr_device_in_flight',
+      help: 'Requests handed to each sidecar and not yet answered, by device (its share of the engine queue)',
+      labelNames: ['device'],
+      registers,
+    });
+    this.deviceForwardSeconds = new client.Counter({
+      name: 'rfdetr_device_forward_seconds_total',
+      help: 'Sum of the engine forward times each sidecar reported, by device; its rate is that device\'s utilisation',
+      labelNames: ['device'],
+      registers,
+    });
+    this.deviceForwards = new client.Counter({
+      name: 'rfdetr_device_forwards_total',
+      help: 'Forwards each sidecar answered, by device',
+      labelNames: ['device'],
+      registers,
+    });
+    this.deviceRestarts = new client.Counter({
+      name: 'rfdetr_device_restarts_total',
+      help: 'Sidecar restarts, by device',
+      labelNames: ['device'],
+      registers,
+    });
+    this.devicesRemoved = new client.Counter({
+      name: 'rfdetr_devices_removed_total',
+      help: 'Sidecars taken out of the pool (restart cap reached, or could not start); the others keep serving',
+      registers,
+    });
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
     for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);
     // Unprefixed: process_* and nodejs_* are the names standard Node dashboards and alerts query.
@@ -99,6 +140,10 @@ export class ServerMetrics {
 
   setEngineState(state: BackendState): void {
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, s === state ? 1 : 0);
+  }
+
+  setDeviceState(device: string, state: BackendState): void {
+    for (const s of ENGINE_STATES) this.deviceState.set({ device, state: s }, s === state ? 1 : 0);
   }
 
   observeStages(ms: Record<Stage, number>): void {

@@ -112,7 +112,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
           responses: {
             '200': {
               description: 'detections (PredictResponse), or for images: [...] one result per image (BatchPredictResponse)',
-              headers: { 'Server-Timing': { schema: { type: 'string' }, description: 'the timing_ms stages as name;dur=ms' } },
+              headers: { 'Server-Timing': { schema: { type: 'string' }, description: "the request's timeline as name;dur=ms, in order from arrival to the serialised body (they add up to total); then gc and loop-delay, which overlap the stages (SERVING.md, Server-Timing)" } },
               content: json({ oneOf: [ref('PredictResponse'), ref('BatchPredictResponse')] }),
             },
             ...predictErrors,

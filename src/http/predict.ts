@@ -9,14 +9,15 @@ import type { RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
-import { detectDecoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
+import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Admission, BodyBytes } from './admission.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf } from './params.ts';
 import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
-import { STAGES, type ServerMetrics, type Stage } from './metrics.ts';
+import type { ServerMetrics, Stage } from './metrics.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
+import type { Timeline, TimelineRecord, Timelines } from './timeline.ts';
 
 export interface PredictDeps {
   backend: InferenceBackend;
@@ -27,7 +28,7 @@ export interface PredictDeps {
   errors: ErrorResponder;
   deadlineMs: number;
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void> }) => Promise<RgbImage>;
+  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -35,6 +36,9 @@ export interface PredictDeps {
   onForward: (forwardMs: number) => void;
   /** Depth gauges changed. */
   changed: () => void;
+  /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */
+  timelines: Timelines;
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 interface RunContext {
@@ -44,6 +48,7 @@ interface RunContext {
   deadlineAt: number;
   /** The request reached the engine queue (its deadline is the queue's from then on). */
   inEngine: () => void;
+  timeline: Timeline;
 }
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
@@ -81,8 +86,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const { admission, engine } = d;
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: BodyBytes }> {
     const form = bodyFormOf(req);
+    tl.form = form;
     const body = admission.enterBody();
     let timer: NodeJS.Timeout | undefined;
     let overBudget: (e: Error) => void = () => {};
@@ -92,12 +98,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     });
     // Attached in the same tick as the parser's own listener, so both see every chunk.
     const onData = (chunk: Buffer) => {
+      tl.mark('body_first');
       body.bytes.add(chunk.length);
       if (body.bytes.over) overBudget(admission.bodyBytesFull());
     };
+    // Before the parser's own 'end' listener, which parses the body in the same turn.
+    const onEnd = () => tl.mark('body_end');
     req.on('data', onData);
+    req.once('end', onEnd);
     try {
       const input = await Promise.race([d.readBody(req, res, form), refused, abortedBy(signal)]);
+      tl.mark('parsed');
       return { input, bytes: body.bytes };
     } catch (e) {
       body.bytes.release();
@@ -105,6 +116,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     } finally {
       clearTimeout(timer);
       req.off('data', onData);
+      req.off('end', onEnd);
       body.leave();
       refused.catch(() => {});
     }
@@ -114,8 +126,10 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * One image: a decode slot, its pixels reserved from the header, the decode (then `decoded()`, once, either
    * way), the engine queue (checked here unless `admitted`), the detect pipeline.
    */
-  async function runImage(bytes: Buffer, params: DetectParams, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
+  async function runImage(bytes: Buffer, params: DetectParams & { fast_decode?: boolean }, returnImage: ImageFormat | undefined, r: RunContext, decoded: () => void, admitted: boolean): Promise<DetectResult> {
     const { signal } = r;
+    // A batch's images overlap each other: its timeline has the request's stages only.
+    const tl = admitted ? undefined : r.timeline;
     const releases: Array<() => void> = [];
     let decodedCalled = false;
     const decodeDone = () => {
@@ -127,14 +141,19 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error));
       d.changed();
       const tDecode0 = performance.now();
+      tl?.mark('decode_started', tDecode0);
       let reservedMs = 0;
       let image: RgbImage;
       try {
         image = await d.decode(bytes, {
+          // The drawing of return_image needs the stored pixels: the exact decode then.
+          ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
           reserve: async (n) => {
             const r0 = performance.now();
+            tl?.mark('decode_header', r0);
             releases.push(await admission.pixels.acquire(signal, () => signal.reason as Error, n));
             reservedMs = performance.now() - r0;
+            tl?.mark('decode_reserved', r0 + reservedMs);
           },
         });
       } catch (e) {
@@ -145,18 +164,35 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         decodeDone(); // the encoded body is no longer needed
         d.changed();
       }
-      const decodeMs = performance.now() - tDecode0 - reservedMs;
+      const tDecoded = performance.now();
+      tl?.mark('decode_done', tDecoded);
+      const decodeMs = tDecoded - tDecode0 - reservedMs;
       if (signal.aborted) throw signal.reason;
       if (!admitted) admission.checkEngineQueue(engine.depth);
       try {
         const result = await detectDecoded(
-          (inp, o) => {
+          async (inp, o) => {
             r.inEngine();
-            return engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
+            const queued = performance.now();
+            tl?.mark('engine_queued', queued);
+            const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs });
+            if (tl) {
+              tl.mark('dispatched', queued + out.queueMs);
+              // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
+              tl.mark('frame_written', out.frameWrittenAt ?? queued + out.queueMs);
+              tl.mark('reply_read', out.replyReadAt ?? performance.now());
+              tl.sidecar({ preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
+            }
+            return out;
           },
           d.backend.info, image, params,
           { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
         );
+        if (tl) {
+          const t = result.response.timing_ms;
+          tl.mark('forward_done', r.t0 + t.total - t.postprocess);
+          tl.mark('postprocessed', r.t0 + t.total);
+        }
         if (returnImage) {
           const png = await annotate(result.image, result.detections, returnImage);
           result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
@@ -175,8 +211,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   }
 
   async function run(req: Request, res: Response, r: RunContext): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal);
-    let params: DetectParams;
+    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline);
+    let params: DetectParams & { fast_decode?: boolean };
     try {
       params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()) };
     } catch (e) {
@@ -211,7 +247,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * each image goes through the decode slots and the engine queue like a request of its own. An image that
    * fails gets its own error in `results`; an abort or the deadline ends the whole request.
    */
-  async function runBatch(input: BatchInput, params: DetectParams, bytes: BodyBytes, r: RunContext): Promise<object> {
+  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: BodyBytes, r: RunContext): Promise<object> {
     let pending = input.images.length;
     const decoded = () => {
       if (--pending === 0) bytes.release();
@@ -242,6 +278,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     const t0: number = res.locals.t0;
     const refuse = d.engineState.notServing();
     if (refuse) return d.errors.send(res, refuse);
+    const timeline = d.timelines.begin(t0);
+    res.once('finish', () => timeline.mark('finished'));
+    const ended = () => {
+      const at = performance.now();
+      d.timelines.finish(timeline, at, () => d.onTimeline?.(timeline.record(res.writableFinished ? res.statusCode : 499)));
+    };
+    res.once('close', ended);
     const abort = new AbortController();
     let finish!: () => void;
     const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
@@ -259,12 +302,16 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true) }), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), timeline }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
-        const t = res.locals.timing as Record<Stage, number> | undefined;
-        if (t) res.setHeader('Server-Timing', STAGES.map((k) => `${k};dur=${t[k]}`).join(', '));
-        res.json(body);
+        const text = JSON.stringify(body);
+        timeline.mark('serialised');
+        res.setHeader('Server-Timing', timeline.header());
+        res.type('application/json').send(text);
+        // A response the socket took whole is finished by now: its last byte is with the kernel ('finish' is
+        // emitted later, after the rest of this turn's work, and would charge that work to the write).
+        if (res.writableFinished) timeline.mark('finished');
       }
     } catch (e) {
       if (!res.destroyed) d.errors.send(res, e);

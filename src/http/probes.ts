@@ -68,11 +68,19 @@ function weightsForInfo(w: WeightsInfo | undefined, debug: boolean): Record<stri
   return out;
 }
 
+/** Each sidecar of a pool, as /health and /info list them (absent for a backend that is not a pool). */
+function deviceList(backend: InferenceBackend): Record<string, unknown>[] | undefined {
+  return backend.devices?.().map((x) => ({
+    device: x.device, state: x.state, restarts: x.restarts, last_failure: x.lastFailure, removed: x.removed, in_flight: x.inFlight,
+  }));
+}
+
 export function registerProbes(app: Express, d: ProbeDeps): void {
   const { backend, engineState } = d;
 
   app.get('/health', route('/health'), (_req, res) => {
-    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: MODEL_NAME, device: backend.info?.device ?? null });
+    const devices = deviceList(backend);
+    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: MODEL_NAME, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
   });
 
   app.get('/tt-liveness', route('/tt-liveness'), (_req, res) => {
@@ -105,6 +113,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
     const debug = d.logger.level === 'debug';
     const deviceParams = { ...d.deviceParams };
     if (!debug) delete deviceParams.sidecar_socket;
+    const devices = deviceList(backend);
     res.json({
       model: MODEL_NAME,
       model_id: d.modelId,
@@ -137,6 +146,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       serving: d.serving,
       labels: Object.fromEntries(d.labels().map((l, i) => [String(i), l])),
       device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams },
+      ...(devices ? { devices } : {}),
     });
   });
 

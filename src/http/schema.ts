@@ -105,13 +105,23 @@ export const ErrorBody = Type.Object({
   expected: Type.Optional(Type.String({ description: 'for E_SCHEMA: what the field accepts' })),
 }, { additionalProperties: true, description: 'further fields name the limit involved (limit, max_bytes, queue_size, deadline_ms, …)' });
 
+export const EngineStateName = Type.Union(['starting', 'ready', 'unresponsive', 'restarting', 'failed', 'stopped'].map((s) => Type.Literal(s)));
+
+export const DeviceEntry = Type.Object({
+  device: Type.String({ description: 'the card index (--devices) or worker-N (--workers)' }),
+  state: EngineStateName,
+  restarts: Type.Integer({ minimum: 0 }),
+  last_failure: Type.Union([Type.String(), Type.Null()], { description: 'the last death or final error; null while it serves' }),
+  removed: Type.Boolean({ description: 'taken out of the pool (restart cap reached or could not start); gets no requests' }),
+  in_flight: Type.Integer({ minimum: 0 }),
+}, { description: 'one sidecar of the pool' });
+
 export const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('starting')]),
   model: Type.Literal('RF-DETR-base'),
   device: Type.Union([Type.String(), Type.Null()]),
+  devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
 });
-
-export const EngineStateName = Type.Union(['starting', 'ready', 'restarting', 'failed', 'stopped'].map((s) => Type.Literal(s)));
 
 export const Liveness = Type.Object({
   status: Type.Literal('alive'),
@@ -173,9 +183,10 @@ export const Info = Type.Object({
   serving: Type.Record(Type.String(), Type.Unknown(), { description: 'the serving limits in force (queue size, deadline, budgets)' }),
   labels: Type.Record(Type.String(), Type.String(), { description: 'class id → label' }),
   device_params: Type.Record(Type.String(), Type.Unknown()),
+  devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
 });
 
 /** Every component of /openapi.json, by name. */
 export const COMPONENTS = {
-  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, Health, Liveness, Ready, ModelList, Info,
+  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, DeviceEntry, Health, Liveness, Ready, ModelList, Info,
 } as const satisfies Record<string, TSchema>;

@@ -31,6 +31,7 @@ import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { requestLog, route } from './request-log.ts';
+import { Timelines, type TimelineRecord } from './timeline.ts';
 
 export { MODEL_ID, MODEL_NAME, type WeightsInfo } from './probes.ts';
 export type { ListenResult } from './lifecycle.ts';
@@ -80,6 +81,8 @@ export interface CreateServerOptions {
   openVideo?: OpenVideo;
   /** Where uploaded videos are written while they run (default os.tmpdir()). */
   videoTmpRoot?: string;
+  /** Called with each finished /predict request's timeline (src/http/timeline.ts): the bench reads it. */
+  onTimeline?: (t: TimelineRecord) => void;
 }
 
 export interface RfdetrServer {
@@ -120,7 +123,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const logger = opts.logger ?? createJsonLogger(opts.logLevel ?? 'info');
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
-  const engineState = new EngineState(backend, metrics, logger);
+  const engineState = new EngineState(backend, metrics);
   const active = new Set<ActivePredict>();
   let forwardEwmaMs = 0;
   let lastBusyMs = 0;
@@ -187,6 +190,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     metrics.engineForwardSeconds.inc(ms / 1000);
     forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
   };
+  const timelines = new Timelines();
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
@@ -194,6 +198,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward,
     changed: updateGauges,
+    timelines,
+    onTimeline: opts.onTimeline,
   }, active);
   app.post('/predict', route('/predict'), (req, res) => {
     void handlePredict(req, res);

@@ -11,16 +11,17 @@
 // * embedded ICC profiles are ignored (`ignoreIcc`), as Pillow's convert does; CMYK JPEGs are the one exception
 //   that is not PIL-exact: sharp converts them to sRGB with its default CMYK profile.
 // * Animated GIF/WebP and multi-page TIFF: the first frame, as `Image.open` gives.
-// * Always the full-resolution decode: sharp never resizes here, so no shrink-on-load (`fastShrinkOnLoad`, JPEG
-//   DCT scaling) can change the pixels; the only resize is preprocess.ts.
+// * By default the full-resolution decode: sharp never resizes, so no shrink-on-load (`fastShrinkOnLoad`, JPEG DCT
+//   scaling) can change the pixels; the only resize is the sidecar's. `fastDecode` is the opt-in exception below.
 //
-// Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (sharp
-// `metadata()`, no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
+// Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (header.ts for
+// plain PNG/JPEG, else sharp `metadata()`; no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
 // before anything is decoded; `limitInputPixels` is set from the same limit as a second line of defence.
 // Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
+import { readImageHeader } from './header.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
 
 export { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE };
@@ -30,6 +31,8 @@ export interface RgbImage {
   data: Uint8Array;
   width: number;
   height: number;
+  /** Set when the pixels are a scaled-down decode (`fastDecode`): the stored image's size, which boxes refer to. */
+  source?: { width: number; height: number };
 }
 
 /** Formats decoded; SVG/PDF and the rest are refused (SVG rendering is not what the reference does). */
@@ -62,6 +65,14 @@ export interface DecodeOptions {
    * pixel is decoded; the decode waits for it (a memory budget shared by concurrent decodes) and fails with it.
    */
   reserve?: (bytes: number) => Promise<void>;
+  /**
+   * Opt-in, changes pixels: a JPEG at least 3× `size` on both sides is decoded at 1/2, 1/4 or 1/8 scale by
+   * libjpeg's DCT scaling (sharp's shrink-on-load) and resized to size×size by sharp's linear kernel, so the
+   * sidecar's resize is the identity. A 4000×3000 JPEG: a 1000×750 decode (2.5–3.4× less CPU),
+   * 0.9 MB instead of 36 MB to the sidecar; its effect on pixel_values and detections is measured by
+   * bench/server/fast-decode.ts (SERVING.md, `fast_decode`). Other formats and smaller JPEGs decode exactly.
+   */
+  fastDecode?: { size: number };
 }
 
 export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
@@ -75,36 +86,57 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     autoOrient: false,
     sequentialRead: true,
   };
-  let meta: Metadata;
-  try {
-    // Header only (no pixels are decoded), without the pixel limit so that an oversized image is reported with
-    // its size as E_IMAGE_TOO_LARGE below rather than as sharp's generic "exceeds pixel limit".
-    meta = await sharp(bytes, { ...options, limitInputPixels: false }).metadata();
-  } catch (e) {
-    throw undecodable(`${bytes.length} bytes that are not a readable image (${(e as Error).message.trim()})`, e);
-  }
-  if (!ACCEPTED_FORMATS.has(meta.format)) throw undecodable(`the format '${meta.format}' is not accepted`);
-  const { width, height } = meta;
+  const quick = readImageHeader(bytes);
+  const { format, width, height, grey16 } = quick ? { ...quick, grey16: false } : await sharpHeader(bytes, options);
+  if (!ACCEPTED_FORMATS.has(format)) throw undecodable(`the format '${format}' is not accepted`);
   if (!(width > 0 && height > 0)) throw undecodable(`the header declares a ${width}x${height} image`);
   if (width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE) {
     throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${width}x${height} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels`, { width, height, limit: MAX_IMAGE_SIDE });
   }
-  // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
-  const grey16 = meta.depth === 'ushort' && meta.channels === 1;
-  if (opts.reserve) await opts.reserve(width * height * (grey16 ? 5 : 3));
+  // sharp takes a DCT scale of 1/s only when the shrink is at least s and its integer part is not s (it
+  // halves s then, for libjpeg's rounding): below 3× the input side no DCT scaling happens and the scaled path
+  // would cost as much as the exact one while changing pixels (measured: bench/server/fast-decode.json).
+  const fast = opts.fastDecode && format === 'jpeg' && Math.min(width, height) >= 3 * opts.fastDecode.size ? opts.fastDecode.size : 0;
+  if (opts.reserve) await opts.reserve(fast ? fast * fast * 3 : width * height * (grey16 ? 5 : 3));
   try {
+    if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
     const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
-      throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${meta.format}`);
+      throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height };
   } catch (e) {
     if (e instanceof RfdetrError) throw e;
-    throw undecodable(`the ${meta.format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);
+    throw undecodable(`the ${format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);
   }
+}
+
+/** `fastDecode`: DCT-scaled JPEG decode, then sharp's linear resize to size×size. */
+async function decodeScaled(bytes: Buffer | Uint8Array, options: SharpOptions, width: number, height: number, size: number): Promise<RgbImage> {
+  const { data, info } = await sharp(bytes, options)
+    .resize(size, size, { fit: 'fill', kernel: 'linear', fastShrinkOnLoad: true })
+    .removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  if (info.channels !== 3 || info.width !== size || info.height !== size) {
+    throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${size}x${size} scaled decode`);
+  }
+  return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width: size, height: size, source: { width, height } };
+}
+
+/** The header through sharp (formats and cases readImageHeader leaves to it): no pixels are decoded. */
+async function sharpHeader(bytes: Buffer | Uint8Array, options: SharpOptions): Promise<{ format: string; width: number; height: number; grey16: boolean }> {
+  let meta: Metadata;
+  try {
+    // Without the pixel limit, so that an oversized image is reported with its size as E_IMAGE_TOO_LARGE rather
+    // than as sharp's generic "exceeds pixel limit".
+    meta = await sharp(bytes, { ...options, limitInputPixels: false }).metadata();
+  } catch (e) {
+    throw undecodable(`${bytes.length} bytes that are not a readable image (${(e as Error).message.trim()})`, e);
+  }
+  // 16-bit grey passes through a 2-byte-per-pixel buffer before the RGB one.
+  return { format: meta.format, width: meta.width, height: meta.height, grey16: meta.depth === 'ushort' && meta.channels === 1 };
 }
 
 /** 16-bit grey without alpha: Pillow mode "I", and convert("RGB") clips each value to 0..255. */

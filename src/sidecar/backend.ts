@@ -3,7 +3,7 @@
 
 import type { RgbImage } from '../image/decode.ts';
 
-export type BackendState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
+export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
 
 /** What the sidecar said about itself in its `hello`. */
 export interface SidecarInfo {
@@ -42,6 +42,30 @@ export interface InferResult {
   forwardMs: number;
   /** Round trip minus preprocessMs and forwardMs: framing, socket transfer, decode and waiting in the sidecar. */
   transferMs: number;
+  /** performance.now() when the whole request frame had been handed to the kernel (for the request timeline). */
+  frameWrittenAt?: number;
+  /** performance.now() when the reply frame had been read. */
+  replyReadAt?: number;
+}
+
+/** One sidecar of a pool as /health, /info and the metrics show it. */
+export interface DeviceStatus {
+  /** The card index (`--devices`) or worker label (`worker-N`). */
+  device: string;
+  state: BackendState;
+  /** (Re)starts after the first. */
+  restarts: number;
+  /** The last death or the final error, in the sidecar's own words where it said any; null while it serves. */
+  lastFailure: string | null;
+  /** Taken out of the pool (its restart cap was reached, or it cannot start): it gets no more requests. */
+  removed: boolean;
+  /** Requests handed to it and not yet settled. */
+  inFlight: number;
+  /** Forwards it answered, and the sum of their forward times (s). */
+  forwards: number;
+  forwardSeconds: number;
+  /** Its current process id (spawn mode). */
+  pid: number | undefined;
 }
 
 /** An inference backend: one supervised (or external) sidecar, forwards served one at a time; its lifecycle can be watched. */
@@ -57,6 +81,8 @@ export interface InferenceBackend {
    * or after a clean close().
    */
   readonly failureReason: string | null;
+  /** Each sidecar behind this backend (a pool); absent for a single sidecar outside a pool. */
+  devices?(): DeviceStatus[];
   /** Calls `listener(state, previous)` on every state transition; returns the function that unsubscribes it. */
   onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;

@@ -14,13 +14,22 @@ const MAX_ID = 0xffffffff;
 
 interface Pending {
   op: 'infer' | 'ping';
-  resolve: (m: WireMessage) => void;
+  resolve: (m: Replied) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout | undefined;
   sentAt: number;
+  /** performance.now() when the last byte of the request frame was handed to the kernel. */
+  writtenAt: number | undefined;
   /** The caller gave up (deadline/abort); the sidecar may still be working on it. */
   abandoned: boolean;
   cleanup: () => void;
+}
+
+/** A reply and when it was read; `writtenAt` is when the request frame left (undefined if not yet told). */
+interface Replied {
+  message: WireMessage;
+  writtenAt: number | undefined;
+  readAt: number;
 }
 
 export interface ConnectOptions {
@@ -86,6 +95,7 @@ export class SidecarConnection {
       }, opts.helloTimeoutMs);
       const reader = new FrameReader(
         (payload) => {
+          const readAt = performance.now();
           const r = decodePayload(payload);
           if (!r.ok) {
             reader.stop();
@@ -93,7 +103,7 @@ export class SidecarConnection {
             return;
           }
           if (conn) {
-            conn.#onMessage(r.message);
+            conn.#onMessage(r.message, readAt);
             return;
           }
           const m = r.message;
@@ -172,7 +182,7 @@ export class SidecarConnection {
       fields.pixel_values = f32Bytes(input.pixelValues);
     }
     const t0 = performance.now();
-    const reply = await this.#request('infer', fields, opts.deadlineMs, opts.signal);
+    const { message: reply, writtenAt, readAt } = await this.#request('infer', fields, opts.deadlineMs, opts.signal);
     const rtt = performance.now() - t0;
     if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined || reply.preprocess_ms === undefined) {
       const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes, preprocess_ms or forward_ms');
@@ -193,6 +203,8 @@ export class SidecarConnection {
       preprocessMs: reply.preprocess_ms,
       forwardMs: reply.forward_ms,
       transferMs: Math.max(0, rtt - reply.forward_ms - reply.preprocess_ms),
+      frameWrittenAt: Math.min(writtenAt ?? readAt, readAt),
+      replyReadAt: readAt,
     };
   }
 
@@ -205,16 +217,16 @@ export class SidecarConnection {
     this.#closeWith(err);
   }
 
-  #request(op: Pending['op'], fields: { image?: WireImage; pixel_values?: Uint8Array }, deadlineMs?: number, signal?: AbortSignal): Promise<WireMessage> {
+  #request(op: Pending['op'], fields: { image?: WireImage; pixel_values?: Uint8Array }, deadlineMs?: number, signal?: AbortSignal): Promise<Replied> {
     if (this.#closeError) return Promise.reject(this.#closeError);
     if (this.#closing) return Promise.reject(new RfdetrError('E_SIDECAR_EXITED', 'the sidecar connection is closing'));
     if (signal?.aborted) return Promise.reject(new RfdetrError('E_ABORTED', `${op} aborted before it was sent`));
     const id = this.#nextId;
     this.#nextId = this.#nextId >= MAX_ID ? 1 : this.#nextId + 1;
     const frame = encodeFrameParts({ kind: 'request', id, op, ...fields });
-    return new Promise<WireMessage>((resolve, reject) => {
+    return new Promise<Replied>((resolve, reject) => {
       const p: Pending = {
-        op, resolve, reject, timer: undefined, sentAt: performance.now(), abandoned: false,
+        op, resolve, reject, timer: undefined, sentAt: performance.now(), writtenAt: undefined, abandoned: false,
         cleanup: () => {
           if (p.timer) clearTimeout(p.timer);
           signal?.removeEventListener('abort', onAbort);
@@ -234,12 +246,15 @@ export class SidecarConnection {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#pending.set(id, p);
       this.#socket.cork();
-      for (const part of frame) this.#socket.write(part);
+      for (let i = 0; i < frame.length - 1; i++) this.#socket.write(frame[i]!);
+      this.#socket.write(frame[frame.length - 1]!, () => {
+        p.writtenAt = performance.now();
+      });
       this.#socket.uncork();
     });
   }
 
-  #onMessage(m: WireMessage): void {
+  #onMessage(m: WireMessage, readAt: number): void {
     if (m.kind !== 'reply' && m.kind !== 'error') {
       this.#fail(new RfdetrError('E_PROTOCOL', `sidecar sent a ${m.kind} frame after its hello`));
       return;
@@ -264,7 +279,7 @@ export class SidecarConnection {
       }
       return;
     }
-    p.resolve(m);
+    p.resolve({ message: m, writtenAt: p.writtenAt, readAt });
   }
 
   #fail(cause: RfdetrError): void {

@@ -1,29 +1,27 @@
-// The supervised sidecar: spawns rfdetr-sidecar (execa), waits for its READY line, connects, checks the
-// hello, pings it, and restarts it with exponential backoff when it dies; more than `maxCrashes` deaths in
-// `windowMs` → state `failed`. A sidecar that exits before READY with its documented startup-failure (1) or
-// usage (2) status is not restarted: the same flags and files would fail the same way, so the backend fails at
-// once with the sidecar's own message. A clean exit (0) while serving (it was told to stop by someone else) is
-// restarted without counting as a crash. External mode connects to a sidecar someone else runs (systemd) and
-// reconnects with the same backoff and cap instead of spawning (failed → the server exits non-zero and systemd
-// restarts it). States: starting → ready → restarting → ready … | failed | stopped; every transition is
-// logged. close() drains, then SIGTERM → SIGKILL, each with a deadline; destroy(err) rejects everything at once.
-import { execa, type ResultPromise } from 'execa';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import os from 'node:os';
+// The supervised sidecar: spawns rfdetr-sidecar, waits for its READY line, connects, checks the hello, pings
+// it, and restarts it with exponential backoff when it dies; more than `maxCrashes` deaths in `windowMs` →
+// `failed`. A sidecar that exits before READY with its documented startup-failure (1) or usage (2) status is
+// not restarted: the same flags and files would fail the same way, so the backend fails at once with the
+// sidecar's own message. A clean exit (0) while serving (someone else told it to stop) is restarted without
+// counting as a crash. External mode connects to a sidecar someone else runs (systemd) and reconnects with the
+// same backoff and cap instead of spawning. A ready sidecar that misses a ping is `unresponsive` (not served,
+// /ready 503) until it answers one again, and is killed after `maxMissedPings` in a row.
+//
+// The lifecycle is one value, #phase, with the data that phase owns:
+//   starting → ready ⇄ unresponsive → restarting (backoff, then the next launch) → ready … | failed | stopped
+// and each transition is logged once ("engine state: a -> b"). close() drains, then SIGTERM → SIGKILL, each
+// with a deadline; destroy(err) rejects everything at once.
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
+import { silentLogger, type Logger } from './logger.ts';
+import { SidecarProcess, type ExitInfo } from './sidecar-process.ts';
+import { makeSocketDir, sweepStaleSocketDirs } from './socket-dir.ts';
 
-export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+export { silentLogger, type Logger } from './logger.ts';
 
 export interface SidecarBackendOptions {
   /** Engine name passed to the sidecar (`--engine`); default `cpu`. */
@@ -34,8 +32,8 @@ export interface SidecarBackendOptions {
   threads?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
-  /** `--precision` for host engines. */
-  precision?: 'fp32' | 'bf16';
+  /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
+  precision?: 'fp32' | 'bf16' | 'int8';
   /** Socket path: where the spawned sidecar listens (default: a fresh 0700 temp dir), or the external sidecar's socket. */
   socketPath?: string;
   /** Connect to an existing sidecar at `socketPath` (e.g. a systemd unit); never spawn. */
@@ -45,11 +43,16 @@ export interface SidecarBackendOptions {
   /** Extra environment for the sidecar process. */
   env?: Record<string, string | undefined>;
   logger?: Logger;
+  /** Added to every log line as `device` (the pool's device or worker label). */
+  label?: string;
   /** Spawn → READY → hello, and the external hello wait. Default 300 000 (loading real weights on a slow disk). */
   startupTimeoutMs?: number;
   /** Per-request deadline when InferOptions.deadlineMs is not given. Default 60 000. */
   defaultDeadlineMs?: number;
-  /** Liveness pings; after `maxMissedPings` unanswered in a row the sidecar is killed and restarted. */
+  /**
+   * Liveness pings every `pingIntervalMs` (default 2 000), each answered within `pingTimeoutMs` (default
+   * 2 000) or missed: one miss → `unresponsive`, `maxMissedPings` (default 5) in a row → killed and restarted.
+   */
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
   maxMissedPings?: number;
@@ -61,15 +64,33 @@ export interface SidecarBackendOptions {
   stderrTailLines?: number;
 }
 
-interface ExitInfo {
-  exitCode: number | undefined;
-  signal: string | undefined;
-}
-
 type ResolvedOptions = SidecarBackendOptions & {
   engine: string; external: boolean; logger: Logger; startupTimeoutMs: number; defaultDeadlineMs: number;
   pingIntervalMs: number; pingTimeoutMs: number; maxMissedPings: number; stallMs: number; stderrTailLines: number;
 };
+
+/** One launch: the process (spawn mode) and, once connected, its connection. Its identity is the generation. */
+interface Attempt {
+  proc: SidecarProcess | undefined;
+  dead: boolean;
+}
+
+/** The pings of a connected sidecar. */
+interface Liveness {
+  timer: NodeJS.Timeout;
+  missed: number;
+  pinging: boolean;
+}
+
+type Phase =
+  /** The first launch: spawning, waiting for READY, connecting. */
+  | { state: 'starting'; attempt: Attempt }
+  | { state: 'ready'; attempt: Attempt; conn: SidecarConnection; live: Liveness }
+  | { state: 'unresponsive'; attempt: Attempt; conn: SidecarConnection; live: Liveness }
+  /** After a death: the backoff `timer`, then the next launch's `attempt`; `reason` is the death. */
+  | { state: 'restarting'; reason: string; timer: NodeJS.Timeout | undefined; attempt: Attempt | undefined }
+  | { state: 'failed'; failure: RfdetrError }
+  | { state: 'stopped'; failure: RfdetrError | undefined };
 
 interface Waiter {
   resolve: () => void;
@@ -87,47 +108,6 @@ export function sidecarEnvironment(env: NodeJS.ProcessEnv): Record<string, strin
   return Object.fromEntries(Object.entries(env).filter(([k]) => !CREDENTIAL_VARS.test(k)));
 }
 
-/** Socket directories are named rfdetr-sidecar-<pid>-XXXXXX so that a later process can tell a dead owner's. */
-const SOCKET_DIR_PREFIX = 'rfdetr-sidecar-';
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/**
- * Removes socket directories left in `tmp` by supervisors that died without closing (SIGKILL, OOM): the sidecar
- * removes its socket when it stops, not the directory. Only directories whose owner pid is gone, and that hold
- * nothing but (at most) the socket, are removed.
- */
-export function sweepStaleSocketDirs(tmp: string = os.tmpdir()): string[] {
-  const removed: string[] = [];
-  let names: string[];
-  try {
-    names = readdirSync(tmp);
-  } catch {
-    return removed;
-  }
-  for (const name of names) {
-    const m = /^rfdetr-sidecar-(\d+)-[A-Za-z0-9]{6}$/.exec(name);
-    if (!m || Number(m[1]) === process.pid || pidAlive(Number(m[1]))) continue;
-    const dir = path.join(tmp, name);
-    try {
-      if (statSync(dir).uid !== process.getuid?.()) continue;
-      if (!readdirSync(dir).every((e) => e === 'sidecar.sock')) continue;
-      rmSync(dir, { recursive: true, force: true });
-      removed.push(dir);
-    } catch {
-      // Gone meanwhile, or not ours to read: leave it.
-    }
-  }
-  return removed;
-}
-
 const packageVersion = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
@@ -136,35 +116,24 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | 'timeout'> {
 }
 
 export class SidecarBackend implements InferenceBackend {
-  #state: BackendState = 'starting';
-  #info: SidecarInfo | null = null;
-  #failure: RfdetrError | undefined;
   readonly #o: ResolvedOptions;
   readonly #log: Logger;
+  readonly #fields: Record<string, unknown>;
   readonly #restart: Required<NonNullable<SidecarBackendOptions['restart']>>;
   readonly #closeT: Required<NonNullable<SidecarBackendOptions['closeTimeouts']>>;
   readonly #socketPath: string;
   readonly #ownedDir: string | undefined;
-  #gen = 0;
-  #deadGen = 0;
-  #child: ResultPromise | undefined;
-  #childExit: Promise<ExitInfo> | undefined;
-  #exitInfo: ExitInfo | undefined;
-  #conn: SidecarConnection | undefined;
-  #stderrTail: string[] = [];
-  #crashes: number[] = [];
-  #restarts = 0;
-  #restartTimer: NodeJS.Timeout | undefined;
-  #failureReason: string | null = null;
-  #pingTimer: NodeJS.Timeout | undefined;
-  #pinging = false;
-  #missedPings = 0;
-  #waiters = new Set<Waiter>();
-  #active = 0;
-  #drainWaiters: (() => void)[] = [];
-  #closing = false;
-  #closePromise: Promise<void> | undefined;
-  #listeners = new Set<(state: BackendState, prev: BackendState) => void>();
+  readonly #listeners = new Set<(state: BackendState, prev: BackendState) => void>();
+
+  #phase: Phase;
+  /** The last hello (kept across restarts for /info). */
+  #info: SidecarInfo | null = null;
+  /** Deaths inside the crash window and (re)starts after the first, over the backend's life. */
+  readonly #history = { crashes: [] as number[], restarts: 0 };
+  /** Callers of ready() and infer(), for the waits and the drain. */
+  readonly #calls = { waiters: new Set<Waiter>(), active: 0, drained: [] as (() => void)[] };
+  /** Set once by close() or destroy(): nothing new starts. */
+  #closing: { promise: Promise<void> | undefined } | undefined;
 
   constructor(opts: SidecarBackendOptions) {
     if (opts.external && !opts.socketPath) {
@@ -175,10 +144,11 @@ export class SidecarBackend implements InferenceBackend {
     }
     this.#o = {
       engine: 'cpu', external: false, logger: silentLogger, startupTimeoutMs: 300_000, defaultDeadlineMs: 60_000,
-      pingIntervalMs: 5_000, pingTimeoutMs: 2_000, maxMissedPings: 2, stallMs: 300_000, stderrTailLines: 20,
+      pingIntervalMs: 2_000, pingTimeoutMs: 2_000, maxMissedPings: 5, stallMs: 300_000, stderrTailLines: 20,
       ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)),
     } as ResolvedOptions;
     this.#log = this.#o.logger;
+    this.#fields = opts.label === undefined ? {} : { device: opts.label };
     this.#restart = { initialDelayMs: 250, maxDelayMs: 10_000, maxCrashes: 5, windowMs: 180_000, ...opts.restart };
     this.#closeT = { drainMs: 30_000, termMs: 5_000, killMs: 2_000, ...opts.closeTimeouts };
     if (opts.socketPath) {
@@ -186,15 +156,18 @@ export class SidecarBackend implements InferenceBackend {
     } else {
       const swept = sweepStaleSocketDirs();
       if (swept.length) this.#log.info('removed socket directories left by exited processes', { dirs: swept });
-      this.#ownedDir = mkdtempSync(path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}${process.pid}-`));
-      this.#socketPath = path.join(this.#ownedDir, 'sidecar.sock');
+      const { dir, socketPath } = makeSocketDir();
+      this.#ownedDir = dir;
+      this.#socketPath = socketPath;
     }
-    this.#log.info(`sidecar state → starting`, { mode: this.#o.external ? 'external' : 'spawn', socket: this.#socketPath });
-    void this.#launch();
+    const attempt: Attempt = { proc: undefined, dead: false };
+    this.#phase = { state: 'starting', attempt };
+    this.#log.info('engine state: starting', { event: 'engine_state', to: 'starting', mode: this.#o.external ? 'external' : 'spawn', socket: this.#socketPath, ...this.#fields });
+    void this.#launch(attempt);
   }
 
   get state(): BackendState {
-    return this.#state;
+    return this.#phase.state;
   }
 
   get info(): SidecarInfo | null {
@@ -203,24 +176,45 @@ export class SidecarBackend implements InferenceBackend {
 
   /** The error that put the backend in `failed` (or was passed to destroy). */
   get failure(): RfdetrError | undefined {
-    return this.#failure;
+    const p = this.#phase;
+    return p.state === 'failed' || p.state === 'stopped' ? p.failure : undefined;
   }
 
   /** The current sidecar process id (spawn mode), for diagnostics and tests. */
   get pid(): number | undefined {
-    return this.#child?.pid;
+    const p = this.#phase;
+    return 'attempt' in p ? p.attempt?.proc?.pid : undefined;
   }
 
   get restarts(): number {
-    return this.#restarts;
+    return this.#history.restarts;
   }
 
   get failureReason(): string | null {
-    return this.#failureReason;
+    const p = this.#phase;
+    switch (p.state) {
+      case 'starting': return null;
+      case 'ready': return null;
+      case 'unresponsive': return `the sidecar missed ${p.live.missed} ping(s) of ${this.#o.pingTimeoutMs} ms`;
+      case 'restarting': return p.reason;
+      case 'failed': return p.failure.message;
+      case 'stopped': return p.failure?.message ?? null;
+    }
   }
 
   get socketPath(): string {
     return this.#socketPath;
+  }
+
+  /** Ready and its connection open: a request sent now reaches the sidecar (false from the moment its socket closes). */
+  get serving(): boolean {
+    const p = this.#phase;
+    return p.state === 'ready' && !p.conn.closed;
+  }
+
+  /** Requests handed to this backend and not yet settled. */
+  get inFlight(): number {
+    return this.#calls.active;
   }
 
   /** Calls `fn(state, previous)` on every transition; returns an unsubscribe function. */
@@ -231,69 +225,74 @@ export class SidecarBackend implements InferenceBackend {
 
   /** Resolves when the backend is ready; rejects when it failed or was closed first (or after timeoutMs). */
   ready(timeoutMs?: number, signal?: AbortSignal): Promise<void> {
-    if (this.#state === 'ready') return Promise.resolve();
-    if (this.#state === 'failed') return Promise.reject(this.#failure);
-    if (this.#state === 'stopped' || this.#closing) return Promise.reject(this.#closedError());
+    const p = this.#phase;
+    if (p.state === 'ready') return Promise.resolve();
+    if (p.state === 'failed') return Promise.reject(p.failure);
+    if (p.state === 'stopped' || this.#closing) return Promise.reject(this.#closedError());
     return new Promise<void>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const done = () => {
         if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        this.#waiters.delete(w);
+        this.#calls.waiters.delete(w);
       };
       const w: Waiter = { resolve: () => { done(); resolve(); }, reject: (e) => { done(); reject(e); } };
       const onAbort = () => w.reject(new RfdetrError('E_ABORTED', 'aborted while waiting for the sidecar to become ready'));
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => w.reject(new RfdetrError('E_STARTING',
-          `the sidecar was not ready within ${timeoutMs} ms (state ${this.#state})`, { state: this.#state })), Math.max(0, timeoutMs));
+          `the sidecar was not ready within ${timeoutMs} ms (state ${this.state})`, { state: this.state })), Math.max(0, timeoutMs));
       }
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.add(w);
+      this.#calls.waiters.add(w);
     });
   }
 
   async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
-    if (this.#closing || this.#state === 'stopped') throw this.#closedError();
-    if (this.#state === 'failed') throw this.#failure!;
+    if (this.#closing || this.#phase.state === 'stopped') throw this.#closedError();
+    if (this.#phase.state === 'failed') throw this.#phase.failure;
     const deadlineMs = opts.deadlineMs ?? this.#o.defaultDeadlineMs;
     const t0 = performance.now();
-    this.#active++;
+    this.#calls.active++;
     try {
-      if (this.#state !== 'ready' || !this.#conn) {
+      if (this.#phase.state !== 'ready') {
         try {
           await this.ready(deadlineMs, opts.signal);
         } catch (e) {
           if (isRfdetrError(e, 'E_STARTING')) {
-            throw new RfdetrError('E_DEADLINE', `the request deadline of ${deadlineMs} ms passed while the sidecar was ${this.#state}`, { state: this.#state });
+            throw new RfdetrError('E_DEADLINE', `the request deadline of ${deadlineMs} ms passed while the sidecar was ${this.state}`, { state: this.state });
           }
           throw e;
         }
       }
-      const conn = this.#conn!;
-      return await conn.infer(input, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal });
+      const p = this.#phase;
+      if (p.state !== 'ready') throw new RfdetrError('E_SIDECAR_EXITED', `the sidecar became ${p.state} before the request could be sent`, { state: p.state });
+      return await p.conn.infer(input, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal });
     } finally {
-      this.#active--;
-      if (this.#active === 0) for (const d of this.#drainWaiters.splice(0)) d();
+      this.#calls.active--;
+      if (this.#calls.active === 0) for (const d of this.#calls.drained.splice(0)) d();
     }
   }
 
   close(): Promise<void> {
-    this.#closePromise ??= this.#close();
-    return this.#closePromise;
+    this.#closing ??= { promise: undefined };
+    this.#closing.promise ??= this.#close();
+    return this.#closing.promise;
   }
 
   destroy(err?: Error): void {
     const e = err ? (err instanceof RfdetrError ? err : new RfdetrError('E_CLOSED', `the backend was destroyed: ${err.message}`, undefined, { cause: err }))
       : new RfdetrError('E_CLOSED', 'the backend was destroyed');
-    this.#closing = true;
-    this.#failure ??= e;
-    this.#failureReason = this.#failure.message;
-    this.#stopTimers();
-    for (const w of [...this.#waiters]) w.reject(e);
-    this.#conn?.close(e);
-    this.#conn = undefined;
-    this.#child?.kill('SIGKILL');
-    this.#setState('stopped', { reason: e.message });
+    this.#closing ??= { promise: undefined };
+    const p = this.#phase;
+    if (p.state === 'stopped') return;
+    this.#leave(p);
+    for (const w of [...this.#calls.waiters]) w.reject(e);
+    if ('attempt' in p && p.attempt) {
+      p.attempt.dead = true;
+      if ('conn' in p) p.conn.close(e);
+      p.attempt.proc?.kill('SIGKILL');
+    }
+    this.#enter({ state: 'stopped', failure: p.state === 'failed' ? p.failure : e }, { reason: e.message });
     this.#removeOwnedDir();
   }
 
@@ -303,20 +302,27 @@ export class SidecarBackend implements InferenceBackend {
     return new RfdetrError('E_CLOSED', 'the inference backend is closed; create a new one');
   }
 
-  #setState(next: BackendState, fields: Record<string, unknown> = {}): void {
-    const prev = this.#state;
-    if (prev === next) return;
-    this.#state = next;
-    const log = next === 'failed' ? this.#log.error : next === 'restarting' ? this.#log.warn : this.#log.info;
-    log.call(this.#log, `sidecar state ${prev} → ${next}`, fields);
-    for (const l of this.#listeners) l(next, prev);
+  /** The attempt of the current phase, if it has one. */
+  #current(): Attempt | undefined {
+    const p = this.#phase;
+    return 'attempt' in p ? p.attempt : undefined;
   }
 
-  #stopTimers(): void {
-    if (this.#restartTimer) clearTimeout(this.#restartTimer);
-    if (this.#pingTimer) clearInterval(this.#pingTimer);
-    this.#restartTimer = undefined;
-    this.#pingTimer = undefined;
+  /** Releases what a phase owns that outlives it unless stopped: its timers. */
+  #leave(p: Phase): void {
+    if (p.state === 'ready' || p.state === 'unresponsive') clearInterval(p.live.timer);
+    if (p.state === 'restarting' && p.timer) clearTimeout(p.timer);
+  }
+
+  /** The one transition: replace the phase, log it once, tell the listeners. */
+  #enter(next: Phase, fields: Record<string, unknown> = {}): void {
+    const prev = this.#phase.state;
+    this.#phase = next;
+    // A death during a restart's launch is a new restart (its own backoff): logged, though the state stays.
+    if (prev === next.state && next.state !== 'restarting') return;
+    const log = next.state === 'failed' ? this.#log.error : next.state === 'restarting' || next.state === 'unresponsive' ? this.#log.warn : this.#log.info;
+    log.call(this.#log, `engine state: ${prev} -> ${next.state}`, { event: 'engine_state', from: prev, to: next.state, ...this.#fields, ...fields });
+    if (prev !== next.state) for (const l of this.#listeners) l(next.state, prev);
   }
 
   #removeOwnedDir(): void {
@@ -330,14 +336,6 @@ export class SidecarBackend implements InferenceBackend {
     if (o.deviceId !== undefined) args.push('--device-id', String(o.deviceId));
     if (o.precision !== undefined) args.push('--precision', o.precision);
     return args;
-  }
-
-  #exitError(exit: ExitInfo, when: 'before it was ready' | 'while serving', pid: number | undefined): RfdetrError {
-    const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
-    const tail = this.#stderrTail.slice(-5).join(' | ');
-    return new RfdetrError('E_SIDECAR_EXITED', `the sidecar (pid ${pid}) ${how} ${when}${tail ? `; its last stderr: ${tail}` : ''}`, {
-      exitCode: exit.exitCode, signal: exit.signal, pid, stderrTail: [...this.#stderrTail], phase: when === 'while serving' ? 'serving' : 'startup',
-    });
   }
 
   /** A startup exit with a documented status: the backend fails with what the sidecar said, not as a crash. */
@@ -354,195 +352,128 @@ export class SidecarBackend implements InferenceBackend {
       { ...d, reason: kind === 'usage error' ? 'usage' : 'startup' }, { cause: err });
   }
 
-  #spawn(gen: number): { child: ResultPromise; exit: Promise<ExitInfo> } {
+  #spawn(attempt: Attempt): SidecarProcess {
     const cmd = this.#o.command ?? { file: sidecarBinary(), args: [] };
-    const args = [...(cmd.args ?? []), ...this.#sidecarArgs()];
-    this.#log.info('sidecar spawn', { file: cmd.file, args });
-    this.#stderrTail = [];
-    this.#exitInfo = undefined;
-    const child = execa(cmd.file, args, {
-      stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false,
+    const proc = new SidecarProcess({
+      file: cmd.file, args: [...(cmd.args ?? []), ...this.#sidecarArgs()],
       // The inherited environment without Hub credentials, plus what the caller asked for.
-      env: { ...sidecarEnvironment(process.env), ...this.#o.env }, extendEnv: false,
-      // Its own process group: a terminal's Ctrl-C goes to the CLI, which then close()s the sidecar in order
-      // (otherwise the sidecar would stop on the same SIGINT and be restarted). --exit-with-parent
-      // (PR_SET_PDEATHSIG) still ends it if this process dies.
-      detached: true,
+      env: { ...sidecarEnvironment(process.env), ...this.#o.env },
+      stderrTailLines: this.#o.stderrTailLines, logger: this.#log, logFields: this.#fields,
     });
-    let partial = '';
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (d: string) => {
-      const lines = (partial + d).split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) {
-        if (!line) continue;
-        this.#stderrTail.push(line);
-        if (this.#stderrTail.length > this.#o.stderrTailLines) this.#stderrTail.shift();
-        this.#log.debug(`sidecar: ${line}`, { pid: child.pid });
-      }
-    });
-    const exit = child.then(
-      (r) => ({ exitCode: r.exitCode, signal: r.signal }),
-      (e: { exitCode?: number; signal?: string }) => ({ exitCode: e.exitCode, signal: e.signal }),
-    ).then((info) => {
-      if (partial) this.#stderrTail.push(partial);
-      this.#exitInfo = info;
+    attempt.proc = proc;
+    void proc.exit.then((info) => {
       // While serving, the socket's EOF usually gets here first; whichever is first runs the one close path.
-      // Before the connection exists, #waitReady / connect report the death (as a startup failure).
-      if (gen === this.#gen && this.#conn) this.#conn.close(this.#exitError(info, 'while serving', child.pid));
-      return info;
+      // Before the connection exists, waitReady / connect report the death (as a startup failure).
+      const p = this.#phase;
+      if ('conn' in p && p.attempt === attempt) p.conn.close(proc.exitError(info, 'while serving'));
     });
-    return { child, exit };
+    return proc;
   }
 
-  #waitReady(child: ResultPromise, exit: Promise<ExitInfo>): Promise<{ socket?: string }> {
-    return new Promise((resolve, reject) => {
-      let buf = '';
-      let done = false;
-      const finish = (f: () => void) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        child.stdout?.off('data', onData);
-        f();
-      };
-      const timer = setTimeout(() => finish(() => {
-        child.kill('SIGKILL');
-        const tail = this.#stderrTail.slice(-5).join(' | ');
-        reject(new RfdetrError('E_SIDECAR_EXITED',
-          `the sidecar printed no READY line within ${this.#o.startupTimeoutMs} ms; killed it` +
-          `${tail ? `; its last stderr: ${tail}` : ''}. Raise startupTimeoutMs if loading is this slow.`,
-          { reason: 'startup-timeout', stderrTail: [...this.#stderrTail] }));
-      }), this.#o.startupTimeoutMs);
-      const onData = (d: Buffer | string) => {
-        buf += d.toString();
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          if (!line.startsWith('READY ')) {
-            this.#log.warn('sidecar wrote to stdout before READY (ignored)', { line });
-            continue;
-          }
-          let ready: { socket?: string };
-          try {
-            ready = JSON.parse(line.slice(6)) as { socket?: string };
-          } catch {
-            finish(() => reject(new RfdetrError('E_PROTOCOL', `the sidecar's READY line is not JSON: ${line.slice(0, 200)}`)));
-            return;
-          }
-          this.#log.info('sidecar READY', ready as Record<string, unknown>);
-          finish(() => resolve(ready));
-          return;
-        }
-      };
-      child.stdout?.on('data', onData);
-      void exit.then((info) => finish(() => reject(this.#exitError(info, 'before it was ready', child.pid))));
-    });
-  }
-
-  async #launch(): Promise<void> {
-    const gen = ++this.#gen;
-    let conn: SidecarConnection | undefined;
+  async #launch(attempt: Attempt): Promise<void> {
+    let conn: SidecarConnection;
     try {
       const connectOpts = {
         helloTimeoutMs: this.#o.startupTimeoutMs,
-        explainClose: (cause: RfdetrError) => this.#explainClose(gen, cause),
-        onClosed: (err: RfdetrError) => this.#onDeath(gen, err),
+        explainClose: (cause: RfdetrError) => this.#explainClose(attempt, cause),
+        onClosed: (err: RfdetrError) => this.#onDeath(attempt, err),
       };
       if (this.#o.external) {
         conn = await SidecarConnection.connect(this.#socketPath, connectOpts);
       } else {
-        const { child, exit } = this.#spawn(gen);
-        this.#child = child;
-        this.#childExit = exit;
-        const ready = await this.#waitReady(child, exit);
+        const proc = this.#spawn(attempt);
+        const ready = await proc.waitReady(this.#o.startupTimeoutMs);
         conn = await SidecarConnection.connect(ready.socket ?? this.#socketPath, connectOpts);
       }
     } catch (e) {
       const err = e instanceof RfdetrError ? e : new RfdetrError('E_SIDECAR_EXITED', `starting the sidecar failed: ${(e as Error).message}`, undefined, { cause: e });
-      if (!this.#o.external && gen === this.#gen && this.#exitInfo === undefined && err.code !== 'E_SIDECAR_EXITED') {
-        // Connected to nothing sensible (bad hello): the process is of no use.
-        this.#child?.kill('SIGKILL');
-      }
-      this.#onDeath(gen, err);
+      // Connected to nothing sensible (bad hello): the process is of no use.
+      if (attempt.proc && attempt.proc.exitInfo === undefined && err.code !== 'E_SIDECAR_EXITED') attempt.proc.kill('SIGKILL');
+      this.#onDeath(attempt, err);
       return;
     }
-    if (gen !== this.#gen || this.#closing || this.#deadGen >= gen) {
+    const p = this.#phase;
+    if (attempt.dead || this.#closing || (p.state !== 'starting' && p.state !== 'restarting') || p.attempt !== attempt) {
       conn.close();
       return;
     }
-    this.#conn = conn;
     this.#info = conn.info;
     if (conn.info.sidecarVersion !== packageVersion && !this.#o.external) {
       // Same protocol, different builds: it works, but a stale sidecar build is worth knowing about.
-      this.#log.warn(`sidecar ${conn.info.sidecarVersion} differs from this package ${packageVersion}; rebuild with npm install`);
+      this.#log.warn(`sidecar ${conn.info.sidecarVersion} differs from this package ${packageVersion}; rebuild with npm install`, this.#fields);
     }
-    this.#missedPings = 0;
-    this.#failureReason = null;
-    this.#setState('ready', { engine: conn.info.engine, device: conn.info.device, sidecarVersion: conn.info.sidecarVersion, pid: this.#child?.pid });
-    for (const w of [...this.#waiters]) w.resolve();
-    this.#pingTimer = setInterval(() => void this.#healthCheck(gen), this.#o.pingIntervalMs);
-    this.#pingTimer.unref();
+    const live: Liveness = { timer: setInterval(() => void this.#healthCheck(attempt), this.#o.pingIntervalMs), missed: 0, pinging: false };
+    live.timer.unref();
+    this.#enter({ state: 'ready', attempt, conn, live },
+      { engine: conn.info.engine, device_name: conn.info.device, sidecarVersion: conn.info.sidecarVersion, pid: attempt.proc?.pid });
+    for (const w of [...this.#calls.waiters]) w.resolve();
   }
 
   /** For a spawned sidecar, a closed socket is explained by the process's exit (waited for briefly). */
-  async #explainClose(gen: number, cause: RfdetrError): Promise<RfdetrError> {
-    if (this.#o.external || gen !== this.#gen || !this.#childExit) return cause;
+  async #explainClose(attempt: Attempt, cause: RfdetrError): Promise<RfdetrError> {
+    const proc = attempt.proc;
+    if (!proc || this.#current() !== attempt) return cause;
     if (cause.code !== 'E_SIDECAR_EXITED') {
-      this.#child?.kill('SIGKILL');  // a sidecar that broke the protocol cannot be trusted with the next request
-      return new RfdetrError(cause.code, cause.message, { ...cause.details, stderrTail: [...this.#stderrTail] });
+      proc.kill('SIGKILL');  // a sidecar that broke the protocol cannot be trusted with the next request
+      return new RfdetrError(cause.code, cause.message, { ...cause.details, stderrTail: proc.stderrTail });
     }
-    const info = await withTimeout(this.#childExit, 500);
+    const info = await withTimeout(proc.exit, 500);
     if (info === 'timeout') {
-      this.#child?.kill('SIGKILL');
-      return new RfdetrError('E_SIDECAR_EXITED', `${cause.message}; the process did not exit, so it was killed`, { ...cause.details, stderrTail: [...this.#stderrTail] });
+      proc.kill('SIGKILL');
+      return new RfdetrError('E_SIDECAR_EXITED', `${cause.message}; the process did not exit, so it was killed`, { ...cause.details, stderrTail: proc.stderrTail });
     }
-    return this.#exitError(info, 'while serving', this.#child?.pid);
+    return proc.exitError(info, 'while serving');
   }
 
-  async #healthCheck(gen: number): Promise<void> {
-    const conn = this.#conn;
-    if (gen !== this.#gen || !conn || this.#pinging || this.#state !== 'ready') return;
+  async #healthCheck(attempt: Attempt): Promise<void> {
+    const p = this.#phase;
+    if (!('conn' in p) || p.attempt !== attempt || p.live.pinging) return;
+    const { conn, live } = p;
     const stalled = conn.oldestInferMs();
     if (stalled > this.#o.stallMs) {
-      this.#kill(gen, conn, new RfdetrError('E_SIDECAR_EXITED', `the sidecar has not answered an infer for ${Math.round(stalled)} ms (stallMs ${this.#o.stallMs}); killed it`, { reason: 'stalled' }));
+      this.#kill(attempt, conn, new RfdetrError('E_SIDECAR_EXITED', `the sidecar has not answered an infer for ${Math.round(stalled)} ms (stallMs ${this.#o.stallMs}); killed it`, { reason: 'stalled' }));
       return;
     }
-    this.#pinging = true;
+    live.pinging = true;
     try {
       await conn.ping(this.#o.pingTimeoutMs);
-      this.#missedPings = 0;
+      live.missed = 0;
+      const now = this.#phase;
+      if (now.state === 'unresponsive' && now.attempt === attempt) {
+        this.#enter({ state: 'ready', attempt, conn, live }, { reason: 'answered a ping' });
+        for (const w of [...this.#calls.waiters]) w.resolve();
+      }
     } catch (e) {
-      if (!isRfdetrError(e, 'E_DEADLINE') || gen !== this.#gen) return;
-      this.#missedPings++;
-      this.#log.warn(`sidecar missed a ping (${this.#missedPings}/${this.#o.maxMissedPings})`, { timeoutMs: this.#o.pingTimeoutMs });
-      if (this.#missedPings >= this.#o.maxMissedPings) {
-        this.#kill(gen, conn, new RfdetrError('E_SIDECAR_EXITED',
-          `the sidecar missed ${this.#missedPings} pings of ${this.#o.pingTimeoutMs} ms; killed it`, { reason: 'unresponsive' }));
+      if (!isRfdetrError(e, 'E_DEADLINE') || this.#current() !== attempt) return;
+      live.missed++;
+      this.#log.warn(`sidecar missed a ping (${live.missed}/${this.#o.maxMissedPings})`, { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
+      if (live.missed >= this.#o.maxMissedPings) {
+        this.#kill(attempt, conn, new RfdetrError('E_SIDECAR_EXITED',
+          `the sidecar missed ${live.missed} pings of ${this.#o.pingTimeoutMs} ms; killed it`, { reason: 'unresponsive' }));
+      } else if (this.#phase.state === 'ready') {
+        this.#enter({ state: 'unresponsive', attempt, conn, live }, { missed_pings: live.missed });
       }
     } finally {
-      this.#pinging = false;
+      live.pinging = false;
     }
   }
 
-  #kill(gen: number, conn: SidecarConnection, err: RfdetrError): void {
-    this.#log.error(err.message);
-    if (!this.#o.external) this.#child?.kill('SIGKILL');
-    conn.close(new RfdetrError(err.code, err.message, { ...err.details, stderrTail: [...this.#stderrTail] }));
-    this.#onDeath(gen, err);
+  #kill(attempt: Attempt, conn: SidecarConnection, err: RfdetrError): void {
+    this.#log.error(err.message, this.#fields);
+    attempt.proc?.kill('SIGKILL');
+    conn.close(new RfdetrError(err.code, err.message, { ...err.details, stderrTail: attempt.proc?.stderrTail ?? [] }));
+    this.#onDeath(attempt, err);
   }
 
-  /** The one place a sidecar's death is handled (per generation): restart with backoff, or fail. */
-  #onDeath(gen: number, err: RfdetrError): void {
-    if (gen !== this.#gen || this.#deadGen >= gen) return;
-    this.#deadGen = gen;
-    this.#stopTimers();
-    const conn = this.#conn;
-    this.#conn = undefined;
-    conn?.close(err);
-    if (!this.#o.external && this.#exitInfo === undefined) this.#child?.kill('SIGKILL');
-    if (this.#closing || this.#state === 'stopped' || this.#state === 'failed') return;
+  /** The one place a sidecar's death is handled (once per attempt): restart with backoff, or fail. */
+  #onDeath(attempt: Attempt, err: RfdetrError): void {
+    if (attempt.dead || this.#current() !== attempt) return;
+    attempt.dead = true;
+    const p = this.#phase;
+    this.#leave(p);
+    if ('conn' in p) p.conn.close(err);
+    if (attempt.proc && attempt.proc.exitInfo === undefined) attempt.proc.kill('SIGKILL');
+    if (this.#closing) return;
 
     if (err.code === 'E_VERSION_MISMATCH') {
       this.#fail(err);  // restarting the same binary cannot fix it
@@ -553,80 +484,75 @@ export class SidecarBackend implements InferenceBackend {
       this.#fail(startup);
       return;
     }
-    this.#failureReason = err.message;
     if (!this.#o.external && err.details?.phase === 'serving' && err.details.exitCode === 0 && !err.details.signal) {
       // A clean stop we did not ask for (a shutdown op from another client of the socket): not a crash.
-      this.#setState('restarting', { error: err.code, message: err.message, crash: false });
-      this.#log.warn('the sidecar stopped cleanly without being asked to; restarting it (not counted as a crash)', { message: err.message });
-      this.#scheduleRestart(this.#restart.initialDelayMs);
+      this.#scheduleRestart(this.#restart.initialDelayMs, err, { crash: false });
       return;
     }
     const now = performance.now();
-    this.#crashes = this.#crashes.filter((t) => now - t < this.#restart.windowMs);
-    this.#crashes.push(now);
-    if (this.#crashes.length > this.#restart.maxCrashes) {
+    const crashes = this.#history.crashes.filter((t) => now - t < this.#restart.windowMs);
+    crashes.push(now);
+    this.#history.crashes = crashes;
+    if (crashes.length > this.#restart.maxCrashes) {
       this.#fail(new RfdetrError('E_SIDECAR_FAILED',
-        `the sidecar crashed ${this.#crashes.length} times in the last ${Math.round(this.#restart.windowMs / 1000)} s; not restarting. ` +
-        `Last failure: ${err.message}`, { ...err.details, crashes: this.#crashes.length, lastError: err.code }, { cause: err }));
+        `the sidecar crashed ${crashes.length} times in the last ${Math.round(this.#restart.windowMs / 1000)} s; not restarting. ` +
+        `Last failure: ${err.message}`, { ...err.details, crashes: crashes.length, lastError: err.code }, { cause: err }));
       return;
     }
-    const backoff = Math.min(this.#restart.maxDelayMs, this.#restart.initialDelayMs * 2 ** (this.#crashes.length - 1));
-    this.#setState('restarting', { error: err.code, message: err.message });
-    this.#log.warn(`sidecar restart scheduled`, { inMs: backoff, crashes: this.#crashes.length, error: err.code, message: err.message });
-    this.#scheduleRestart(backoff);
+    this.#scheduleRestart(Math.min(this.#restart.maxDelayMs, this.#restart.initialDelayMs * 2 ** (crashes.length - 1)), err, { crashes: crashes.length });
   }
 
-  #scheduleRestart(delayMs: number): void {
-    this.#restartTimer = setTimeout(() => {
-      this.#restartTimer = undefined;
-      this.#restarts++;
-      void this.#launch();
+  #scheduleRestart(delayMs: number, err: RfdetrError, fields: Record<string, unknown>): void {
+    const phase: Extract<Phase, { state: 'restarting' }> = { state: 'restarting', reason: err.message, timer: undefined, attempt: undefined };
+    phase.timer = setTimeout(() => {
+      if (this.#phase !== phase) return;
+      phase.timer = undefined;
+      this.#history.restarts++;
+      phase.attempt = { proc: undefined, dead: false };
+      this.#log.info('sidecar restart', { restarts: this.#history.restarts, ...this.#fields });
+      void this.#launch(phase.attempt);
     }, delayMs);
+    this.#enter(phase, { error: err.code, message: err.message, in_ms: delayMs, ...fields });
   }
 
   #fail(err: RfdetrError): void {
-    this.#failure = err;
-    this.#failureReason = err.message;
-    this.#child?.kill('SIGKILL');
-    this.#setState('failed', { error: err.code, message: err.message });
-    for (const w of [...this.#waiters]) w.reject(err);
+    this.#current()?.proc?.kill('SIGKILL');
+    this.#enter({ state: 'failed', failure: err }, { error: err.code, message: err.message });
+    for (const w of [...this.#calls.waiters]) w.reject(err);
   }
 
   async #close(): Promise<void> {
-    this.#closing = true;
-    if (this.#restartTimer) clearTimeout(this.#restartTimer);
     const notReady = new RfdetrError('E_CLOSED', 'the backend was closed before the sidecar became ready');
-    for (const w of [...this.#waiters]) w.reject(notReady);
-    if (this.#active > 0) {
-      const drained = new Promise<void>((r) => this.#drainWaiters.push(r));
+    const before = this.#phase;
+    if (before.state === 'restarting' && before.timer) clearTimeout(before.timer);
+    for (const w of [...this.#calls.waiters]) w.reject(notReady);
+    if (this.#calls.active > 0) {
+      const drained = new Promise<void>((r) => this.#calls.drained.push(r));
       if ((await withTimeout(drained, this.#closeT.drainMs)) === 'timeout') {
-        this.#log.warn(`close: ${this.#active} requests still running after ${this.#closeT.drainMs} ms; stopping anyway`);
+        this.#log.warn(`close: ${this.#calls.active} requests still running after ${this.#closeT.drainMs} ms; stopping anyway`, this.#fields);
       }
     }
-    this.#stopTimers();
-    const conn = this.#conn;
+    const p = this.#phase;
+    if (p.state === 'stopped') return;  // destroyed meanwhile
+    this.#leave(p);
     const closed = new RfdetrError('E_CLOSED', 'the backend was closed');
-    if (this.#o.external) {
-      conn?.close(closed);
-      this.#setState('stopped', { mode: 'external' });
-      return;
-    }
-    const child = this.#child;
-    const exit = this.#childExit;
-    if (child && exit && this.#exitInfo === undefined) {
+    const attempt = this.#current();
+    if (attempt) attempt.dead = true;
+    const proc = attempt?.proc;
+    if (proc && proc.exitInfo === undefined) {
       // SIGTERM is the sidecar's clean stop (finish the forward, release the device, remove the socket, exit 0).
       let how = 'SIGTERM';
-      child.kill('SIGTERM');
-      if ((await withTimeout(exit, this.#closeT.termMs)) === 'timeout') {
+      proc.kill('SIGTERM');
+      if ((await withTimeout(proc.exit, this.#closeT.termMs)) === 'timeout') {
         how = 'SIGKILL';
-        this.#log.warn(`close: the sidecar ignored SIGTERM for ${this.#closeT.termMs} ms; sending SIGKILL`);
-        child.kill('SIGKILL');
-        await withTimeout(exit, this.#closeT.killMs);
+        this.#log.warn(`close: the sidecar ignored SIGTERM for ${this.#closeT.termMs} ms; sending SIGKILL`, this.#fields);
+        proc.kill('SIGKILL');
+        await withTimeout(proc.exit, this.#closeT.killMs);
       }
-      this.#log.info('sidecar stopped', { how, exit: this.#exitInfo as ExitInfo | undefined });
+      this.#log.info('sidecar stopped', { how, exit: proc.exitInfo as ExitInfo | undefined, ...this.#fields });
     }
-    conn?.close(closed);
-    this.#setState('stopped');
+    if ('conn' in p) p.conn.close(closed);
+    this.#enter({ state: 'stopped', failure: p.state === 'failed' ? p.failure : undefined }, this.#o.external ? { mode: 'external' } : {});
     this.#removeOwnedDir();
   }
 }

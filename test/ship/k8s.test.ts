@@ -13,16 +13,21 @@ function docs(file: string): Obj[] {
 }
 const deployment = () => docs('deployment.yaml').find((d) => d.kind === 'Deployment')!;
 const container = () => deployment().spec.template.spec.containers.find((c: Obj) => c.name === 'rfdetr');
+/** The three workload shapes: one card per pod through DRA, one card per pod through a device plugin, all of a host's cards in one pod. */
+const SHAPES = { dra: 'deployment.yaml', plugin: 'deployment-device-plugin.yaml', host: 'daemonset-all-cards.yaml' } as const;
+const workload = (file: string) => docs(file).find((d) => d.kind === 'Deployment' || d.kind === 'DaemonSet')!;
+const containerOf = (file: string) => workload(file).spec.template.spec.containers.find((c: Obj) => c.name === 'rfdetr');
+const argOf = (c: Obj, flag: string) => (c.args.includes(flag) ? c.args[c.args.indexOf(flag) + 1] : undefined);
 
 test('k8s: every manifest is a well-formed object with apiVersion, kind and name', () => {
   const kinds: string[] = [];
-  for (const f of ['deployment.yaml', 'service.yaml', 'resourceclaimtemplate.yaml']) {
+  for (const f of [...Object.values(SHAPES), 'service.yaml', 'resourceclaimtemplate.yaml']) {
     for (const d of docs(f)) {
       assert.ok(d.apiVersion && d.kind && d.metadata?.name, `${f}: ${JSON.stringify(d).slice(0, 80)}`);
       kinds.push(d.kind);
     }
   }
-  assert.deepEqual(kinds.sort(), ['Deployment', 'ResourceClaimTemplate', 'Service']);
+  assert.deepEqual(kinds.sort(), ['DaemonSet', 'Deployment', 'Deployment', 'ResourceClaimTemplate', 'Service']);
 });
 
 test('k8s: probes — startup and readiness on /ready, liveness on /tt-liveness, all on the server port', () => {
@@ -92,4 +97,44 @@ test('k8s: the probe routes are routes the server serves (its OpenAPI document)'
   for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
     assert.ok(routes.has(c[probe].httpGet.path), `${probe} ${c[probe].httpGet.path} is not in the server's OpenAPI paths: ${[...routes].join(' ')}`);
   }
+});
+
+test('k8s: every shape probes /ready and /tt-liveness on the server port, runs tt non-root with caches on volumes', () => {
+  for (const file of Object.values(SHAPES)) {
+    const c = containerOf(file);
+    const spec = workload(file).spec.template.spec;
+    const port = c.ports.find((p: Obj) => p.name === 'http');
+    assert.equal(argOf(c, '--port'), String(port.containerPort), file);
+    assert.equal(argOf(c, '--engine'), 'tt', file);
+    assert.deepEqual(c.readinessProbe.httpGet, { path: ROUTES.readiness, port: 'http' }, file);
+    assert.deepEqual(c.startupProbe.httpGet, { path: ROUTES.readiness, port: 'http' }, file);
+    assert.deepEqual(c.livenessProbe.httpGet, { path: ROUTES.liveness, port: 'http' }, file);
+    assert.ok(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold >= 20 * 60, `${file}: startup budget`);
+    assert.equal(spec.securityContext.runAsNonRoot, true, file);
+    assert.equal(c.securityContext.readOnlyRootFilesystem, true, file);
+    const env = Object.fromEntries(c.env.map((e: Obj) => [e.name, e.value]));
+    assert.equal(env.TT_METAL_CACHE, '/var/cache/rfdetr/tt-metal', file);
+    assert.ok(c.volumeMounts.some((m: Obj) => m.mountPath === env.TT_METAL_CACHE), `${file}: the kernel cache is a volume`);
+    assert.ok(spec.terminationGracePeriodSeconds >= 60, file);
+  }
+});
+
+test('k8s: the device-plugin shape asks for one card and serves it with --devices all; the host shape takes every card', () => {
+  const plugin = containerOf(SHAPES.plugin);
+  assert.equal(argOf(plugin, '--devices'), 'all');
+  const cards = (c: Obj) => Object.entries(c.resources.limits).filter(([k]) => k.startsWith('tenstorrent.com/'));
+  assert.deepEqual(cards(plugin), [['tenstorrent.com/p150a', 1]]);
+  assert.equal(workload(SHAPES.plugin).spec.template.spec.resourceClaims, undefined, 'no DRA claim beside the plugin resource');
+  assert.equal(workload(SHAPES.plugin).spec.strategy.rollingUpdate.maxSurge, 0);
+  const host = workload(SHAPES.host);
+  assert.equal(host.kind, 'DaemonSet', 'one pod per host');
+  const hc = containerOf(SHAPES.host);
+  assert.equal(argOf(hc, '--devices'), 'all');
+  assert.equal(argOf(hc, '--min-ready-devices'), '1');
+  assert.deepEqual(cards(hc), [['tenstorrent.com/p150a', 4]]);
+  assert.ok(host.spec.template.spec.nodeSelector, 'only nodes with cards');
+  // The pool sets each sidecar's TT_DEVICE_ID / TT_METAL_VISIBLE_DEVICES: the pod must not pin one card.
+  for (const c of [plugin, hc]) assert.ok(!c.env.some((e: Obj) => e.name === 'TT_DEVICE_ID' || e.name === 'TT_METAL_VISIBLE_DEVICES'));
+  const svc = docs('service.yaml')[0]!;
+  for (const [k, v] of Object.entries(svc.spec.selector)) assert.equal(host.spec.template.metadata.labels[k], v, `the Service selects the host pods (${k})`);
 });

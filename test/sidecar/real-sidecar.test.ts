@@ -167,6 +167,9 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   const img = await decodeImage(readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')));
   const ri = await b.infer({ image: img });
   assert.ok(ri.preprocessMs > 0, `preprocess_ms ${ri.preprocessMs}`);
+  // The request timeline's marks: the frame left before the reply came, and the sidecar's own work lies between.
+  assert.ok(ri.frameWrittenAt !== undefined && ri.replyReadAt !== undefined, 'frame written / reply read are reported');
+  assert.ok(ri.replyReadAt - ri.frameWrittenAt >= ri.forwardMs + ri.preprocessMs - 0.5, `written ${ri.frameWrittenAt}, read ${ri.replyReadAt}, forward ${ri.forwardMs}`);
   assert.deepEqual(ri.logits, r.logits, 'image input gives exactly the pixel_values input\'s logits');
   assert.deepEqual(ri.predBoxes, r.predBoxes);
 

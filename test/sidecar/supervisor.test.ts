@@ -78,7 +78,7 @@ test('fake sidecar: ready, hello info, infer echo, close via SIGTERM', async (t)
   const socketDir = path.dirname(b.socketPath);
   await b.close();
   assert.equal(b.state, 'stopped');
-  assert.ok(logs.some((l) => l.includes('sidecar state starting → ready')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('engine state: starting -> ready')), logs.join('\n'));
   assert.ok(logs.some((l) => l.includes('sidecar stopped') && l.includes('"how":"SIGTERM"')), logs.join('\n'));
   assert.equal(existsSync(socketDir), false, 'the temp socket dir is removed');
   await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
@@ -145,7 +145,7 @@ test('fake sidecar: a first frame that is not a hello is a protocol error and a 
   const { b, logs } = fake(t, 'bad-hello,ok');
   await waitState(b, 'ready');
   assert.equal(b.restarts, 1);
-  assert.ok(logs.some((l) => l.includes('starting → restarting') && l.includes('must be its hello')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.includes('engine state: starting -> restarting') && l.includes('must be its hello')), logs.join('\n'));
 });
 
 test('fake sidecar: more than maxCrashes deaths in the window → failed, with backoff and the stderr reason', async (t) => {
@@ -157,9 +157,9 @@ test('fake sidecar: more than maxCrashes deaths in the window → failed, with b
   assert.match(b.failure!.message, /exited with code 3 before it was ready/);
   assert.equal(b.failureReason, b.failure!.message);
   assert.equal(b.restarts, 2);
-  const backoffs = logs.filter((l) => l.includes('restart scheduled')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).inMs as number);
+  const backoffs = logs.filter((l) => l.includes('-> restarting')).map((l) => JSON.parse(l.slice(l.indexOf('{'))).in_ms as number);
   assert.deepEqual(backoffs, [30, 60], 'exponential backoff');
-  assert.ok(logs.some((l) => l.startsWith('error sidecar state restarting → failed')), logs.join('\n'));
+  assert.ok(logs.some((l) => l.startsWith('error engine state: restarting -> failed')), logs.join('\n'));
   await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_SIDECAR_FAILED');
 });
 

@@ -22,7 +22,7 @@ constexpr int k_num_queries    = 300;
 struct engine_options {
     int         threads   = 0;       // 0 = physical cores
     int         device_id = 0;       // accelerator engines
-    std::string precision = "fp32";  // host-validation engines: fp32 | bf16
+    std::string precision = "fp32";  // fp32 | bf16 (tt-host) | int8 (cpu)
     bool        eager     = false;   // accelerator engines: no trace capture (debugging)
 };
 

@@ -128,8 +128,8 @@ options_status options_parse(int argc, const char * const * argv, const char * (
             return options_status::OPTIONS_USAGE_ERROR;
         }
     }
-    if (out.precision != "fp32" && out.precision != "bf16") {
-        error = "--precision '" + out.precision + "' is not fp32 or bf16";
+    if (out.precision != "fp32" && out.precision != "bf16" && out.precision != "int8") {
+        error = "--precision '" + out.precision + "' is not fp32, bf16 (tt-host) or int8 (cpu)";
         return options_status::OPTIONS_USAGE_ERROR;
     }
     if (out.weights_dir.empty()) {
@@ -157,7 +157,7 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --weights DIR        model.safetensors + config.json (env TT_RF_DETR_WEIGHTS)\n"
            "  --threads N          CPU threads, 0 = physical cores (env RFDETR_THREADS; default 0)\n"
            "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
-           "  --precision P        fp32 | bf16 (host engines; default fp32)\n"
+           "  --precision P        fp32 (default) | bf16 (tt-host) | int8 (cpu: int8 weight GEMMs)\n"
            "  --frame-timeout-ms N a client that stops for N ms in the middle of a frame gets E_FRAME and is\n"
            "                       closed; idle clients between frames are never timed out (env\n"
            "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"

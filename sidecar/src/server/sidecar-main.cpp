@@ -14,7 +14,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 
 #ifndef RFDETR_SIDECAR_VERSION
@@ -41,6 +44,21 @@ const char * getenv_fn(const char * name) {
 
 void fail_line(const std::string & what) {
     std::fprintf(stderr, "rfdetr-sidecar: %s\n", what.c_str());
+}
+
+// Moves stdout to a private, close-on-exec descriptor returned as a stream, and makes fd 1 a copy of stderr.
+std::FILE * ready_channel_take(std::string & err) {
+    std::fflush(stdout);
+    const int saved = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (saved < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        err = std::string("cannot move stdout to stderr for the READY channel: ") + std::strerror(errno);
+        return nullptr;
+    }
+    std::FILE * f = fdopen(saved, "w");
+    if (!f) {
+        err = std::string("cannot open the READY channel: ") + std::strerror(errno);
+    }
+    return f;
 }
 
 // Two forwards on a fixed synthetic input (page-faults buffers, fills caches; TT captures its trace).
@@ -89,6 +107,14 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }
+    // Stdout is the READY channel, but engine libraries log there too (ttnn's logger writes to stdout): keep
+    // the channel on a saved descriptor and point stdout at stderr, so their lines land with the other logs.
+    std::FILE * ready_out = ready_channel_take(err);
+    if (!ready_out) {
+        fail_line(err);
+        return 1;
+    }
+
     const auto names = factory.names();
     if (std::find(names.begin(), names.end(), opts.engine) == names.end()) {
         const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(opts.engine) : "";
@@ -153,8 +179,8 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         {"socket", lst.path},
         {"pid", static_cast<long long>(getpid())},
     };
-    std::printf("READY %s\n", ready.dump().c_str());
-    std::fflush(stdout);
+    std::fprintf(ready_out, "READY %s\n", ready.dump().c_str());
+    std::fflush(ready_out);
     notify_send("READY=1");
     std::fprintf(stderr, "sidecar_main: engine %s on %s ready on %s (load %.1f ms, warm-up %.1f ms)\n",
                  eng->name().c_str(), eng->device().c_str(), lst.path.c_str(), load_ms, warmup_ms);

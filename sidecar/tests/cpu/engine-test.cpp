@@ -1,5 +1,6 @@
 // The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/qgemm.h"
 #include "engines/engine.h"
 #include "golden-file.h"
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace {
 
@@ -56,6 +58,44 @@ TEST(cpu_engine, refuses_bad_options_and_missing_weights_by_name) {
     } catch (const rfdetr::error & e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent/rfdetr-weights"), std::string::npos) << e.what();
     }
+}
+
+TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
+    rfdetr::engine_options opts;
+    opts.threads   = 1;
+    opts.precision = "int8";
+    auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+    EXPECT_NE(e->device().find(std::string(", int8 ") + rfdetr::cpu::qgemm_isa() + ")"), std::string::npos) << e->device();
+    auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
+    std::vector<float> logits(300 * 91), boxes(300 * 4);
+    e->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    bool differs = false;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(logits[i]));
+        differs = differs || logits[i] != g.at("logits").f32[i];
+    }
+    EXPECT_TRUE(differs) << "int8 gave the fp32 logits bit for bit: the int8 GEMMs did not run";
+}
+
+TEST(cpu_engine, kernel_level_cap_is_checked) {
+    rfdetr::engine_options opts;
+    opts.threads = 1;
+    const std::string f32 = rfdetr::cpu::gemm_isa(), i8 = rfdetr::cpu::qgemm_isa();
+    setenv("RFDETR_CPU_ISA", "sse2", 1);
+    try {
+        rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+        ADD_FAILURE() << "RFDETR_CPU_ISA=sse2 accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("avx2, avxvnni or avx512"), std::string::npos) << e.what();
+    }
+    setenv("RFDETR_CPU_ISA", "avx2", 1);
+    auto e = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+    EXPECT_STREQ(rfdetr::cpu::gemm_isa(), "avx2");
+    EXPECT_STREQ(rfdetr::cpu::qgemm_isa(), "avx2");
+    EXPECT_NE(e->device().find("avx2 kernels"), std::string::npos) << e->device();
+    unsetenv("RFDETR_CPU_ISA");
+    rfdetr::cpu::gemm_select_isa(f32.c_str());
+    rfdetr::cpu::qgemm_select_isa(i8.c_str());
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ TEST(options, env_fills_in_and_flags_win) {
     EXPECT_EQ(f.precision, "bf16");
     EXPECT_TRUE(f.exit_with_parent);
     EXPECT_TRUE(f.eager);
+    rfdetr::sidecar_options q;
+    ASSERT_EQ(parse({"--precision", "int8"}, q, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(q.precision, "int8");
     g_env.clear();
 }
 

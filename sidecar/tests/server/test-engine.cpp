@@ -1,10 +1,12 @@
 #include "test-engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
+#include <utility>
 
 namespace rfdetr {
 
@@ -13,7 +15,7 @@ namespace {
 class test_echo_engine : public engine {
   public:
     // sleep_ms < 0: the echo engine (host cores, RFDETR_TEST_ECHO_FORWARD_MS); else the sleeping stand-in.
-    explicit test_echo_engine(int sleep_ms) : sleep_ms_(sleep_ms) {
+    test_echo_engine(int sleep_ms, std::string card) : sleep_ms_(sleep_ms), card_(std::move(card)) {
         labels_.push_back("N/A");
         for (int i = 1; i < k_test_echo_classes; i++) {
             labels_.push_back("label-" + std::to_string(i));
@@ -21,8 +23,8 @@ class test_echo_engine : public engine {
     }
     std::string name() const override { return sleep_ms_ < 0 ? "test-echo" : "test-sleep"; }
     std::string device() const override {
-        return sleep_ms_ < 0 ? "test double (deterministic echo)"
-                             : "test double (echo after a fixed " + std::to_string(sleep_ms_) + " ms, off the host's cores)";
+        const std::string what = sleep_ms_ < 0 ? "test double (deterministic echo" : "test double (echo after a fixed " + std::to_string(sleep_ms_) + " ms, off the host's cores";
+        return what + (card_.empty() ? ")" : ", card " + card_ + ")");
     }
     bool forward_uses_host_cores() const override { return sleep_ms_ < 0; }
     int num_queries() const override { return k_num_queries; }
@@ -60,9 +62,28 @@ class test_echo_engine : public engine {
 
   private:
     int                      sleep_ms_;
+    std::string              card_;
     std::vector<std::string> labels_;
 };
 
+
+// The card this sidecar was given (TT_VISIBLE_DEVICES, as the server's pool sets it) must exist as
+// $RFDETR_TT_DEVICE_DIR/<id> (default /dev/tenstorrent/<id>), as the tt engine's device open needs: a test
+// stand-in for "this card is missing" that fails the same way (a startup failure naming the card).
+std::string check_card() {
+    const char * id = std::getenv("TT_VISIBLE_DEVICES");
+    if (!id || !*id) {
+        return "";
+    }
+    const char *      dir  = std::getenv("RFDETR_TT_DEVICE_DIR");
+    const std::string node = std::string(dir && *dir ? dir : "/dev/tenstorrent") + "/" + id;
+    struct stat       st{};
+    if (stat(node.c_str(), &st) != 0) {
+        throw error("test engine: could not open Tenstorrent device " + std::string(id) + ": " + node +
+                    " does not exist (TT_VISIBLE_DEVICES=" + id + "); check the card with tt-smi");
+    }
+    return id;
+}
 
 void check_weights_dir(const std::string & weights_dir) {
     struct stat st{};
@@ -71,6 +92,11 @@ void check_weights_dir(const std::string & weights_dir) {
     }
     if (const char * ms = std::getenv("RFDETR_TEST_ECHO_LOAD_MS")) {
         std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    }
+    if (const char * f = std::getenv("RFDETR_TEST_ECHO_STDOUT"); f && std::string(f) == "1") {
+        // What ttnn's logger does: lines on stdout while loading. They must not reach the READY channel.
+        std::printf("test engine: a log line written to stdout while loading\n");
+        std::fflush(stdout);
     }
     if (const char * f = std::getenv("RFDETR_TEST_ECHO_LOAD_FAIL"); f && std::string(f) == "1") {
         throw error("test-echo: loading failed because RFDETR_TEST_ECHO_LOAD_FAIL=1; unset it");
@@ -81,7 +107,7 @@ void check_weights_dir(const std::string & weights_dir) {
 
 std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options &) {
     check_weights_dir(weights_dir);
-    return std::make_unique<test_echo_engine>(-1);
+    return std::make_unique<test_echo_engine>(-1, check_card());
 }
 
 std::unique_ptr<engine> test_sleep_create(const std::string & weights_dir, const engine_options &) {
@@ -95,7 +121,7 @@ std::unique_ptr<engine> test_sleep_create(const std::string & weights_dir, const
         }
         ms = static_cast<int>(n);
     }
-    return std::make_unique<test_echo_engine>(ms);
+    return std::make_unique<test_echo_engine>(ms, check_card());
 }
 
 }  // namespace rfdetr

@@ -20,7 +20,9 @@ constexpr float k_test_echo_sleep = -1004.0f;  // forward sleeps pixel_values[1]
 
 // logits[i] = pixel_values[i] + 1, pred_boxes[i] = pixel_values[300*91 + i] * 0.5.
 // Env: RFDETR_TEST_ECHO_LOAD_FAIL=1 makes loading fail; RFDETR_TEST_ECHO_LOAD_MS=N sleeps while loading;
-// RFDETR_TEST_ECHO_FORWARD_MS=N sleeps in every forward (warm-up included).
+// RFDETR_TEST_ECHO_FORWARD_MS=N sleeps in every forward (warm-up included); RFDETR_TEST_ECHO_STDOUT=1 prints a
+// line on stdout while loading (as ttnn's logger does). Both engines, given a card in TT_VISIBLE_DEVICES, fail
+// to load unless $RFDETR_TT_DEVICE_DIR/<card> (default /dev/tenstorrent/<card>) exists.
 std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options & opts);
 
 // Same outputs and sentinels; forward sleeps RFDETR_TEST_FORWARD_MS (default 8) ms; forward_uses_host_cores() false.

@@ -2,6 +2,7 @@
 
 #include "engines/cpu/attention.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/qgemm.h"
 #include "engines/engine.h"
 
 #include <algorithm>
@@ -79,24 +80,28 @@ model_dims dims_of(const model_arch & a) {
 
 const float * model::w(const std::string & name) const { return ckpt_.get(name).data; }
 
-packed_weight model::packed(const std::string & name, int r0, int n) {
+packed_weight model::packed(const std::string & name, int r0, int n, bool quant) {
     const tensor_view & t = ckpt_.get(name);
     const int           rows = static_cast<int>(t.shape[0]);
     int64_t             k    = 1;
     for (size_t i = 1; i < t.shape.size(); ++i) k *= t.shape[i];
     kmax_ = std::max(kmax_, static_cast<int>(k));
-    return pack_weight(t.data + static_cast<size_t>(r0) * k, n < 0 ? rows - r0 : n, static_cast<int>(k), static_cast<int>(k));
+    const float * src = t.data + static_cast<size_t>(r0) * k;
+    const int     nn  = n < 0 ? rows - r0 : n;
+    return quant && int8_ ? pack_weight_int8(src, nn, static_cast<int>(k), static_cast<int>(k))
+                          : pack_weight(src, nn, static_cast<int>(k), static_cast<int>(k));
 }
 
-packed_weight model::pack_concat(const std::vector<const float *> & parts, int n_each, int k) {
+packed_weight model::pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant) {
     std::vector<float> cat(sz(static_cast<int>(parts.size()) * n_each, k));
     for (size_t i = 0; i < parts.size(); ++i) std::memcpy(cat.data() + i * sz(n_each, k), parts[i], sz(n_each, k) * 4);
     kmax_ = std::max(kmax_, k);
-    return pack_weight(cat.data(), static_cast<int>(parts.size()) * n_each, k, k);
+    const int n = static_cast<int>(parts.size()) * n_each;
+    return quant && int8_ ? pack_weight_int8(cat.data(), n, k, k) : pack_weight(cat.data(), n, k, k);
 }
 
-model::model(const checkpoint & ckpt, int threads)
-    : ckpt_(ckpt), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
+model::model(const checkpoint & ckpt, int threads, bool int8)
+    : ckpt_(ckpt), int8_(int8), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight");
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
@@ -111,17 +116,17 @@ model::model(const checkpoint & ckpt, int threads)
             qkv_parts.push_back(w(a + ".weight"));
             std::memcpy(blk.qkv_b.data() + i * d_.vit_dim, w(a + ".bias"), d_.vit_dim * 4);
         }
-        blk.qkv    = pack_concat(qkv_parts, d_.vit_dim, d_.vit_dim);
+        blk.qkv    = pack_concat(qkv_parts, d_.vit_dim, d_.vit_dim, true);
         blk.ln1_g  = w(p + "norm1.weight");
         blk.ln1_b  = w(p + "norm1.bias");
-        blk.proj   = packed(p + "attention.output.dense.weight");
+        blk.proj   = packed(p + "attention.output.dense.weight", 0, -1, true);
         blk.proj_b = w(p + "attention.output.dense.bias");
         blk.ls1    = w(p + "layer_scale1.lambda1");
         blk.ln2_g  = w(p + "norm2.weight");
         blk.ln2_b  = w(p + "norm2.bias");
-        blk.fc1    = packed(p + "mlp.fc1.weight");
+        blk.fc1    = packed(p + "mlp.fc1.weight", 0, -1, true);
         blk.fc1_b  = w(p + "mlp.fc1.bias");
-        blk.fc2    = packed(p + "mlp.fc2.weight");
+        blk.fc2    = packed(p + "mlp.fc2.weight", 0, -1, true);
         blk.fc2_b  = w(p + "mlp.fc2.bias");
         blk.ls2    = w(p + "layer_scale2.lambda1");
         blk.global = d_.global[b];
@@ -149,7 +154,7 @@ model::model(const checkpoint & ckpt, int threads)
     }
 
     // Projector
-    auto cx = [&](const std::string & p) { return convx{packed(p + ".conv.weight"), w(p + ".bn.weight"), w(p + ".bn.bias")}; };
+    auto cx = [&](const std::string & p) { return convx{packed(p + ".conv.weight", 0, -1, true), w(p + ".bn.weight"), w(p + ".bn.bias")}; };
     cv1_ = cx(k_prj + "0.cv1");
     cv2_ = cx(k_prj + "0.cv2");
     for (int i = 0; i < 3; ++i) {
@@ -186,22 +191,22 @@ model::model(const checkpoint & ckpt, int threads)
     for (int l = 0; l < d_.dec_layers; ++l) {
         const std::string p = "transformer.decoder.layers." + std::to_string(l) + ".";
         dec_layer         d;
-        d.in_qk  = packed(p + "self_attn.in_proj_weight", 0, 2 * d_.dim);
-        d.in_v   = packed(p + "self_attn.in_proj_weight", 2 * d_.dim, d_.dim);
+        d.in_qk  = packed(p + "self_attn.in_proj_weight", 0, 2 * d_.dim, true);
+        d.in_v   = packed(p + "self_attn.in_proj_weight", 2 * d_.dim, d_.dim, true);
         d.in_b   = w(p + "self_attn.in_proj_bias");
-        d.out    = packed(p + "self_attn.out_proj.weight");
+        d.out    = packed(p + "self_attn.out_proj.weight", 0, -1, true);
         d.out_b  = w(p + "self_attn.out_proj.bias");
         d.n1_g   = w(p + "norm1.weight");
         d.n1_b   = w(p + "norm1.bias");
-        d.off    = packed(p + "cross_attn.sampling_offsets.weight");
+        d.off    = packed(p + "cross_attn.sampling_offsets.weight", 0, -1, true);
         d.off_b  = w(p + "cross_attn.sampling_offsets.bias");
-        d.aw     = packed(p + "cross_attn.attention_weights.weight");
+        d.aw     = packed(p + "cross_attn.attention_weights.weight", 0, -1, true);
         d.aw_b   = w(p + "cross_attn.attention_weights.bias");
-        d.outp   = packed(p + "cross_attn.output_proj.weight");
+        d.outp   = packed(p + "cross_attn.output_proj.weight", 0, -1, true);
         d.outp_b = w(p + "cross_attn.output_proj.bias");
-        d.l1     = packed(p + "linear1.weight");
+        d.l1     = packed(p + "linear1.weight", 0, -1, true);
         d.l1_b   = w(p + "linear1.bias");
-        d.l2     = packed(p + "linear2.weight");
+        d.l2     = packed(p + "linear2.weight", 0, -1, true);
         d.l2_b   = w(p + "linear2.bias");
         d.n2_g   = w(p + "norm2.weight");
         d.n2_b   = w(p + "norm2.bias");
@@ -211,7 +216,7 @@ model::model(const checkpoint & ckpt, int threads)
         value_parts.push_back(w(p + "cross_attn.value_proj.weight"));
         std::memcpy(value_b_.data() + l * d_.dim, w(p + "cross_attn.value_proj.bias"), d_.dim * 4);
     }
-    value_w_    = pack_concat(value_parts, d_.dim, d_.dim);
+    value_w_    = pack_concat(value_parts, d_.dim, d_.dim, true);
     dec_norm_g_ = w("transformer.decoder.norm.weight");
     dec_norm_b_ = w("transformer.decoder.norm.bias");
     cls_w_      = packed("class_embed.weight");

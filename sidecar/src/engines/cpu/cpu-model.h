@@ -46,8 +46,10 @@ model_dims dims_of(const model_arch & arch);
 
 class model {
   public:
-    // ckpt must outlive the model (the weights that are not repacked are read in place).
-    model(const checkpoint & ckpt, int threads);
+    // ckpt must outlive the model (the weights that are not repacked are read in place). int8: the weight
+    // GEMMs of the ViT blocks, the projector and the decoder layers run in int8 (qgemm.h); the patch
+    // embedding, the two-stage and final heads, the reference-point head and everything else stay float.
+    model(const checkpoint & ckpt, int threads, bool int8 = false);
 
     // pixel_values f32 [3,S,S] (S = dims().input); logits [300, num_classes]; boxes [300, 4].
     void forward(const float * pixel_values, float * logits, float * boxes);
@@ -55,6 +57,7 @@ class model {
     int num_classes() const { return nc_; }
     const model_dims & dims() const { return d_; }
     int threads() const { return pool_.size(); }
+    bool int8() const { return int8_; }
 
     // Test hook: use these 300 token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -91,9 +94,10 @@ class model {
 
     const float * w(const std::string & name) const;
     // The checkpoint's weight `name` ([n, ...] with k = the rest) packed for gemm_packed, rows [r0, r0 + n);
-    // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_.
-    packed_weight packed(const std::string & name, int r0 = 0, int n = -1);
-    packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k);
+    // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_. quant:
+    // in int8 form when the model is int8.
+    packed_weight packed(const std::string & name, int r0 = 0, int n = -1, bool quant = false);
+    packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant = false);
     int           row_parts(int m) const;
     static void   row_range(int m, int parts, int p, int & r0, int & r1);
     float *       gemm_scratch(int thread) { return gemm_scratch_.data() + gemm_scratch_stride_ * thread; }
@@ -112,6 +116,7 @@ class model {
     void run_heads(float * logits, float * boxes);
 
     const checkpoint & ckpt_;
+    bool               int8_;
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;

@@ -4,7 +4,9 @@
 // (a false positive inside avx512fintrin.h); -Werror would turn it into a build failure.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "engines/cpu/gemm-epilogue.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/qgemm.h"
 #include "engines/cpu/simd-math.h"
 
 #include <immintrin.h>
@@ -30,25 +32,6 @@ constexpr size_t k_a_block_floats = 96 * 1024;
 constexpr int k_chunk = 128;
 
 // ---- AVX2 kernel: 6 rows x 16 columns per pass (12 accumulators), two passes per 32-column panel ----
-
-inline __m256i mask8(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-inline __m256 epi256(__m256 t, const float * cptr, const epilogue & e, int j, __m256i m, bool full) {
-    auto ld = [&](const float * p) { return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m); };
-    switch (e.kind) {
-        case epi::store: return _mm256_mul_ps(t, _mm256_set1_ps(e.alpha));
-        case epi::accumulate: return _mm256_add_ps(ld(cptr), t);
-        case epi::bias: return _mm256_add_ps(t, ld(e.bias + j));
-        case epi::bias_relu: return _mm256_max_ps(_mm256_add_ps(t, ld(e.bias + j)), _mm256_setzero_ps());
-        case epi::bias_gelu: return gelu256(_mm256_add_ps(t, ld(e.bias + j)));
-        case epi::bias_scale_add:
-            return _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(t, ld(e.bias + j)), ld(e.scale + j)), ld(cptr));
-        case epi::bias_residual: return _mm256_add_ps(_mm256_add_ps(t, ld(e.bias + j)), ld(cptr));
-    }
-    return t;
-}
 
 template <int R>
 void tile256(int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
@@ -113,24 +96,6 @@ void tile256(int k, const float * a, int as, const float * b, int ldb, float * c
 }
 
 // ---- AVX-512 kernel: 14 rows x 32 columns (28 accumulators) ----
-
-RFDETR_AVX512 inline __m512 epi512(__m512 t, const float * cptr, const epilogue & e, int j, __mmask16 m) {
-    switch (e.kind) {
-        case epi::store: return _mm512_mul_ps(t, _mm512_set1_ps(e.alpha));
-        case epi::accumulate: return _mm512_add_ps(_mm512_maskz_loadu_ps(m, cptr), t);
-        case epi::bias: return _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j));
-        case epi::bias_relu:
-            return _mm512_max_ps(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j)), _mm512_setzero_ps());
-        case epi::bias_gelu: return gelu512(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j)));
-        case epi::bias_scale_add:
-            return _mm512_add_ps(_mm512_mul_ps(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j)),
-                                               _mm512_maskz_loadu_ps(m, e.scale + j)),
-                                 _mm512_maskz_loadu_ps(m, cptr));
-        case epi::bias_residual:
-            return _mm512_add_ps(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j)), _mm512_maskz_loadu_ps(m, cptr));
-    }
-    return t;
-}
 
 template <int R>
 RFDETR_AVX512 void tile512(int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
@@ -340,6 +305,10 @@ void gemm_tile(int rows, int k, const float * a, int as, const float * b, int ld
 
 void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
                  float * scratch, const a_layernorm * ln) {
+    if (w.q) {
+        qgemm_packed(m, a, lda, *w.q, c, ldc, e, scratch, ln);
+        return;
+    }
     const isa_kernels & isa = *active();
     const int           mr  = isa.mr;
     const int           k   = w.k;
@@ -351,9 +320,7 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
         pack_a(a + static_cast<size_t>(m0) * lda, lda, rows, k, mr, scratch, row, ln);
         for (int p = 0; p < panels; ++p) {
             const int j0    = p * k_gemm_nr;
-            epilogue  ep    = e;
-            ep.bias         = e.bias ? e.bias + j0 : nullptr;
-            ep.scale        = e.scale ? e.scale + j0 : nullptr;
+            const epilogue ep = epilogue_from_column(e, j0);
             const int ncols = std::min(k_gemm_nr, w.n - j0);
             for (int i0 = 0; i0 < rows; i0 += mr) {
                 const int n = std::min(mr, rows - i0);

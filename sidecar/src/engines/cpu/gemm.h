@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace rfdetr::cpu {
@@ -19,10 +20,14 @@ const char * gemm_isa();
 // Test hook: run the "avx2" or "avx512" kernel from now on; false (and no change) if this CPU lacks it.
 bool gemm_select_isa(const char * name);
 
-// A torch Linear weight [n, k] (row stride ldw) as ceil(n/32) panels of [k][32] floats, zero-padded.
+struct qweight;  // qgemm.h
+
+// A torch Linear weight [n, k] (row stride ldw) as ceil(n/32) panels of [k][32] floats, zero-padded; or,
+// when q is set (the int8 precision), only its int8 form (data empty) and gemm_packed runs qgemm_packed.
 struct packed_weight {
-    std::vector<float> data;
-    int                n = 0, k = 0;
+    std::vector<float>             data;
+    std::shared_ptr<const qweight> q;
+    int                            n = 0, k = 0;
     const float *      panel(int p) const { return data.data() + static_cast<size_t>(p) * k * k_gemm_nr; }
 };
 packed_weight pack_weight(const float * w, int n, int k, int ldw);

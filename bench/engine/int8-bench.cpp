@@ -1,0 +1,152 @@
+// The CPU engine's precisions side by side (not a test): one process per call loads the seed-1 checkpoint at
+// --precision fp32|int8 with 1 thread (RFDETR_CPU_ISA caps the kernels, as in the sidecar), warms up, then
+// prints one JSON line: CPU time per forward (process CPU time over --runs forwards; a busy machine slows the
+// wall clock, not this), wall median, RSS after warm-up, and the error against the fp32 golden: max-abs and
+// PCC of logits and boxes, and the overlap of the top-100 flattened logits (../shared/peers/int8_peers.py's
+// measure). int8-run.sh interleaves it with the int8 peers.
+//   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]
+#include "engines/cpu/cpu-model.h"
+#include "engines/cpu/gemm.h"
+#include "engines/cpu/qgemm.h"
+#include "golden-file.h"
+#include "model/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <string>
+#include <sys/resource.h>
+#include <vector>
+
+namespace {
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double process_cpu_ms() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+double rss_mib() {
+    std::ifstream in("/proc/self/status");
+    std::string   line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+    }
+    return NAN;
+}
+
+std::set<size_t> top100(const std::vector<float> & v) {
+    std::vector<size_t> i(v.size());
+    std::iota(i.begin(), i.end(), 0);
+    std::partial_sort(i.begin(), i.begin() + 100, i.end(), [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    return {i.begin(), i.begin() + 100};
+}
+
+double pcc(const std::vector<float> & a, const std::vector<float> & b) {
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+    ma /= a.size(), mb /= b.size();
+    for (size_t i = 0; i < a.size(); ++i) sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+    return sab / std::sqrt(saa * sbb);
+}
+
+double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
+    double e = 0;
+    for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::fabs(static_cast<double>(a[i]) - b[i]));
+    return e;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    std::string weights, golden, precision = "fp32";
+    int         runs = 8;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "int8-bench: %s needs a value\n", a.c_str());
+            return 2;
+        }
+        const std::string v = argv[++i];
+        if (a == "--weights") weights = v;
+        else if (a == "--golden") golden = v;
+        else if (a == "--precision") precision = v;
+        else if (a == "--runs") runs = std::max(1, std::atoi(v.c_str()));
+        else {
+            std::fprintf(stderr, "int8-bench: unknown argument %s (see the header of int8-bench.cpp)\n", a.c_str());
+            return 2;
+        }
+    }
+    if (weights.empty() || golden.empty() || (precision != "fp32" && precision != "int8")) {
+        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]\n");
+        return 2;
+    }
+    if (const char * cap = std::getenv("RFDETR_CPU_ISA"); cap && *cap) {
+        const bool f32 = rfdetr::cpu::gemm_select_isa(std::strcmp(cap, "avx512") == 0 ? "avx512" : "avx2");
+        const bool i8  = rfdetr::cpu::qgemm_select_isa(std::strcmp(cap, "avx512") == 0 ? "avx512vnni" : cap);
+        if (!f32 || !i8) {
+            std::fprintf(stderr, "int8-bench: RFDETR_CPU_ISA=%s is not a level this CPU runs (avx2, avxvnni, avx512)\n", cap);
+            return 2;
+        }
+    }
+    const auto g    = rfdetr::test::read_golden(golden);
+    auto       ckpt = rfdetr::checkpoint::open(weights);
+    const double rss0 = rss_mib();
+    const double t0   = now_ms();
+    rfdetr::cpu::model m(*ckpt, 1, precision == "int8");
+    const double load_ms = now_ms() - t0;
+    const int    C       = m.num_classes();
+    std::vector<float> logits(static_cast<size_t>(rfdetr::cpu::k_queries) * C), boxes(rfdetr::cpu::k_queries * 4);
+    const float * px = g.at("pixel_values").f32.data();
+    for (int i = 0; i < 2; ++i) m.forward(px, logits.data(), boxes.data());
+    std::vector<double> wall;
+    const double        c0 = process_cpu_ms();
+    for (int i = 0; i < runs; ++i) {
+        const double t = now_ms();
+        m.forward(px, logits.data(), boxes.data());
+        wall.push_back(now_ms() - t);
+    }
+    const double cpu = (process_cpu_ms() - c0) / runs;
+    std::sort(wall.begin(), wall.end());
+    const auto & gl = g.at("logits").f32;
+    const auto & gb = g.at("pred_boxes").f32;
+    const auto   a = top100(logits), b = top100(gl);
+    size_t       overlap = 0;
+    for (size_t i : a) overlap += b.count(i);
+    nlohmann::json out = {
+        {"peer", "engine"},
+        {"precision", precision},
+        {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + rfdetr::cpu::qgemm_isa() : "")},
+        {"threads", 1},
+        {"runs", runs},
+        {"cpu_ms_per_forward", std::round(cpu * 10) / 10},
+        {"median_ms", std::round(wall[wall.size() / 2] * 10) / 10},
+        {"load_ms", std::round(load_ms)},
+        {"rss_mib_after_warmup", std::round(rss_mib() * 10) / 10},
+        {"rss_mib_before_model", std::round(rss0 * 10) / 10},
+        {"maxabs_logits", max_abs(logits, gl)},
+        {"maxabs_pred_boxes", max_abs(boxes, gb)},
+        {"pcc_logits", pcc(logits, gl)},
+        {"pcc_pred_boxes", pcc(boxes, gb)},
+        {"top100_overlap", overlap},
+    };
+    nlohmann::json stages;  // of the last forward, wall ms
+    for (int i = 0; i < rfdetr::cpu::STAGE_COUNT; ++i) {
+        stages[rfdetr::cpu::stage_str(static_cast<rfdetr::cpu::stage>(i))] = std::round(m.stage_ms()[i] * 10) / 10;
+    }
+    out["stage_ms_last"] = stages;
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}

@@ -1,0 +1,341 @@
+#include "engines/cpu/qgemm.h"
+
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands (_mm512_undefined_*) as (maybe-)uninitialized,
+// a false positive inside avx512fintrin.h, as in gemm.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "engines/cpu/gemm-epilogue.h"
+#include "engines/cpu/kernels.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+namespace rfdetr::cpu {
+
+namespace {
+
+// A block of quantised A rows (u8) stays in L2 next to the weight panel streaming past it: 192 KB,
+// i.e. 512 rows at k = 384, 128 at k = 1536 (the float GEMM's block holds half as many rows in 384 KB).
+constexpr size_t k_qa_block_bytes = 192 * 1024;
+
+inline int32_t load4(const uint8_t * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// ---- dequantisation + epilogue of one 16-column half (two 8-float vectors), shared by the ymm kernels ----
+
+inline void store_half256(__m256i acc0, __m256i acc1, float sa, const float * sw, const int32_t * comp, float * cr,
+                          const epilogue & e, int j, int nc) {
+    const __m256  s  = _mm256_set1_ps(sa);
+    const __m256i m0 = mask8(nc), m1 = mask8(nc - 8);
+    const bool    f0 = nc >= 8, f1 = nc >= 16;
+    const __m256  t0 = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(acc0, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(comp + j)))),
+        _mm256_mul_ps(_mm256_loadu_ps(sw + j), s));
+    const __m256 v0 = epi256(t0, cr, e, j, m0, f0);
+    if (f0) _mm256_storeu_ps(cr, v0); else _mm256_maskstore_ps(cr, m0, v0);
+    if (nc > 8) {
+        const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(
+                                            acc1, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(comp + j + 8)))),
+                                        _mm256_mul_ps(_mm256_loadu_ps(sw + j + 8), s));
+        const __m256 v1 = epi256(t1, cr + 8, e, j + 8, m1, f1);
+        if (f1) _mm256_storeu_ps(cr + 8, v1); else _mm256_maskstore_ps(cr + 8, m1, v1);
+    }
+}
+
+// ---- AVX2: R rows x 16 columns per pass; u8 x s8 pairs by vpmaddubsw (exact: |pair| <= 255*63*2 < 2^15),
+// the pairs summed to int32 by vpmaddwd with ones ----
+
+template <int R>
+void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, int ldc, int ncols, const float * sa,
+                const float * sw, const int32_t * comp, const epilogue & e) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int h = 0; h * 16 < ncols; ++h) {
+        __m256i c0[R], c1[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
+        const uint8_t * ap = a;
+        const int8_t *  bp = b + h * 64;
+        for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
+            const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp));
+            const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 32));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const __m256i av = _mm256_set1_epi32(load4(ap + 4 * r));
+                c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+                c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+            }
+        }
+        alignas(32) int32_t t[R * 16];  // out of the registers once (see the AVX-512 kernel)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16), c0[r]);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16 + 8), c1[r]);
+        }
+        const int nc = std::min(16, ncols - h * 16);
+        for (int r = 0; r < R; ++r) {
+            store_half256(_mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16)),
+                          _mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16 + 8)), sa[r], sw, comp,
+                          c + static_cast<size_t>(r) * ldc + h * 16, e, h * 16, nc);
+        }
+    }
+}
+
+// ---- AVX-VNNI: the same tile with vpdpbusd (u8 x s8, four products per int32 lane, no saturation) ----
+// Written out rather than shared with qtile_avx2 through a template: the vpdpbusd needs this function's
+// target("avxvnni"), and GCC refuses to inline a target-specific helper into a body compiled without it.
+
+template <int R>
+__attribute__((target("avxvnni"))) void qtile_avxvnni(int kq, const uint8_t * a, int mr, const int8_t * b, float * c,
+                                                      int ldc, int ncols, const float * sa, const float * sw,
+                                                      const int32_t * comp, const epilogue & e) {
+    for (int h = 0; h * 16 < ncols; ++h) {
+        __m256i c0[R], c1[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
+        const uint8_t * ap = a;
+        const int8_t *  bp = b + h * 64;
+        for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
+            const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp));
+            const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 32));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const __m256i av = _mm256_set1_epi32(load4(ap + 4 * r));
+                c0[r]            = _mm256_dpbusd_avx_epi32(c0[r], av, b0);
+                c1[r]            = _mm256_dpbusd_avx_epi32(c1[r], av, b1);
+            }
+        }
+        alignas(32) int32_t t[R * 16];  // out of the registers once (see the AVX-512 kernel)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16), c0[r]);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16 + 8), c1[r]);
+        }
+        const int nc = std::min(16, ncols - h * 16);
+        for (int r = 0; r < R; ++r) {
+            store_half256(_mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16)),
+                          _mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16 + 8)), sa[r], sw, comp,
+                          c + static_cast<size_t>(r) * ldc + h * 16, e, h * 16, nc);
+        }
+    }
+}
+
+// ---- AVX-512 VNNI: R rows x 32 columns (2R zmm accumulators) ----
+
+template <int R>
+__attribute__((target("avx512f,avx512vnni"))) void qtile_avx512vnni(int kq, const uint8_t * a, int mr, const int8_t * b,
+                                                                    float * c, int ldc, int ncols, const float * sa,
+                                                                    const float * sw, const int32_t * comp,
+                                                                    const epilogue & e) {
+    __m512i c0[R], c1[R];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_si512();
+    const uint8_t * ap = a;
+    const int8_t *  bp = b;
+    for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
+        const __m512i b0 = _mm512_loadu_si512(bp), b1 = _mm512_loadu_si512(bp + 64);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; ++r) {
+            const __m512i av = _mm512_set1_epi32(load4(ap + 4 * r));
+            c0[r]            = _mm512_dpbusd_epi32(c0[r], av, b0);
+            c1[r]            = _mm512_dpbusd_epi32(c1[r], av, b1);
+        }
+    }
+    // The sums leave the registers once, into t: with the epilogue's branches reading c0/c1 directly,
+    // GCC 12 kept the 28 accumulators on the stack inside the k loop (measured: half the kernel's time).
+    alignas(64) int32_t t[R * 32];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+        _mm512_store_si512(t + r * 32, c0[r]);
+        _mm512_store_si512(t + r * 32 + 16, c1[r]);
+    }
+    const __mmask16 m0 = ncols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << ncols) - 1);
+    const __mmask16 m1 = ncols >= 32 ? 0xFFFF : ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1);
+    const __m512    sw0 = _mm512_loadu_ps(sw), sw1 = _mm512_loadu_ps(sw + 16);
+    const __m512i   q0 = _mm512_loadu_si512(comp), q1 = _mm512_loadu_si512(comp + 16);
+    for (int r = 0; r < R; ++r) {
+        float *      cr = c + static_cast<size_t>(r) * ldc;
+        const __m512 s  = _mm512_set1_ps(sa[r]);
+        const __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(t + r * 32), q0)), _mm512_mul_ps(sw0, s));
+        _mm512_mask_storeu_ps(cr, m0, epi512(t0, cr, e, 0, m0));
+        if (m1) {
+            const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(t + r * 32 + 16), q1)), _mm512_mul_ps(sw1, s));
+            _mm512_mask_storeu_ps(cr + 16, m1, epi512(t1, cr + 16, e, 16, m1));
+        }
+    }
+}
+
+using qtile_fn = void (*)(int, const uint8_t *, int, const int8_t *, float *, int, int, const float *, const float *,
+                          const int32_t *, const epilogue &);
+
+struct qisa {
+    const char * name;
+    const char * cpu_feature;  // __builtin_cpu_supports name
+    int          mr;
+    qtile_fn     tiles[15];  // by rows, 1..mr
+};
+
+template <int... R> constexpr qisa make_avx2(std::integer_sequence<int, R...>) {
+    return {"avx2", "avx2", 4, {nullptr, &qtile_avx2<R + 1>...}};
+}
+template <int... R> constexpr qisa make_avxvnni(std::integer_sequence<int, R...>) {
+    return {"avxvnni", "avxvnni", 6, {nullptr, &qtile_avxvnni<R + 1>...}};
+}
+template <int... R> constexpr qisa make_avx512vnni(std::integer_sequence<int, R...>) {
+    return {"avx512vnni", "avx512vnni", 14, {nullptr, &qtile_avx512vnni<R + 1>...}};
+}
+
+// Register budget: AVX2 keeps 2R accumulators + 2 weight vectors + the broadcast + ones + a temporary in
+// 16 ymm (R = 4 leaves room for the compiler's temporaries); AVX-VNNI needs no temporaries (R = 6, as the
+// float AVX2 kernel); AVX-512 has 32 zmm (R = 14, as the float kernel).
+const qisa k_q_avx2       = make_avx2(std::make_integer_sequence<int, 4>{});
+const qisa k_q_avxvnni    = make_avxvnni(std::make_integer_sequence<int, 6>{});
+const qisa k_q_avx512vnni = make_avx512vnni(std::make_integer_sequence<int, 14>{});
+const qisa * const k_q_all[] = {&k_q_avx512vnni, &k_q_avxvnni, &k_q_avx2};
+
+bool cpu_has(const qisa & i) {
+    __builtin_cpu_init();
+    if (i.cpu_feature == k_q_avx512vnni.cpu_feature) {
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+    }
+    if (i.cpu_feature == k_q_avxvnni.cpu_feature) return __builtin_cpu_supports("avxvnni");
+    return true;  // the build's baseline
+}
+
+const qisa *& qactive() {
+    static const qisa * a = [] {
+        for (const qisa * i : k_q_all) {
+            if (cpu_has(*i)) return i;
+        }
+        return &k_q_avx2;
+    }();
+    return a;
+}
+
+// Quantises one row x[0, k) into u8 (q + 128) with the per-row scale; writes the 4-byte k groups into a
+// row panel at dst + g * stride (g = k group), the k tail padded with q = 0. Returns s_a.
+float quantize_row(const float * x, int k, uint8_t * dst, int stride) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256       mx      = _mm256_setzero_ps();
+    int          kk      = 0;
+    for (; kk + 8 <= k; kk += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
+    float amax = simd::hmax(mx);
+    for (; kk < k; ++kk) amax = std::max(amax, std::fabs(x[kk]));
+    const float   inv  = amax > 0.0f ? static_cast<float>(k_qa_max) / amax : 0.0f;
+    const __m256  vinv = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-k_qa_max), hi = _mm256_set1_epi32(k_qa_max), off = _mm256_set1_epi32(128);
+    // byte 0 of each int32 into the low 4 bytes of each 128-bit lane
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                          -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + kk), vinv));  // round to nearest even
+        q         = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, lo), hi), off);
+        q         = _mm256_shuffle_epi8(q, pick);
+        const int32_t g0 = _mm256_extract_epi32(q, 0), g1 = _mm256_extract_epi32(q, 4);
+        std::memcpy(dst + static_cast<size_t>(kk / 4) * stride, &g0, 4);
+        std::memcpy(dst + static_cast<size_t>(kk / 4 + 1) * stride, &g1, 4);
+    }
+    const int kp = (k + 3) / 4 * 4;
+    for (; kk < kp; ++kk) {
+        const float v = kk < k ? std::nearbyint(x[kk] * inv) : 0.0f;
+        const int   q = std::clamp(static_cast<int>(v), -k_qa_max, k_qa_max);
+        dst[static_cast<size_t>(kk / 4) * stride + kk % 4] = static_cast<uint8_t>(q + 128);
+    }
+    return amax / static_cast<float>(k_qa_max);
+}
+
+}  // namespace
+
+qweight quantize_weight(const float * w, int n, int k, int ldw) {
+    qweight q;
+    q.n              = n;
+    q.k              = k;
+    q.kq             = (k + 3) / 4;
+    const int panels = (n + k_gemm_nr - 1) / k_gemm_nr;
+    q.data.assign(static_cast<size_t>(panels) * q.kq * 4 * k_gemm_nr, 0);
+    q.scale.assign(static_cast<size_t>(panels) * k_gemm_nr, 0.0f);
+    q.comp.assign(static_cast<size_t>(panels) * k_gemm_nr, 0);
+    for (int j = 0; j < n; ++j) {
+        const float * wr   = w + static_cast<size_t>(j) * ldw;
+        float         amax = 0.0f;
+        for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(wr[kk]));
+        const float inv = amax > 0.0f ? static_cast<float>(k_qw_max) / amax : 0.0f;
+        int8_t *    p   = q.data.data() + static_cast<size_t>(j / k_gemm_nr) * q.kq * 4 * k_gemm_nr + (j % k_gemm_nr) * 4;
+        int32_t     sum = 0;
+        for (int kk = 0; kk < k; ++kk) {
+            const int v = std::clamp(static_cast<int>(std::nearbyint(wr[kk] * inv)), -k_qw_max, k_qw_max);
+            p[static_cast<size_t>(kk / 4) * 4 * k_gemm_nr + kk % 4] = static_cast<int8_t>(v);
+            sum += v;
+        }
+        q.scale[j] = amax / static_cast<float>(k_qw_max);
+        q.comp[j]  = 128 * sum;
+    }
+    return q;
+}
+
+packed_weight pack_weight_int8(const float * w, int n, int k, int ldw) {
+    packed_weight pw;
+    pw.n = n;
+    pw.k = k;
+    pw.q = std::make_shared<const qweight>(quantize_weight(w, n, k, ldw));
+    return pw;
+}
+
+const char * qgemm_isa() { return qactive()->name; }
+
+bool qgemm_select_isa(const char * name) {
+    for (const qisa * i : k_q_all) {
+        if (std::strcmp(name, i->name) == 0 && cpu_has(*i)) {
+            qactive() = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln) {
+    const qisa & isa = *qactive();
+    const int    mr  = isa.mr;
+    const int    k   = w.k;
+    const int    kp  = w.kq * 4;
+    const int    mc  = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_qa_block_bytes / kp)) / mr * mr);
+    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 28 k): [u8 rows: mc * kp][s_a: mc][LN row: k]
+    uint8_t * qa     = reinterpret_cast<uint8_t *>(scratch);
+    float *   sa     = scratch + (static_cast<size_t>(mc) * kp + 3) / 4;
+    float *   row    = sa + mc;
+    const int panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
+    for (int m0 = 0; m0 < m; m0 += mc) {
+        const int rows = std::min(mc, m - m0);
+        for (int i = 0; i < rows; ++i) {
+            const float * x = a + static_cast<size_t>(m0 + i) * lda;
+            if (ln) {
+                layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
+                x = row;
+            }
+            // row i of panel i / mr: [kq][mr][4]
+            sa[i] = quantize_row(x, k, qa + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 4, mr * 4);
+        }
+        for (int p = 0; p < panels; ++p) {
+            const int j0    = p * k_gemm_nr;
+            const epilogue ep = epilogue_from_column(e, j0);
+            const int ncols = std::min(k_gemm_nr, w.n - j0);
+            for (int i0 = 0; i0 < rows; i0 += mr) {
+                const int n = std::min(mr, rows - i0);
+                isa.tiles[n](w.kq, qa + static_cast<size_t>(i0) * kp, mr, w.panel(p), c + static_cast<size_t>(m0 + i0) * ldc + j0,
+                             ldc, ncols, sa + i0, w.scale.data() + j0, w.comp.data() + j0, ep);
+            }
+        }
+    }
+}
+
+}  // namespace rfdetr::cpu

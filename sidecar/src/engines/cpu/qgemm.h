@@ -1,0 +1,54 @@
+// The engine's int8 GEMM (W8A8 dynamic): a torch Linear weight quantised once at load per output channel,
+// the activation rows quantised per row in the GEMM's prologue (after the optional LayerNorm A pass),
+// products accumulated exactly in int32 and dequantised in the float epilogue of gemm.h (bias, ReLU/GELU,
+// LayerScale + residual). Kernels: AVX-512 VNNI (vpdpbusd), AVX-VNNI, and AVX2 (vpmaddubsw + vpmaddwd),
+// picked at run time; all three produce the same int32 sums, so the same outputs.
+//
+// Numerics (one definition for every kernel, qgemm_ref is its plain-loop form):
+//   weights  q_w[j,k] = round(w[j,k] * (63 / max_k |w[j,k]|)) in [-63, 63], scale s_w[j] = max/63;
+//   rows     q_a[i,k] = round(x[i,k] * (127 / max_k |x[i,k]|)) in [-127, 127], scale s_a[i] = max/127,
+//            stored as u8 q_a + 128 (the u8 x s8 instructions), the +128 removed by 128 * sum_k q_w[j,k];
+//   output   t[i,j] = float(sum_k q_a q_w) * (s_w[j] * s_a[i]), then the epilogue.
+// Weights take 7 bits so that vpmaddubsw's pair sums (255 * 63 * 2 = 32130) never saturate its int16:
+// the AVX2 kernel is exact and matches the VNNI ones bit for bit; per-channel scales make the lost bit
+// cheaper there than on the activations, whose per-row range carries the outlier channels.
+#pragma once
+
+#include "engines/cpu/gemm.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rfdetr::cpu {
+
+constexpr int k_qw_max = 63;   // weight levels per sign (7 bits)
+constexpr int k_qa_max = 127;  // activation levels per sign (8 bits)
+
+// A weight [n, k] as ceil(n/32) panels of [ceil(k/4)][32][4] int8 (4 consecutive k per column, the
+// vpdpbusd group), zero-padded; per column the scale and the +128 compensation, padded to the panels.
+struct qweight {
+    std::vector<int8_t>  data;
+    std::vector<float>   scale;  // s_w[j]
+    std::vector<int32_t> comp;   // 128 * sum_k q_w[j,k]
+    int                  n = 0, k = 0, kq = 0;  // kq = ceil(k/4)
+    const int8_t *       panel(int p) const { return data.data() + static_cast<size_t>(p) * kq * 4 * k_gemm_nr; }
+};
+qweight quantize_weight(const float * w, int n, int k, int ldw);
+// The same as a packed_weight (gemm.h) carrying only the int8 form: gemm_packed runs it through qgemm_packed.
+packed_weight pack_weight_int8(const float * w, int n, int k, int ldw);
+
+// Which int8 kernel runs: "avx512vnni", "avxvnni" or "avx2" (the best this CPU has unless selected).
+const char * qgemm_isa();
+// Run the named int8 kernel from now on; false (and no change) if this CPU lacks it or the name is unknown.
+bool qgemm_select_isa(const char * name);
+
+// c[m, n] (ldc) = epi(dequant(quant(LN?(a)) * q_w^T)); scratch as gemm_packed's (gemm_scratch_floats(k)).
+void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln = nullptr);
+
+// The plain-loop form of the same numerics (tests only): quantises `a` (already LayerNormed, if any) row by
+// row and applies the epilogue in scalar float.
+void qgemm_ref(int m, const float * a, int lda, const qweight & w, float * c, int ldc, const epilogue & e);
+
+}  // namespace rfdetr::cpu

@@ -1,0 +1,127 @@
+// The int8 precision of the CPU engine against fp32, on the three Base fixture cases and the four
+// single-level family sizes. The decoder's queries are the two-stage's top-300 in rank order, and each
+// rank has its own learned query embedding, so a swap of two near-tied proposal scores changes whole output
+// rows: on these synthetic checkpoints any weight rounding (even 13-bit per channel, measured) reorders
+// most ranks. So the gates separate the two: the int8 two-stage must select >= 270 of fp32's 300 proposals,
+// and with fp32's top-k order injected the top-100 flattened logits (../shared/peers/int8_peers.py's
+// measure) must share >= 90 with fp32's. The end-to-end overlap with the golden, max-abs and PCC per head
+// are printed (README.md, "int8", has them), with loose max-abs bounds that only a broken path exceeds.
+// Fixtures or checkpoints missing are skips (failures under RFDETR_REQUIRE_ALL=1).
+#include "engines/cpu/cpu-model.h"
+#include "family-case.h"
+#include "golden-file.h"
+#include "model/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <set>
+
+namespace {
+
+namespace cpu = rfdetr::cpu;
+
+#define SKIP_OR_FAIL(reason)                                                                                       \
+    do {                                                                                                           \
+        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 and a fixture is missing: " << (reason); \
+        GTEST_SKIP() << (reason);                                                                                  \
+    } while (0)
+
+std::set<size_t> top100(const std::vector<float> & v) {
+    std::vector<size_t> i(v.size());
+    std::iota(i.begin(), i.end(), 0);
+    std::partial_sort(i.begin(), i.begin() + 100, i.end(), [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+    return std::set<size_t>(i.begin(), i.begin() + 100);
+}
+
+double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
+    double e = 0;
+    for (size_t i = 0; i < a.size(); ++i) e = std::isfinite(a[i]) ? std::max(e, std::fabs((double)a[i] - b[i])) : INFINITY;
+    return e;
+}
+
+double pcc(const std::vector<float> & a, const std::vector<float> & b) {
+    double ma = 0, mb = 0;
+    for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+    ma /= a.size(), mb /= b.size();
+    double sab = 0, saa = 0, sbb = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+    }
+    return sab / std::sqrt(saa * sbb);
+}
+
+// One int8 forward against the golden's logits and boxes.
+void check(const std::string & label, const std::string & weights, const std::map<std::string, rfdetr::test::golden_tensor> & g) {
+    auto       ck = rfdetr::checkpoint::open(weights);
+    cpu::model m(*ck, 0, true);
+    ASSERT_TRUE(m.int8());
+    const int          Q = cpu::k_queries, C = m.num_classes();
+    std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
+    m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    std::vector<int32_t> own(m.topk_indices(), m.topk_indices() + Q);
+    {
+        cpu::model f(*ck, 0, false);
+        std::vector<float> fl((size_t)Q * C), fb((size_t)Q * 4);
+        f.forward(g.at("pixel_values").f32.data(), fl.data(), fb.data());
+        std::vector<int32_t> ref(f.topk_indices(), f.topk_indices() + Q);
+        size_t same = 0;
+        for (int q = 0; q < Q; ++q) same += own[q] == ref[q];
+        std::set<int32_t> so(own.begin(), own.end()), sr(ref.begin(), ref.end());
+        size_t common = 0;
+        for (int32_t i : so) common += sr.count(i);
+        m.set_topk_override(ref.data());
+        std::vector<float> il((size_t)Q * C), ib((size_t)Q * 4);
+        m.forward(g.at("pixel_values").f32.data(), il.data(), ib.data());
+        const auto a = top100(il), b = top100(fl);
+        size_t     ov = 0;
+        for (size_t i : a) ov += b.count(i);
+        EXPECT_GE(common, 270u) << label << ": the int8 two-stage selects other proposals";
+        EXPECT_GE(ov, 90u) << label << " with the fp32 top-k injected";
+        std::printf("int8 %-8s topk: same rank %zu/300, same set %zu/300; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
+                    label.c_str(), same, common, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
+    }
+    const auto & gl = g.at("logits").f32;
+    const auto & gb = g.at("pred_boxes").f32;
+    ASSERT_EQ(gl.size(), logits.size());
+    const auto a = top100(logits), b = top100(gl);
+    size_t     overlap = 0;
+    for (size_t i : a) overlap += b.count(i);
+    const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
+    std::printf("int8 %-8s top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
+                label.c_str(), overlap, ml, pcc(logits, gl), mbx, pcc(boxes, gb));
+    // Loose bounds (the fp32 engine is within 3e-5; int8 end to end measured 4.3-5.3 and 0.93-1.13, the
+    // rank swaps): a broken int8 path gives NaN or unbounded values.
+    EXPECT_LT(ml, 20.0) << label;
+    EXPECT_LT(mbx, 2.0) << label;
+}
+
+class cpu_int8_base : public ::testing::TestWithParam<int> {};
+
+TEST_P(cpu_int8_base, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
+    const std::string weights = rfdetr::test::test_weights_dir();
+    if (weights.empty()) SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
+    const auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-" + std::to_string(GetParam()) +
+                                             "/golden.safetensors");
+    check("case-" + std::to_string(GetParam()), weights, g);
+}
+
+INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_int8_base, ::testing::Values(1, 2, 3),
+                         [](const auto & info) { return "case_" + std::to_string(info.param); });
+
+class cpu_int8_family : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(cpu_int8_family, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
+    const std::string why = rfdetr::test::family_missing(GetParam());
+    if (!why.empty()) SKIP_OR_FAIL(why);
+    const auto c = rfdetr::test::family_load(GetParam());
+    check(GetParam(), c.weights, c.golden);
+}
+
+INSTANTIATE_TEST_SUITE_P(sizes, cpu_int8_family, ::testing::Values("nano", "small", "medium", "large"),
+                         [](const auto & info) { return info.param; });
+
+}  // namespace

@@ -1,0 +1,186 @@
+// The int8 GEMM (qgemm.h): the weight quantisation, each kernel (AVX2, AVX-VNNI, AVX-512 VNNI) against
+// the plain-loop form of the same numerics on odd sizes with every epilogue and the LayerNorm prologue
+// (bit-exact but for GELU's vectorised erf), and the int8 result against the float product within the
+// rounding bound of the two quantisations. A kernel this CPU lacks is a skip (a failure under
+// RFDETR_REQUIRE_ALL=1). Outputs sit between guard floats so a store past a tile's edge fails.
+#include "engines/cpu/gemm.h"
+#include "engines/cpu/kernels.h"
+#include "engines/cpu/qgemm.h"
+#include "golden-file.h"
+
+#include "random-vec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using rfdetr::test::random_vec;
+namespace cpu = rfdetr::cpu;
+
+constexpr float k_guard = 12345.0f;
+constexpr int   k_pad   = 64;
+
+struct qisa_scope {
+    explicit qisa_scope(const char * isa) : before(cpu::qgemm_isa()), ok(cpu::qgemm_select_isa(isa)) {}
+    ~qisa_scope() { cpu::qgemm_select_isa(before.c_str()); }
+    std::string before;
+    bool        ok;
+};
+
+#define REQUIRE_ISA(scope, isa)                                                                      \
+    if (!(scope).ok) {                                                                               \
+        if (rfdetr::test::require_all()) FAIL() << "RFDETR_REQUIRE_ALL=1 and this CPU lacks " << isa; \
+        GTEST_SKIP() << "this CPU has no " << isa << ": its int8 kernel is not exercised";          \
+    }
+
+void check(int m, int n, int k, cpu::epi kind, bool with_ln) {
+    SCOPED_TRACE(std::string(cpu::qgemm_isa()) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                 std::to_string(k) + " epi=" + std::to_string(static_cast<int>(kind)) + (with_ln ? " +LN" : ""));
+    const int  lda = k + 3, ldc = n + 5;
+    const auto a    = random_vec(static_cast<size_t>(m) * lda, 31 + m, -2.0f, 3.0f);
+    const auto w    = random_vec(static_cast<size_t>(n) * k, 32 + n);
+    const auto bias = random_vec(n, 33), scale = random_vec(n, 34, 0.1f, 1.0f);
+    const auto g = random_vec(k, 35, 0.5f, 1.5f), b = random_vec(k, 36);
+    std::vector<float> c(2 * k_pad + static_cast<size_t>(m) * ldc, k_guard);
+    const auto         init = random_vec(static_cast<size_t>(m) * ldc, 37);
+    for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) c[k_pad + static_cast<size_t>(i) * ldc + j] = init[static_cast<size_t>(i) * ldc + j];
+    }
+    cpu::epilogue e;
+    e.kind  = kind;
+    e.bias  = bias.data();
+    e.scale = scale.data();
+    e.alpha = 0.125f;
+    cpu::a_layernorm ln{g.data(), b.data(), 1e-6f};
+
+    // The reference reads the LayerNormed rows (the LayerNorm has its own tests).
+    std::vector<float> an(a);
+    if (with_ln) {
+        for (int i = 0; i < m; ++i) cpu::layernorm_row(a.data() + static_cast<size_t>(i) * lda, an.data() + static_cast<size_t>(i) * lda, k, g.data(), b.data(), ln.eps);
+    }
+    const cpu::qweight qw   = cpu::quantize_weight(w.data(), n, k, k);
+    std::vector<float> want = c;
+    cpu::qgemm_ref(m, an.data(), lda, qw, want.data() + k_pad, ldc, e);
+
+    std::vector<float> scratch(cpu::gemm_scratch_floats(k));
+    cpu::qgemm_packed(m, a.data(), lda, qw, c.data() + k_pad, ldc, e, scratch.data(), with_ln ? &ln : nullptr);
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (want[i] == k_guard) {
+            ASSERT_EQ(c[i], k_guard) << "store outside the output (or into its row padding) at float " << i;
+            continue;
+        }
+        if (kind == cpu::epi::bias_gelu) {
+            ASSERT_NEAR(c[i], want[i], 2e-6 * (1.0 + std::fabs(want[i]))) << "at float " << i;
+        } else {
+            ASSERT_EQ(c[i], want[i]) << "at float " << i;  // the same integers, the same float operations
+        }
+    }
+}
+
+void check_all_sizes() {
+    // m around the tile heights (4, 6, 14) and the row block; n around the 32-column panels; k not a
+    // multiple of 4 (the padded k group) and long enough for several row blocks.
+    for (int m : {1, 3, 4, 5, 6, 7, 13, 14, 15, 29, 300}) {
+        for (int n : {1, 7, 8, 9, 16, 17, 31, 32, 33, 91}) check(m, n, 37, cpu::epi::store, false);
+    }
+    for (auto kind : {cpu::epi::accumulate, cpu::epi::bias, cpu::epi::bias_relu, cpu::epi::bias_gelu,
+                      cpu::epi::bias_scale_add, cpu::epi::bias_residual}) {
+        check(43, 75, 19, kind, false);
+    }
+    check(61, 45, 29, cpu::epi::bias, true);
+    check(97, 40, 1543, cpu::epi::bias_scale_add, false);
+    check(1031, 33, 101, cpu::epi::bias_gelu, true);
+    check(2, 3, 1, cpu::epi::store, false);
+}
+
+TEST(cpu_qgemm, avx2_kernel_matches_reference_on_odd_sizes) {
+    qisa_scope s("avx2");
+    REQUIRE_ISA(s, "avx2");
+    check_all_sizes();
+}
+
+TEST(cpu_qgemm, avxvnni_kernel_matches_reference_on_odd_sizes) {
+    qisa_scope s("avxvnni");
+    REQUIRE_ISA(s, "AVX-VNNI");
+    check_all_sizes();
+}
+
+TEST(cpu_qgemm, avx512vnni_kernel_matches_reference_on_odd_sizes) {
+    qisa_scope s("avx512vnni");
+    REQUIRE_ISA(s, "AVX-512 VNNI");
+    check_all_sizes();
+}
+
+TEST(cpu_qgemm, unknown_kernel_name_is_refused) {
+    const std::string before = cpu::qgemm_isa();
+    EXPECT_FALSE(cpu::qgemm_select_isa("sse2"));
+    EXPECT_EQ(before, cpu::qgemm_isa());
+}
+
+TEST(cpu_qgemm, weight_quantisation_is_per_channel_and_within_half_a_step) {
+    const int  n = 37, k = 13;
+    auto       w = random_vec(static_cast<size_t>(n) * k, 41);
+    for (int kk = 0; kk < k; ++kk) w[5 * k + kk] = 0.0f;          // an all-zero channel
+    for (int kk = 0; kk < k; ++kk) w[6 * k + kk] *= 1000.0f;      // a channel 1000x wider
+    const cpu::qweight q = cpu::quantize_weight(w.data(), n, k, k);
+    ASSERT_EQ(q.kq, 4);
+    for (int j = 0; j < n; ++j) {
+        const int8_t * p    = q.panel(j / cpu::k_gemm_nr) + (j % cpu::k_gemm_nr) * 4;
+        float          amax = 0.0f;
+        int            sum = 0, top = 0;
+        for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(w[j * k + kk]));
+        EXPECT_FLOAT_EQ(q.scale[j], amax / cpu::k_qw_max) << "channel " << j;
+        for (int kk = 0; kk < 16; ++kk) {
+            const int v = p[(kk / 4) * 4 * cpu::k_gemm_nr + kk % 4];
+            if (kk >= k) {
+                EXPECT_EQ(v, 0) << "k padding of channel " << j;
+                continue;
+            }
+            EXPECT_LE(std::abs(v), cpu::k_qw_max);
+            EXPECT_LE(std::fabs(v * q.scale[j] - w[j * k + kk]), 0.5f * q.scale[j] * 1.0001f + 1e-30f) << j << "," << kk;
+            sum += v;
+            top = std::max(top, std::abs(v));
+        }
+        EXPECT_EQ(q.comp[j], 128 * sum);
+        EXPECT_EQ(top, j == 5 ? 0 : cpu::k_qw_max) << "channel " << j << " does not use its full range";
+    }
+}
+
+TEST(cpu_qgemm, int8_product_is_within_the_quantisation_bound_of_the_float_product) {
+    // |x_q s_a - x| <= s_a/2 and |w_q s_w - w| <= s_w/2 bound each term's error by
+    // |x| s_w/2 + |w| s_a/2 + s_a s_w/4; the sum of those bounds the output's (float rounding aside).
+    const int  m = 23, n = 45, k = 301;
+    auto       a = random_vec(static_cast<size_t>(m) * k, 51, -2.0f, 3.0f);
+    for (int i = 0; i < m; ++i) a[static_cast<size_t>(i) * k + 7] = 40.0f;  // an outlier channel
+    const auto w = random_vec(static_cast<size_t>(n) * k, 52);
+    const cpu::qweight qw = cpu::quantize_weight(w.data(), n, k, k);
+    std::vector<float> c(static_cast<size_t>(m) * n), scratch(cpu::gemm_scratch_floats(k));
+    cpu::qgemm_packed(m, a.data(), k, qw, c.data(), n, cpu::epilogue{}, scratch.data());
+    double worst_ratio = 0.0;
+    for (int i = 0; i < m; ++i) {
+        float amax = 0.0f;
+        for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(a[static_cast<size_t>(i) * k + kk]));
+        const double sa = amax / 127.0;
+        for (int j = 0; j < n; ++j) {
+            double exact = 0.0, bound = 0.0;
+            for (int kk = 0; kk < k; ++kk) {
+                const double x = a[static_cast<size_t>(i) * k + kk], y = w[static_cast<size_t>(j) * k + kk];
+                exact += x * y;
+                bound += std::fabs(x) * qw.scale[j] / 2 + std::fabs(y) * sa / 2 + sa * qw.scale[j] / 4;
+            }
+            const double err = std::fabs(c[static_cast<size_t>(i) * n + j] - exact);
+            EXPECT_LE(err, bound * 1.001 + 1e-5) << i << "," << j;
+            worst_ratio = std::max(worst_ratio, err / bound);
+        }
+    }
+    // Random rounding errors cancel: far below the worst case, but not zero (the product is quantised).
+    EXPECT_GT(worst_ratio, 0.0);
+    EXPECT_LT(worst_ratio, 0.5);
+}
+
+}  // namespace

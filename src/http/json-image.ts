@@ -1,0 +1,80 @@
+// The seed's JSON body, {"image": "<base64>", ...}, parsed from the raw body bytes without making a JS string
+// of the whole body: the top-level `image` member's base64 text is located in the buffer and decoded from
+// it, and only the rest (a few dozen bytes of fields) goes through JSON.parse. On this host that took a
+// 1 MB body from 2–12 ms of parse (UTF-8 decode + JSON.parse + the base64 checks on a 1 MB string) to
+// about 1 ms (bench/server). It is a fast path only: it answers for the plain case (one top-level `image`
+// whose value is canonical base64 with no escapes and no data: prefix) and returns undefined otherwise, and
+// the caller then parses the whole body as before, so every other body gets exactly the answer it got before.
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const KEY = Buffer.from('"image"');
+
+const isWs = (c: number | undefined) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
+/**
+ * Where the top-level `"image"` key's string value lies: [start, end) between its quotes. Walks the members
+ * before it (strings with escapes, nesting) so a nested or quoted "image" is never taken; the value itself is
+ * not walked (indexOf finds its closing quote).
+ */
+function locateImage(b: Buffer, from: number): { start: number; end: number } | undefined {
+  let depth = 0;
+  let i = from;
+  for (; i < b.length; i++) {
+    const c = b[i]!;
+    if (c === QUOTE) {
+      if (depth === 1 && b.compare(KEY, 0, KEY.length, i, i + KEY.length) === 0) {
+        let j = i + KEY.length;
+        while (isWs(b[j])) j++;
+        if (b[j] === 0x3a) {
+          j++;
+          while (isWs(b[j])) j++;
+          if (b[j] !== QUOTE) return undefined;
+          const start = j + 1;
+          const end = b.indexOf(QUOTE, start);
+          if (end < 0) return undefined;
+          const esc = b.indexOf(BACKSLASH, start);
+          if (esc >= 0 && esc < end) return undefined;
+          return { start, end };
+        }
+      }
+      // Skip a string (a key or a value), honouring escapes.
+      for (i++; i < b.length && b[i] !== QUOTE; i++) if (b[i] === BACKSLASH) i++;
+      continue;
+    }
+    if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === 0x7d || c === 0x5d) depth--;
+    if (depth < 1 && i > from) return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The parsed body with `image` taken out, and the image's bytes; undefined when the body is not the plain
+ * case (the caller parses it whole). Throws nothing: a body that is not valid JSON is left to the full parse,
+ * which words the error.
+ */
+export function extractJsonImage(body: Buffer, maxImageBytes: number): { fields: Record<string, unknown>; image: Buffer } | undefined {
+  let from = 0;
+  while (isWs(body[from])) from++;
+  if (body[from] !== 0x7b) return undefined;
+  const at = locateImage(body, from);
+  if (!at) return undefined;
+  const { start, end } = at;
+  const len = end - start;
+  if (len === 0 || len % 4 !== 0 || (len / 4) * 3 > maxImageBytes + 2) return undefined;
+  if (body.indexOf(KEY, end) >= 0) return undefined; // a second "image" anywhere: the full parse decides
+  const text = body.toString('latin1', start, end);
+  const image = Buffer.from(text, 'base64');
+  // Canonical base64 re-encodes to itself: the text was only the base64 alphabet, so JSON.parse would have
+  // given the same string and the full path the same bytes.
+  if (image.length === 0 || image.length > maxImageBytes || image.toString('base64') !== text) return undefined;
+  let fields: unknown;
+  try {
+    fields = JSON.parse(body.toString('utf8', 0, start) + body.toString('utf8', end));
+  } catch {
+    return undefined;
+  }
+  if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || (fields as Record<string, unknown>).image !== '') return undefined;
+  return { fields: fields as Record<string, unknown>, image };
+}

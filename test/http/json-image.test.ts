@@ -1,0 +1,63 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { extractJsonImage } from '../../src/http/json-image.ts';
+import { decodeBase64Image } from '../../src/http/params.ts';
+
+const MAX = 32 * 1024 * 1024;
+const png = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 7919) % 256));
+const b64 = png.toString('base64');
+
+/** What the full path makes of a body: JSON.parse, then the image field's base64 rules; or the error. */
+function fullPath(body: string): { fields: Record<string, unknown>; image: Buffer } | 'error' {
+  try {
+    const { image, ...fields } = JSON.parse(body) as Record<string, unknown>;
+    return { fields: { ...fields, image: '' }, image: decodeBase64Image(image, MAX) };
+  } catch {
+    return 'error';
+  }
+}
+
+test('json-image: the plain body takes the fast path and gives what the full parse gives', () => {
+  for (const body of [
+    JSON.stringify({ image: b64 }),
+    JSON.stringify({ image: b64, threshold: 0.3, classes: ['cat', 17] }),
+    JSON.stringify({ threshold: 0.3, nested: { a: [1, { image: 'AAAA' }] }, text: 'a "quoted \\" image" : x', image: b64, max_detections: 5 }),
+    ` \n {  "image" :  "${b64}" , "return_raw": true }  `,
+    JSON.stringify({ image: png.subarray(0, 2999).toString('base64') }), // '=' padding
+  ]) {
+    const quick = extractJsonImage(Buffer.from(body), MAX);
+    assert.ok(quick, `fast path for ${body.slice(0, 60)}…`);
+    assert.deepEqual(quick, fullPath(body));
+  }
+});
+
+test('json-image: every other body is left to the full parse (undefined), never answered differently', () => {
+  const cases = [
+    JSON.stringify({ a: { image: b64 }, image: 'AAAA' }), // a nested image first: the top-level one is taken or none
+    `{"image":"${b64}","image":"AAAA"}`, // duplicate key: JSON.parse takes the last
+    `{"image":"${b64}","image":""}`,
+    JSON.stringify({ image: `data:image/png;base64,${b64}` }),
+    JSON.stringify({ image: b64.replace(/(.{76})/g, '$1\n') }), // escaped newlines
+    `{"image":"${b64.slice(0, 76)}\n${b64.slice(76)}"}`, // a raw newline: not valid JSON
+    JSON.stringify({ image: b64.slice(0, -2) }), // unpadded
+    JSON.stringify({ image: `${b64.slice(0, 100)}!${b64.slice(101)}` }),
+    JSON.stringify({ image: '' }),
+    JSON.stringify({ image: 42 }),
+    JSON.stringify({ images: [b64] }),
+    `{"image":"${b64}"`, // truncated
+    `{"image":"${b64}", }`, // trailing comma
+    `\ufeff{"image":"${b64}"}`,
+    `["image", "${b64}"]`,
+    `{"x":"\\"image\\":\\"${b64}\\""}`,
+    '',
+  ];
+  for (const body of cases) {
+    const quick = extractJsonImage(Buffer.from(body), MAX);
+    if (quick) assert.deepEqual(quick, fullPath(body), `same answer for ${body.slice(0, 60)}…`);
+    else assert.equal(quick, undefined);
+  }
+  // The clearly-not-plain ones must not take the fast path at all.
+  for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 15]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
+  // Over the image limit: left to the full path (which words the 400).
+  assert.equal(extractJsonImage(Buffer.from(JSON.stringify({ image: b64 })), 100), undefined);
+});
