@@ -4,14 +4,8 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { BYTETRACK_DEFAULTS, type ByteTrackOptions } from '../src/track/bytetrack.ts';
 import { intParser, parseThreshold } from './parsers.ts';
 
-export interface TrackerFlags {
-  lostTrackBuffer: number;
-  frameRate: number;
-  trackActivationThreshold: number;
-  minimumConsecutiveFrames: number;
-  minimumIouThreshold: number;
-  highConfDetThreshold: number;
-}
+/** The tracker's flags as commander gives them: ByteTrack's options by the same names. */
+export type TrackerFlags = ByteTrackOptions;
 
 function frameRate(v: string): number {
   const n = Number(v);
@@ -31,13 +25,8 @@ export function addTrackerOptions(cmd: Command): Command {
     .addOption(new Option('--high-conf-det-threshold <t>', 'score splitting the first (high) and second (low) association stages').argParser(parseThreshold).default(d.highConfDetThreshold));
 }
 
+/** ByteTrack's options out of a command's flags (which may hold other flags too). */
 export function trackerOptions(f: TrackerFlags): ByteTrackOptions {
-  return {
-    lostTrackBuffer: f.lostTrackBuffer,
-    frameRate: f.frameRate,
-    trackActivationThreshold: f.trackActivationThreshold,
-    minimumConsecutiveFrames: f.minimumConsecutiveFrames,
-    minimumIouThreshold: f.minimumIouThreshold,
-    highConfDetThreshold: f.highConfDetThreshold,
-  };
+  const keys = Object.keys(BYTETRACK_DEFAULTS) as (keyof ByteTrackOptions)[];
+  return Object.fromEntries(keys.map((k) => [k, f[k]])) as unknown as ByteTrackOptions;
 }

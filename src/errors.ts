@@ -9,6 +9,7 @@ export const ERRORS = {
   E_BODY_TIMEOUT: { status: 408, message: 'the request body did not arrive in time' },
   E_BODY_TOO_LARGE: { status: 413, message: 'request body is too large' },
   E_SCHEMA: { status: 422, message: 'request does not match the schema' },
+  E_VIDEO_TOO_LONG: { status: 422, message: 'the video is longer than the limit' },
   E_UNSUPPORTED_MEDIA: { status: 415, message: 'unsupported content type' },
   E_VIDEO_UNDECODABLE: { status: 400, message: 'video could not be decoded' },
   E_VIDEO_TOO_LARGE: { status: 413, message: 'video is over a limit' },

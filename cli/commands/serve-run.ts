@@ -26,6 +26,10 @@ export interface ServeFlags extends EngineFlags {
   sidecarSocket?: string;
   logLevel: LogLevel;
   allowUrlHost?: string[];
+  videoMaxBytes: number;
+  videoMaxDurationS: number;
+  videoMaxFrames: number;
+  videoMaxConcurrent: number;
   devices?: number[] | 'all';
   workers?: number;
   minReadyDevices: number;
@@ -84,6 +88,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy,
+    videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: {

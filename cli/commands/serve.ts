@@ -2,6 +2,7 @@
 // its heavy modules (express, sharp, undici) load when the command runs, so --help stays fast.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
+import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
 import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
 import { parseAllowedHost } from '../../src/image/allowed-host.ts';
@@ -49,7 +50,7 @@ function parseDevices(v: string): number[] | 'all' {
 
 export function serveCommand(ctx: CliContext): Command {
   const cmd = new Command('serve')
-    .description('serve the model over HTTP (POST /predict, probes, metrics) with a supervised sidecar')
+    .description('serve the model over HTTP (POST /predict, POST /predict/video, probes, metrics) with a supervised sidecar')
     .addOption(new Option('--host <host>', 'address to listen on').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'TCP port').argParser(intParser(0, 65535)).default(DEFAULT_PORT))
     .addOption(new Option('--queue-size <n>', 'images admitted but not yet on the engine, over all clients (one client: half); more → 503 (default 32)').argParser(intParser(1, 100_000)))
@@ -60,6 +61,10 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--trust-proxy', 'a proxy in front sets X-Forwarded-For: its last entry names the client for the fair share'))
     .addOption(new Option('--deadline-ms <ms>', 'per-request deadline → 504, and the drain budget on SIGTERM').argParser(intParser(1, 86_400_000)).default(60_000))
     .addOption(new Option('--sidecar-socket <path>', 'connect to a sidecar someone else runs (systemd) instead of spawning one'))
+    .addOption(new Option('--video-max-bytes <n>', 'largest POST /predict/video upload, bytes; more → 413').argParser(intParser(1, 2 ** 40)).default(DEFAULT_VIDEO_LIMITS.maxBytes))
+    .addOption(new Option('--video-max-duration-s <s>', 'longest POST /predict/video video, seconds; longer → 422').argParser(intParser(1, 86_400)).default(DEFAULT_VIDEO_LIMITS.maxDurationS))
+    .addOption(new Option('--video-max-frames <n>', 'most frames in a POST /predict/video video; more → 422').argParser(intParser(1, 10_000_000)).default(DEFAULT_VIDEO_LIMITS.maxFrames))
+    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos))
     .addOption(new Option('--devices <list>', 'one sidecar per card: card indices (0,1,2,3) or "all" (every card in /dev/tenstorrent); each sees only its card and has its own TT_METAL_CACHE').argParser(parseDevices))
     .addOption(new Option('--workers <n>', 'N sidecars of the host engine (cpu, tt-host; --threads each), for hosts with many cores').argParser(intParser(1, 256)))
     .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))

@@ -4,6 +4,8 @@
 import { ERRORS, type ErrorCode } from '../errors.ts';
 import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { COMPONENTS } from './schema.ts';
+import { DEFAULT_VIDEO_LIMITS } from './video-limits.ts';
+import { VIDEO_COMPONENTS } from './video-schema.ts';
 
 export interface OpenApiLimits {
   maxImageBytes: number;
@@ -16,10 +18,10 @@ export interface OpenApiLimits {
 /** The routes and their one method: the 405 handler and the document both read this. */
 export const ROUTES = {
   '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
-  '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST',
+  '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST', '/predict/video': 'POST',
 } as const satisfies Record<string, 'GET' | 'POST'>;
 
-const ref = (name: keyof typeof COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
+const ref = (name: keyof typeof COMPONENTS | keyof typeof VIDEO_COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: object) => ({ 'application/json': { schema } });
 
 /** The codes of the error table that answer with `status`. */
@@ -128,9 +130,60 @@ export function buildOpenApi(l: OpenApiLimits): object {
           },
         },
       },
+      '/predict/video': {
+        post: {
+          summary: 'Detect (and optionally track) objects in every frame of a video: one NDJSON line per frame as it is done, then a summary line',
+          description: `The video is the body (video/*, application/octet-stream) or a multipart file part named "video"; the options come from the query string or multipart text fields. Frames go through the same engine queue as /predict images, so stills are answered while a video runs. Limits: ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)} (--video-max-bytes), ${DEFAULT_VIDEO_LIMITS.maxDurationS} s (--video-max-duration-s), ${DEFAULT_VIDEO_LIMITS.maxFrames} frames (--video-max-frames), ${DEFAULT_VIDEO_LIMITS.maxVideos} videos at once (--video-max-concurrent) by default. A client that disconnects stops the decoding. An error after the first line is the last line, {"error": {...}} (VideoErrorLine).`,
+          parameters: [
+            { name: 'threshold', in: 'query', schema: { type: 'string' }, description: 'number 0..1, default 0.5' },
+            { name: 'max_detections', in: 'query', schema: { type: 'string' }, description: 'integer 1..300 per frame, default 100' },
+            { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'class ids or label names, comma-separated (cat,dog,17)' },
+            { name: 'stride', in: 'query', schema: { type: 'string' }, description: 'run every Nth frame, integer 1..1000, default 1' },
+            { name: 'track', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'add ByteTrack track_id to every detection, default false' },
+            { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
+          ],
+          requestBody: {
+            required: true,
+            content: {
+              'video/*': { schema: { type: 'string', format: 'binary', description: 'the video file (mp4, mkv, webm, mov, avi, MPEG-TS, … recognised by content)' } },
+              'application/octet-stream': { schema: { type: 'string', format: 'binary' } },
+              'multipart/form-data': {
+                schema: {
+                  type: 'object',
+                  required: ['video'],
+                  properties: {
+                    video: { type: 'string', format: 'binary', description: 'the video file' },
+                    threshold: textField('number 0..1, default 0.5'),
+                    max_detections: textField('integer 1..300, default 100'),
+                    classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
+                    stride: textField('integer 1..1000, default 1'),
+                    track: textField('true/false/1/0, default false'),
+                  },
+                },
+              },
+            },
+          },
+          responses: {
+            '200': {
+              description: 'chunked NDJSON: a VideoFrameLine per processed frame in order, then a VideoSummaryLine (or a VideoErrorLine)',
+              content: { 'application/x-ndjson': { schema: { oneOf: [ref('VideoFrameLine'), ref('VideoSummaryLine'), ref('VideoErrorLine')] } } },
+            },
+            '400': errorResponse('not a video ffmpeg can decode, or a truncated file', ['E_VIDEO_UNDECODABLE']),
+            '401': unauthorized,
+            '405': methodNotAllowed,
+            '408': errorResponse('the video did not arrive within the upload time limit; the connection is closed', ['E_BODY_TIMEOUT']),
+            '413': errorResponse(`the video is larger than --video-max-bytes (default ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)}), or its frames are over ${l.maxImageSide} px a side`, ['E_BODY_TOO_LARGE', 'E_VIDEO_TOO_LARGE']),
+            '415': errorResponse('Content-Type is not video/*, application/octet-stream or multipart/form-data; a Content-Encoding', ['E_UNSUPPORTED_MEDIA']),
+            '422': errorResponse('an option outside its range (`field`, `expected`), no "video" part, or a video longer than --video-max-duration-s or --video-max-frames', ['E_SCHEMA', 'E_VIDEO_TOO_LONG']),
+            '500': errorResponse('the engine failed, ffmpeg is not installed on the server, or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_FFMPEG_MISSING', 'E_INTERNAL']),
+            '503': errorResponse('not serving, --video-max-concurrent videos running, or the engine queue full; carries Retry-After', codesWithStatus(503)),
+            '504': errorResponse('a frame waited longer than the per-request deadline (--deadline-ms), or ffprobe/ffmpeg gave no answer in time', ['E_DEADLINE', 'E_VIDEO_TIMEOUT']),
+          },
+        },
+      },
     },
     components: {
-      schemas: JSON.parse(JSON.stringify(COMPONENTS)) as Record<string, object>,
+      schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer KEY, a key from the server\'s --api-key-file or RFDETR_API_KEYS' },
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key' },

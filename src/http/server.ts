@@ -30,6 +30,9 @@ import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler, type ActivePredict } from './predict.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
 import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
+import { createVideoHandler, type OpenVideo } from './predict-video.ts';
+import { DEFAULT_VIDEO_LIMITS, type VideoLimits } from './video-limits.ts';
+import { openVideo } from '../video/source.ts';
 import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
@@ -89,6 +92,12 @@ export interface CreateServerOptions {
   urlTimeoutMs?: number;
   /** Register prom-client's process metrics (CPU, memory, event loop lag). Default true. */
   defaultMetrics?: boolean;
+  /** POST /predict/video limits (bytes, duration, frames, videos at once, upload time). */
+  videoLimits?: Partial<VideoLimits>;
+  /** Opens an uploaded video (default: ffprobe + ffmpeg, src/video); tests script it. */
+  openVideo?: OpenVideo;
+  /** Where uploaded videos are written while they run (default os.tmpdir()). */
+  videoTmpRoot?: string;
   /** Called with each finished /predict request's timeline (src/http/timeline.ts): the bench reads it. */
   onTimeline?: (t: TimelineRecord) => void;
 }
@@ -203,16 +212,17 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
+  const onForward = (ms: number) => {
+    metrics.engineForwardSeconds.inc(ms / 1000);
+    forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
+  };
   const timelines = new Timelines();
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
-    onForward: (ms) => {
-      metrics.engineForwardSeconds.inc(ms / 1000);
-      forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
-    },
+    onForward,
     changed: updateGauges,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
     timelines,
@@ -220,6 +230,18 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   }, active);
   app.post('/predict', route('/predict'), (req, res) => {
     void handlePredict(req, res);
+  });
+  const handleVideo = createVideoHandler({
+    backend, engineState, engine, admission, errors, deadlineMs, labels,
+    limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
+    openVideo: opts.openVideo ?? openVideo,
+    tmpRoot: opts.videoTmpRoot,
+    onForward,
+    changed: updateGauges,
+    clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
+  }, active);
+  app.post('/predict/video', route('/predict/video'), (req, res) => {
+    void handleVideo(req, res);
   });
 
   // Known paths with the wrong method → 405 with Allow; anything else → 404.

@@ -1,0 +1,242 @@
+// POST /predict/video: serving? → a video slot → the body onto disk (video-body.ts; bytes capped → 413) →
+// ffprobe (duration, frame count and size capped → 422) → ffmpeg decoding RGB frames (src/video) → each frame
+// through the same engine queue as the stills (so stills are answered between video frames) → one NDJSON line
+// per frame as soon as it is done, in order, then a summary line. At most two frames of one video are in the
+// engine queue at once, so a still waits behind two frames at most; a frame's pixels are reserved from the
+// pixel budget like a still's. The client leaving (or the drain) aborts the run: ffmpeg is stopped, the
+// temporary file removed. An error once lines are out is written as a last line {"error": {...}}.
+import type { Request, Response } from 'express';
+import { RfdetrError, isRfdetrError } from '../errors.ts';
+import { detectDecoded, type PredictDetection } from '../detect/pipeline.ts';
+import type { InferenceBackend } from '../sidecar/backend.ts';
+import { FrameTagger } from '../track/tag-frames.ts';
+import type { OpenVideoOptions, VideoFrame, VideoSource } from '../video/source.ts';
+import type { Admission } from './admission.ts';
+import { abortedError, type EngineQueue } from './engine-queue.ts';
+import type { EngineState } from './engine-state.ts';
+import type { ActivePredict } from './predict.ts';
+import { classFilterOf } from './params.ts';
+import { inferenceError, type ErrorResponder } from './respond.ts';
+import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
+import { parseVideoParams, type VideoParams } from './video-schema.ts';
+import type { VideoLimits } from './video-limits.ts';
+
+/** Frames of one video handed to the engine queue at once. */
+const FRAMES_IN_QUEUE = 2;
+
+/** Opens an uploaded file for decoding (src/video's openVideo; tests script it). */
+export type OpenVideo = (file: string, opts: OpenVideoOptions) => Promise<VideoSource>;
+
+export interface VideoDeps {
+  backend: InferenceBackend;
+  engineState: EngineState;
+  engine: EngineQueue;
+  admission: Admission;
+  errors: ErrorResponder;
+  deadlineMs: number;
+  limits: VideoLimits;
+  labels: () => readonly string[];
+  openVideo: OpenVideo;
+  /** Where uploads are written (default os.tmpdir()). */
+  tmpRoot?: string | undefined;
+  onForward: (forwardMs: number) => void;
+  changed: () => void;
+  /** Who sent the request, for the fair share (the API key, else the address). */
+  clientOf: (req: Request, res: Response) => string;
+}
+
+interface FrameLine {
+  frame: number;
+  pts_ms: number;
+  image_size: { width: number; height: number };
+  detections: (PredictDetection & { track_id?: number | null })[];
+  num_detections: number;
+  timing_ms: { queue: number; preprocess: number; inference: number; transfer: number; postprocess: number };
+}
+
+function videoTooLong(has: string, limit: string, details: Record<string, unknown>): RfdetrError {
+  return new RfdetrError('E_VIDEO_TOO_LONG', `the video ${has}; the limit is ${limit}: send a shorter video or cut it first`, details);
+}
+
+/** Resolves once `res` can take more (or has closed). */
+function drained(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
+  const { admission, engine, limits } = d;
+  let running = 0;
+
+  async function run(req: Request, res: Response, signal: AbortSignal, cleanups: Array<() => Promise<void>>): Promise<void> {
+    const form = videoBodyFormOf(req);
+    const client = d.clientOf(req, res);
+    const body = admission.enterBody(client);
+    let upload;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new RfdetrError('E_BODY_TIMEOUT', `the video did not arrive completely within ${limits.bodyTimeoutMs} ms: send it faster or a smaller one (the connection is closed)`, { body_timeout_ms: limits.bodyTimeoutMs })), limits.bodyTimeoutMs);
+      });
+      timeout.catch(() => {});
+      upload = await Promise.race([receiveVideo(req, form, { maxBytes: limits.maxBytes, tmpRoot: d.tmpRoot, signal }), timeout]);
+    } finally {
+      clearTimeout(timer);
+      body.leave();
+    }
+    cleanups.push(upload.cleanup);
+    if (signal.aborted) throw signal.reason;
+    const params = parseVideoParams(upload.fields);
+    const classes = classFilterOf(params.classes, d.labels());
+
+    const video = await d.openVideo(upload.file, { stride: params.stride, signal });
+    cleanups.push(() => video.close());
+    if (signal.aborted) throw signal.reason;
+    const info = video.info;
+    if (info?.durationMs !== undefined && info.durationMs / 1000 > limits.maxDurationS) {
+      const s = info.durationMs / 1000;
+      throw videoTooLong(`lasts ${s.toFixed(3)} s`, `${limits.maxDurationS} s (--video-max-duration-s)`, { duration_s: s, max_duration_s: limits.maxDurationS });
+    }
+    if (info?.frameCount !== undefined && info.frameCount > limits.maxFrames) {
+      throw videoTooLong(`has ${info.frameCount} frames`, `${limits.maxFrames} frames (--video-max-frames)`, { frames: info.frameCount, max_frames: limits.maxFrames });
+    }
+    // A video has at most FRAMES_IN_QUEUE frames waiting for the engine at any time: it holds that many places in
+    // the queue for its whole run, so --queue-size bounds videos and stills together.
+    const places = admission.admit(client, FRAMES_IN_QUEUE);
+    cleanups.push(async () => places.leaveAll());
+
+    res.status(200);
+    res.setHeader('Content-Type', 'application/x-ndjson; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Accel-Buffering', 'no'); // proxies: pass each line on as it comes
+    res.flushHeaders();
+
+    const tagger = params.track ? new FrameTagger({ frameRate: video.fps > 0 ? video.fps : 30 }) : undefined;
+    const t0 = performance.now();
+    const pending: Promise<FrameLine>[] = [];
+    let processed = 0;
+    let detections = 0;
+    let forwardMs = 0;
+    const stopped = abortedBy(signal);
+    stopped.catch(() => {});
+    const write = async (line: object) => {
+      if (!res.write(`${JSON.stringify(line)}\n`)) await Promise.race([drained(res), stopped]);
+    };
+    const emit = async (line: FrameLine) => {
+      if (tagger) tagger.tag(line);
+      processed++;
+      detections += line.num_detections;
+      forwardMs += line.timing_ms.inference;
+      await write(line);
+    };
+    for await (const frame of video) {
+      if (signal.aborted) throw signal.reason;
+      // the container's frame count can be missing or wrong: the decoded frames are what counts
+      if (frame.index >= limits.maxFrames) {
+        while (pending.length > 0) await emit(await pending.shift()!);
+        throw videoTooLong(`has more than ${limits.maxFrames} frames`, `${limits.maxFrames} frames (--video-max-frames)`, { max_frames: limits.maxFrames });
+      }
+      pending.push(runFrame(frame, params, classes, signal, client));
+      pending[pending.length - 1]!.catch(() => {}); // awaited in order below
+      if (pending.length >= FRAMES_IN_QUEUE) await emit(await pending.shift()!);
+    }
+    while (pending.length > 0) await emit(await pending.shift()!);
+    const elapsedMs = performance.now() - t0;
+    await write({
+      summary: {
+        frames: processed,
+        stride: params.stride,
+        detections,
+        width: info?.width ?? 0,
+        height: info?.height ?? 0,
+        fps: video.fps,
+        tracked: params.track,
+        elapsed_ms: elapsedMs,
+        frames_per_s: elapsedMs > 0 ? (processed * 1000) / elapsedMs : 0,
+        inference_ms: forwardMs,
+      },
+    });
+  }
+
+  async function runFrame(frame: VideoFrame, params: VideoParams, classes: Set<number> | undefined, signal: AbortSignal, client: string): Promise<FrameLine> {
+    const t0 = performance.now();
+    const release = await admission.memory.work.acquire(signal, () => signal.reason as Error, frame.rgb.length, client);
+    d.changed();
+    try {
+      const deadlineAt = performance.now() + d.deadlineMs;
+      const { response } = await detectDecoded(
+        (inp, o) => engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs, client }),
+        d.backend.info, { data: frame.rgb, width: frame.width, height: frame.height }, { threshold: params.threshold, max_detections: params.max_detections, classes },
+        { t0, decodeMs: 0, signal, labels: d.labels() },
+      ).catch((e: unknown) => {
+        throw inferenceError(e);
+      });
+      d.onForward(response.timing_ms.inference);
+      const t = response.timing_ms;
+      return {
+        frame: frame.index,
+        pts_ms: frame.ptsMs,
+        image_size: response.image_size,
+        detections: response.detections,
+        num_detections: response.num_detections,
+        timing_ms: { queue: t.queue, preprocess: t.preprocess, inference: t.inference, transfer: t.transfer, postprocess: t.postprocess },
+      };
+    } finally {
+      release();
+      d.changed();
+    }
+  }
+
+  return async function handleVideo(req: Request, res: Response): Promise<void> {
+    const refuse = d.engineState.notServing();
+    if (refuse) return d.errors.send(res, refuse);
+    if (running >= limits.maxVideos) {
+      return d.errors.send(res, new RfdetrError('E_QUEUE_FULL', `${limits.maxVideos} videos are being processed (--video-max-concurrent): retry after the Retry-After delay`, { max_videos: limits.maxVideos }));
+    }
+    running++;
+    const abort = new AbortController();
+    let finish!: () => void;
+    const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
+    active.add(ctx);
+    d.changed();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort(abortedError('in progress'));
+    };
+    res.on('close', onClose);
+    const cleanups: Array<() => Promise<void>> = [];
+    let failure: unknown;
+    try {
+      // Every step of run() stops on the signal (upload, probe, decode, engine queue, writes), so it is awaited
+      // as is: racing it would let cleanup run before run() registered what it made.
+      await run(req, res, abort.signal, cleanups);
+    } catch (e) {
+      failure = e;
+      abort.abort(e); // stops the decoder and the frames still queued
+    }
+    try {
+      // The decoder ends and the upload is removed before the response ends, so a client that has read the
+      // whole answer finds nothing left running.
+      for (const c of cleanups.reverse()) await c().catch(() => {});
+      if (failure === undefined) res.end();
+      else if (!res.headersSent) d.errors.send(res, failure);
+      else if (!res.destroyed) {
+        const err = isRfdetrError(failure) ? failure : inferenceError(failure);
+        res.end(`${JSON.stringify({ error: { detail: err.message, code: err.code, status: err.status, request_id: res.locals.requestId } })}\n`);
+      }
+    } finally {
+      res.off('close', onClose);
+      if (!req.complete) res.once('finish', () => req.socket.destroySoon());
+      running--;
+      active.delete(ctx);
+      d.changed();
+      finish();
+    }
+  };
+}
