@@ -11,7 +11,7 @@ import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import { READY_MESSAGE, type Logger } from './log.ts';
-import type { ActivePredict } from './predict.ts';
+import type { ActivePredict } from './active.ts';
 
 export interface ListenResult {
   host: string;

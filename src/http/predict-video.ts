@@ -12,9 +12,9 @@ import type { InferenceBackend } from '../sidecar/backend.ts';
 import { FrameTagger } from '../track/tag-frames.ts';
 import type { OpenVideoOptions, VideoFrame, VideoSource } from '../video/source.ts';
 import type { Admission } from './admission.ts';
-import { abortedError, type EngineQueue } from './engine-queue.ts';
+import type { EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
-import type { ActivePredict } from './predict.ts';
+import { beginActive, type ActivePredict } from './active.ts';
 import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
 import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
@@ -201,15 +201,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       return d.errors.send(res, new RfdetrError('E_QUEUE_FULL', `${limits.maxVideos} videos are being processed (--video-max-concurrent): retry after the Retry-After delay`, { max_videos: limits.maxVideos }));
     }
     running++;
-    const abort = new AbortController();
-    let finish!: () => void;
-    const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
-    active.add(ctx);
-    d.changed();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort(abortedError('in progress'));
-    };
-    res.on('close', onClose);
+    const { abort, end } = beginActive(active, res, d.changed);
     const cleanups: Array<() => Promise<void>> = [];
     let failure: unknown;
     try {
@@ -231,12 +223,9 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
         res.end(`${JSON.stringify({ error: { detail: err.message, code: err.code, status: err.status, request_id: res.locals.requestId } })}\n`);
       }
     } finally {
-      res.off('close', onClose);
       if (!req.complete) res.once('finish', () => req.socket.destroySoon());
       running--;
-      active.delete(ctx);
-      d.changed();
-      finish();
+      end();
     }
   };
 }

@@ -15,7 +15,8 @@ import type { Admission, QueuePlaces } from './admission.ts';
 import { annotateCost, JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf, classThresholdsOf } from './params.ts';
-import { abortedError, deadlineError, type EngineQueue } from './engine-queue.ts';
+import { beginActive, type ActivePredict } from './active.ts';
+import { deadlineError, type EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import type { ServerMetrics, Stage } from './metrics.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
@@ -70,13 +71,6 @@ function imageErrorBody(e: unknown): Record<string, unknown> {
   if (err.details) for (const [k, v] of Object.entries(err.details)) if (!(k in body) && k !== 'wireCode' && k !== 'type') body[k] = v;
   body.status = err.status;
   return body;
-}
-
-/** One /predict request in progress, for the drain. */
-export interface ActivePredict {
-  done: Promise<void>;
-  /** Aborted when the client goes away or the drain deadline passes. */
-  abort: AbortController;
 }
 
 function bodyTimeoutError(ms: number): RfdetrError {
@@ -310,15 +304,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       d.timelines.finish(timeline, at, () => d.onTimeline?.(timeline.record(res.writableFinished ? res.statusCode : 499)));
     };
     res.once('close', ended);
-    const abort = new AbortController();
-    let finish!: () => void;
-    const ctx: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
-    active.add(ctx);
-    d.changed();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort(abortedError('in progress'));
-    };
-    res.on('close', onClose);
+    const { abort, end } = beginActive(active, res, d.changed);
     const deadlineAt = t0 + d.deadlineMs;
     // Before the engine queue has the request; once it has, its own timer (same deadline) answers, saying
     // where the request was.
@@ -344,7 +330,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!res.destroyed) d.errors.send(res, e);
     } finally {
       clearTimeout(deadlineTimer);
-      res.off('close', onClose);
       // The response (and the annotated image in it) is in the socket's hands once written or gone.
       const releaseHeld = () => {
         for (const r of held.splice(0)) r();
@@ -355,9 +340,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       // A body we stopped reading (timeout, budget, error) must not hold the connection: close it once the
       // answer is out.
       if (!req.complete) res.once('finish', () => req.socket.destroySoon());
-      active.delete(ctx);
-      d.changed();
-      finish();
+      end();
     }
   };
 }

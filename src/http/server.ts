@@ -6,8 +6,9 @@
 //   auth.ts          API keys          client-id.ts  who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
+//   predict-video.ts POST /predict/video      active.ts   the requests in progress, for the drain
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
-//   lifecycle.ts     listen and drain         engine-queue.ts the FIFO in front of the one engine
+//   lifecycle.ts     listen and drain         engine-queue.ts clients in turn in front of the engine (or pool)
 //   schema.ts        the one schema           openapi.ts / docs.ts  the document and its UI
 //   validate.ts      schema → 422s            params.ts / body.ts   the /predict fields and body forms
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
@@ -27,7 +28,8 @@ import { EngineState } from './engine-state.ts';
 import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
-import { createPredictHandler, type ActivePredict } from './predict.ts';
+import { createPredictHandler } from './predict.ts';
+import type { ActivePredict } from './active.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
 import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { createVideoHandler, type OpenVideo } from './predict-video.ts';
