@@ -23,7 +23,7 @@ function locateImage(b: Buffer, from: number): { start: number; end: number } | 
   for (; i < b.length; i++) {
     const c = b[i]!;
     if (c === QUOTE) {
-      if (depth === 1 && b.compare(KEY, 0, KEY.length, i, i + KEY.length) === 0) {
+      if (depth === 1 && i + KEY.length <= b.length && b.compare(KEY, 0, KEY.length, i, i + KEY.length) === 0) {
         let j = i + KEY.length;
         while (isWs(b[j])) j++;
         if (b[j] === 0x3a) {

@@ -50,6 +50,8 @@ test('json-image: every other body is left to the full parse (undefined), never 
     `["image", "${b64}"]`,
     `{"x":"\\"image\\":\\"${b64}\\""}`,
     '',
+    JSON.stringify({ images: [b64], return_image: 'png' }), // a quote closer to the end than the key is long
+    '{"a":"',
   ];
   for (const body of cases) {
     const quick = extractJsonImage(Buffer.from(body), MAX);
