@@ -11,6 +11,7 @@ import { packageRoot } from '../../src/config/paths.ts';
 import { binPath } from './helpers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { ffmpegSkipReason, ffprobeFrames, makeVideo } from '../helpers/videos.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const testSidecar = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 const reason = ffmpegSkipReason() ?? (fs.existsSync(testSidecar) ? null : `needs the test sidecar ${testSidecar} (npm run build:sidecar)`);
@@ -105,7 +106,7 @@ test('detect video: SIGTERM finishes cleanly (exit 0, the saved file has every f
   assert.equal(kill.signal, 'SIGKILL');
   const saved = path.join(outK, 'long.mp4');
   // The encoder (its own process group) sees its input end and closes the file; wait for it to go.
-  for (let i = 0; i < 200 && execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).includes(saved); i++) await new Promise((r) => setTimeout(r, 50));
+  await waitFor('the encoder to exit', () => !execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).includes(saved), 10_000);
   const frames = ffprobeFrames(saved);
   assert.ok(frames > 0, `a killed run's file decodes (${frames} frames)`);
 });

@@ -10,25 +10,15 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 const rfdetr = path.join(packageRoot, 'bin', 'rfdetr.js');
 
-async function until<T>(what: string, get: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const t0 = performance.now();
-  for (;;) {
-    const v = await get();
-    if (v !== undefined) return v;
-    if (performance.now() - t0 > timeoutMs) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = <T>(what: string, get: () => Promise<T | undefined>) => waitFor(what, get, 120_000);
 
 test('rfdetr serve --devices 0,1,2 (card 2 missing): each device listed, 2 taken out, 0 and 1 serve, SIGTERM drains', async (t) => {
-  if (!existsSync(testBinary)) {
-    if (process.env.RFDETR_REQUIRE_ALL === '1') assert.fail(`${testBinary} is not built`);
-    return t.skip(`${testBinary} is not built; run npm install`);
-  }
+  assert.ok(existsSync(testBinary), `${testBinary} is not built: run npm install`);
   const weights = await synthWeights(1n);
   const root = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-serve-devices-'));
   t.after(() => rmSync(root, { recursive: true, force: true }));

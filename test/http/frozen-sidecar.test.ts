@@ -10,22 +10,14 @@ import { packageRoot } from '../../src/config/paths.ts';
 import { createServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import { createBackend } from '../../src/sidecar/index.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const t0 = performance.now();
-  while (!(await check())) {
-    if (performance.now() - t0 > timeoutMs) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setImmediate(r));
-  }
-}
+const until = (what: string, check: () => Promise<boolean>) => waitFor(what, check, 20_000);
 
 test('a frozen sidecar: /ready 503 after one missed ping, 200 again after SIGCONT, same process', async (t) => {
-  if (!existsSync(testBinary)) {
-    if (process.env.RFDETR_REQUIRE_ALL === '1') assert.fail(`${testBinary} is not built`);
-    return t.skip(`${testBinary} is not built; run npm install`);
-  }
+  assert.ok(existsSync(testBinary), `${testBinary} is not built: run npm install`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-frozen-'));
   const backend = createBackend({
     engine: 'test-echo', weightsDir: dir, command: { file: testBinary },

@@ -15,23 +15,16 @@ import { createJsonLogger } from '../../src/http/log.ts';
 import { createPool, planMembers, parseDeviceList } from '../../src/sidecar/index.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { goldens } from '../http/helpers.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 
 function needBinary(t: { skip: (m: string) => void }): boolean {
-  if (existsSync(testBinary)) return true;
-  if (process.env.RFDETR_REQUIRE_ALL === '1') assert.fail(`${testBinary} is not built`);
-  t.skip(`${testBinary} is not built; run npm install`);
-  return false;
+  assert.ok(existsSync(testBinary), `${testBinary} is not built: run npm install`);
+  return true;
 }
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const t0 = performance.now();
-  while (!(await check())) {
-    if (performance.now() - t0 > timeoutMs) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const until = (what: string, check: () => boolean | Promise<boolean>) => waitFor(what, check, 30_000);
 
 /** A card directory holding `cards` (one empty file per card index), and a pool over `devices` on it. */
 function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], devices: number[],
