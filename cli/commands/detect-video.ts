@@ -17,6 +17,13 @@ import { RefusedOverwrite, refusalToReplace } from '../save-file.ts';
 import type { DetectorFrame, FrameDetector } from './detect-engine.ts';
 import { uniqueName } from './detect-images.ts';
 
+/** What `-` holds: an image's bytes, or a video's stream (piped to ffmpeg as it arrives when `stdinPipe`). */
+export interface StdinMedia {
+  stdinBytes?: Buffer;
+  stdinStream?: NodeJS.ReadableStream;
+  stdinPipe?: boolean;
+}
+
 export interface VideoFlags {
   json?: boolean;
   vidStride?: number;
@@ -50,7 +57,7 @@ function eta(s: number): string {
   return m ? `${m}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${Math.round(s)}s`;
 }
 
-export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes?: Buffer }, detector: FrameDetector, f: VideoFlags, o: { saveDir?: string | undefined; used: Set<string>; signal: AbortSignal }): Promise<VideoRunResult> {
+export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, detector: FrameDetector, f: VideoFlags, o: { saveDir?: string | undefined; used: Set<string>; signal: AbortSignal }): Promise<VideoRunResult> {
   const log = (l: string) => void ctx.stderr.write(`${l}\n`);
   const live = input.live !== undefined;
   let src: VideoSource | LiveSource;
@@ -59,7 +66,8 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
     src = openLive(input.live!, { dropOldest: f.drop, timeoutMs: f.openTimeout, stride: f.vidStride, signal: o.signal, log: (l) => log(`detect: ${l}`), env: ctx.env });
   } else {
     file = input.path;
-    src = await openVideo(file ?? Readable.from([input.stdinBytes ?? Buffer.alloc(0)]), {
+    src = await openVideo(file ?? input.stdinStream ?? Readable.from([input.stdinBytes ?? Buffer.alloc(0)]), {
+      pipe: file === null && input.stdinPipe === true,
       stride: f.vidStride, maxFrames: f.maxFrames, startMs: f.start, durationMs: f.duration, timeoutMs: f.openTimeout, signal: o.signal, env: ctx.env,
     });
   }
