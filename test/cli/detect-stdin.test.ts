@@ -1,31 +1,19 @@
 // rfdetr detect - with a video on stdin, end to end through bin/rfdetr.js and the test build's sidecar
 // (test-echo engine): a streamable container is decoded while the pipe is still open; a QuickTime file larger than the
 // still-image cap is spooled and decoded whole.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { packageRoot } from '../../src/config/paths.ts';
 import { binPath } from './helpers.ts';
-import { synthWeights } from '../helpers/synth-weights.ts';
-import { ffmpegSkipReason, makeVideo } from '../helpers/videos.ts';
+import { videoCli } from '../helpers/video-cli.ts';
+import { makeVideo } from '../helpers/videos.ts';
 
-const testSidecar = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
-const reason = ffmpegSkipReason() ?? (fs.existsSync(testSidecar) ? null : `needs the test sidecar ${testSidecar} (npm run build:sidecar)`);
-const skip = reason && process.env.RFDETR_REQUIRE_ALL !== '1' ? { skip: reason } : {};
-let dir = '';
-let weights = '';
-
-before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'detect-stdin-'));
-  if (!reason) weights = await synthWeights();
-});
-after(() => fs.rmSync(dir, { recursive: true, force: true }));
+const cli = videoCli('detect-stdin-');
+const { testSidecar, skip } = cli;
 
 function start() {
-  const child = spawn(process.execPath, [binPath, 'detect', '--engine', 'test-echo', '--weights', weights, '--json', '-'], {
+  const child = spawn(process.execPath, [binPath, 'detect', '--engine', 'test-echo', '--weights', cli.weights, '--json', '-'], {
     env: { ...process.env, RFDETR_SIDECAR: testSidecar }, stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -44,7 +32,7 @@ function start() {
 const frames = (s: string) => s.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => typeof l.frame === 'number');
 
 test('detect - on an MPEG-TS pipe answers frames while the pipe is still open', skip, async () => {
-  const ts = fs.readFileSync(makeVideo(dir, 'clip.ts', { frames: 300 }));
+  const ts = fs.readFileSync(makeVideo(cli.dir, 'clip.ts', { frames: 300 }));
   const r = start();
   // 10 s of stream, more than ffmpeg's 5 s of probing; the pipe stays open: a spooling reader would wait for
   // its end and print nothing.
@@ -60,7 +48,7 @@ test('detect - on an MPEG-TS pipe answers frames while the pipe is still open', 
 });
 
 test('detect - on a QuickTime file over the 32 MiB still-image cap decodes every frame (spooled, not refused)', skip, async () => {
-  const mp4 = makeVideo(dir, 'big.mov', { frames: 150, width: 320, height: 240, codec: ['-c:v', 'rawvideo', '-pix_fmt', 'rgb24'] });
+  const mp4 = makeVideo(cli.dir, 'big.mov', { frames: 150, width: 320, height: 240, codec: ['-c:v', 'rawvideo', '-pix_fmt', 'rgb24'] });
   assert.ok(fs.statSync(mp4).size > 32 * 1024 * 1024, `the clip is over 32 MiB (${fs.statSync(mp4).size} bytes)`);
   const r = start();
   fs.createReadStream(mp4).pipe(r.child.stdin);
