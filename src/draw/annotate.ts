@@ -2,8 +2,8 @@
 // overlay (rendered by sharp's librsvg over just the part of the image it covers) and blended onto the decoded
 // RGB image here (the pixel grid the model saw, so boxes line up), encoded as PNG or JPEG. Blending in JS
 // rather than with sharp's composite: 640×480 with ten boxes took 12.0 ms of CPU per frame through composite
-// (7.4 of them for an empty overlay) against 6.6 ms rendered and blended here (same machine, load 5). A pure function of (image, detections, format) → bytes; layoutLabels says which
-// labels found room.
+// (7.4 of them for an empty overlay) against 6.6 ms rendered and blended here (same machine, load 5).
+// A pure function of (image, detections, format) → bytes; layoutLabels says which labels found room.
 //
 // Readable on light and dark images: every box stroke is a saturated class colour laid over a wider dark
 // outline, so it shows against white (outline) and black (colour) alike; labels are a filled colour tag with
