@@ -1,0 +1,74 @@
+// The client's half of frames over shared memory (sidecar/PROTOCOL.md, "Frames over shared memory"): the
+// slot files one sidecar connection was given by shm_attach, opened for writing, each holding at most one
+// frame in flight. A frame goes into a free slot with an asynchronous write (the libuv pool copies it; the
+// event loop never waits on it) and the request carries only its reference. Anything that keeps a frame out
+// of a slot (no free slot, a write that fails or comes up short, e.g. ENOSPC on a small /dev/shm) makes the
+// caller send that frame through the socket instead; a request never fails for want of shared memory.
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { WireImageShm } from '../protocol/codec.ts';
+
+export class ShmSlots {
+  readonly #handles: FileHandle[];
+  readonly #names: string[];
+  readonly #busy: boolean[];
+  readonly #slotBytes: number;
+  /** Frames of at least this many bytes are not tried again after one failed to fit (the tmpfs is full). */
+  #failBytes = Infinity;
+  #closed = false;
+
+  private constructor(handles: FileHandle[], paths: string[], slotBytes: number) {
+    this.#handles = handles;
+    this.#names = paths.map((p) => path.basename(p));
+    this.#busy = handles.map(() => false);
+    this.#slotBytes = slotBytes;
+  }
+
+  /** Opens every slot file for writing (all of them before the first reference: the sidecar then unlinks them). */
+  static async open(paths: string[], slotBytes: number): Promise<ShmSlots> {
+    if (paths.length === 0) throw new Error('shm_attach returned no slot files');
+    const handles: FileHandle[] = [];
+    try {
+      for (const p of paths) handles.push(await open(p, 'r+'));
+    } catch (e) {
+      await Promise.all(handles.map((h) => h.close().catch(() => {})));
+      throw e;
+    }
+    return new ShmSlots(handles, paths, slotBytes);
+  }
+
+  /**
+   * Writes `data` into a free slot and returns the reference to send, holding the slot until release();
+   * undefined when the frame must go through the socket (no free slot, too large, or the write failed).
+   */
+  async put(data: Uint8Array, width: number, height: number): Promise<{ slot: number; ref: WireImageShm } | undefined> {
+    const n = data.byteLength;
+    if (this.#closed || n > this.#slotBytes || n >= this.#failBytes) return undefined;
+    const slot = this.#busy.indexOf(false);
+    if (slot < 0) return undefined;
+    this.#busy[slot] = true;
+    try {
+      const { bytesWritten } = await this.#handles[slot]!.write(data, 0, n, 0);
+      if (bytesWritten === n && !this.#closed) {
+        return { slot, ref: { name: this.#names[slot]!, offset: 0, length: n, width, height } };
+      }
+      this.#failBytes = Math.min(this.#failBytes, n);
+    } catch {
+      // ENOSPC, EIO, a closed handle: this frame goes through the socket; smaller ones may still fit.
+      this.#failBytes = Math.min(this.#failBytes, n);
+    }
+    this.#busy[slot] = false;
+    return undefined;
+  }
+
+  /** The sidecar answered the request that used `slot`: its bytes may be overwritten. */
+  release(slot: number): void {
+    this.#busy[slot] = false;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const h of this.#handles) void h.close().catch(() => {});
+  }
+}
