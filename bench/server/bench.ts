@@ -45,9 +45,9 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startServer(engine: string, forwardMs = 8): Promise<Server> {
+async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}): Promise<Server> {
   const child = fork(path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
   });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
@@ -278,6 +278,21 @@ try {
   if (want('memory')) results.memory = await memory(sleep, 1000);
 } finally {
   await sleep.stop();
+}
+// The A side of the shared-memory frames: the same scenarios with every image sent in the frame.
+if (want('overhead-noshm') || want('crowd-noshm')) {
+  const noShm = await startServer('test-sleep', 8, { RFDETR_SHM: 'off' });
+  try {
+    if (want('overhead-noshm')) results.overhead_test_sleep_8ms_noshm = { engine: noShm.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(noShm, 'test-sleep 8 ms, RFDETR_SHM=off', N, KINDS)) };
+    if (want('crowd-noshm')) {
+      results.crowd_noshm = {
+        'jpeg-4000x3000-json': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, false),
+        'jpeg-4000x3000-raw': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, true),
+      };
+    }
+  } finally {
+    await noShm.stop();
+  }
 }
 if (want('overhead-cpu')) {
   const cpu = await startServer('cpu');
