@@ -1,5 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
-//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,crowd,memory,overhead-cpu] [--out FILE]
+//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -30,7 +31,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' } } });
 const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
@@ -101,7 +102,8 @@ const png = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1',
 const jpeg = await sharp(png).jpeg({ quality: 90 }).toBuffer();
 // A phone-sized photo: the fixture image scaled up with detail-preserving noise so the JPEG is photo-sized.
 const big = await sharp(png).resize(4000, 3000, { kernel: 'cubic' }).jpeg({ quality: 90 }).toBuffer();
-const images: Record<string, Buffer> = { 'png-640x480': png, 'jpeg-640x480': jpeg, 'jpeg-4000x3000': big };
+const allImages: Record<string, Buffer> = { 'png-640x480': png, 'jpeg-640x480': jpeg, 'jpeg-4000x3000': big };
+const images = values.images ? Object.fromEntries(values.images.split(',').map((k) => [k, allImages[k]!])) : allImages;
 const target = (name: string, decode: number) => name.includes('4000') ? 1.25 * decode + 5 : decode + 3;
 
 type BodyKind = 'json' | 'multipart' | 'raw';

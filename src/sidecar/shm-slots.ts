@@ -8,6 +8,9 @@ import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { WireImageShm } from '../protocol/codec.ts';
 
+/** Frames from this size on are written by two pool threads (a 4000×3000 frame is 36 MB). */
+const PARALLEL_WRITE_BYTES = 8 << 20;
+
 export class ShmSlots {
   readonly #handles: FileHandle[];
   readonly #names: string[];
@@ -48,7 +51,7 @@ export class ShmSlots {
     if (slot < 0) return undefined;
     this.#busy[slot] = true;
     try {
-      const { bytesWritten } = await this.#handles[slot]!.write(data, 0, n, 0);
+      const bytesWritten = await this.#write(this.#handles[slot]!, data);
       if (bytesWritten === n && !this.#closed) {
         return { slot, ref: { name: this.#names[slot]!, offset: 0, length: n, width, height } };
       }
@@ -59,6 +62,19 @@ export class ShmSlots {
     }
     this.#busy[slot] = false;
     return undefined;
+  }
+
+  /**
+   * Writes `data` at offset 0. A large frame is written as two halves by two pool threads at once: a tmpfs
+   * write copies at ~2 GB/s per thread here (36 MB: 15 ms), and the second core is usually free while the
+   * event loop waits for it.
+   */
+  async #write(h: FileHandle, data: Uint8Array): Promise<number> {
+    const n = data.byteLength;
+    if (n < PARALLEL_WRITE_BYTES) return (await h.write(data, 0, n, 0)).bytesWritten;
+    const half = Math.floor(n / 2 / 4096) * 4096;
+    const [a, b] = await Promise.all([h.write(data, 0, half, 0), h.write(data, half, n - half, half)]);
+    return a.bytesWritten === half ? a.bytesWritten + b.bytesWritten : a.bytesWritten;
   }
 
   /** The sidecar answered the request that used `slot`: its bytes may be overwritten. */
