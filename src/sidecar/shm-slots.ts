@@ -4,6 +4,7 @@
 // event loop never waits on it) and the request carries only its reference. Anything that keeps a frame out
 // of a slot (no free slot, a write that fails or comes up short, e.g. ENOSPC on a small /dev/shm) makes the
 // caller send that frame through the socket instead; a request never fails for want of shared memory.
+import fs from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { WireImageShm } from '../protocol/codec.ts';
@@ -71,10 +72,13 @@ export class ShmSlots {
    */
   async #write(h: FileHandle, data: Uint8Array): Promise<number> {
     const n = data.byteLength;
-    if (n < PARALLEL_WRITE_BYTES) return (await h.write(data, 0, n, 0)).bytesWritten;
+    const w = (off: number, len: number) => new Promise<number>((resolve, reject) => {
+      fs.write(h.fd, data, off, len, off, (e, k) => (e ? reject(e) : resolve(k)));
+    });
+    if (n < PARALLEL_WRITE_BYTES) return w(0, n);
     const half = Math.floor(n / 2 / 4096) * 4096;
-    const [a, b] = await Promise.all([h.write(data, 0, half, 0), h.write(data, half, n - half, half)]);
-    return a.bytesWritten === half ? a.bytesWritten + b.bytesWritten : a.bytesWritten;
+    const [a, b] = await Promise.all([w(0, half), w(half, n - half)]);
+    return a === half ? a + b : a;
   }
 
   /** The sidecar answered the request that used `slot`: its bytes may be overwritten. */
