@@ -1,6 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
-//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--out FILE]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -31,7 +31,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' } } });
 const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
@@ -265,7 +265,8 @@ const results: Record<string, unknown> = {
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
 const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
-const sleep = await startServer('test-sleep', 8);
+// --shm-max-bytes Infinity: the B side sends 4000×3000 frames through shared memory too (the default stops at 8 MiB).
+const sleep = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {});
 try {
   if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
   if (want('crowd')) {

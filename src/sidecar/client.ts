@@ -16,14 +16,18 @@ const MAX_ID = 0xffffffff;
 type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?: WireImageShm };
 
 /**
- * Images of at least this many bytes go through the sidecar's shared-memory slots when it offers them
- * (RFDETR_SHM=off sends every image in the frame). bench/server measured every size faster that way
- * (RESULTS.md), so the default threshold is 1 byte.
+ * The decoded-image sizes (bytes) sent through the sidecar's shared-memory slots when it offers them; others
+ * go in the frame. RFDETR_SHM=off: none. bench/server (RESULTS.md) measured a 640×480 frame's send + sidecar
+ * I/O 1.0–1.4 ms through a slot against 1.8–2.4 ms in the frame, but a 4000×3000 one slower in the server
+ * (43–46 ms against 28–34, with more GC), so the default stops at 8 MiB (RFDETR_SHM_MAX_BYTES moves it).
  */
-export function shmMinBytes(env: NodeJS.ProcessEnv = process.env): number {
-  if ((env.RFDETR_SHM ?? '').toLowerCase() === 'off') return Infinity;
-  const n = Number(env.RFDETR_SHM_MIN_BYTES ?? '1');
-  return Number.isFinite(n) && n >= 0 ? n : 1;
+export function shmRange(env: NodeJS.ProcessEnv = process.env): { min: number; max: number } {
+  if ((env.RFDETR_SHM ?? '').toLowerCase() === 'off') return { min: Infinity, max: 0 };
+  const num = (v: string | undefined, d: number) => {
+    const n = Number(v ?? d);
+    return Number.isNaN(n) || n < 0 ? d : n;
+  };
+  return { min: num(env.RFDETR_SHM_MIN_BYTES, 1), max: num(env.RFDETR_SHM_MAX_BYTES, 8 << 20) };
 }
 
 interface Pending {
@@ -82,7 +86,7 @@ export class SidecarConnection {
   #nextId = 1;
   #closeError: RfdetrError | undefined;
   #closing = false;
-  #shmMinBytes = shmMinBytes();
+  #shmRange = shmRange();
   #shm: ShmSlots | undefined;
   #shmState: 'unknown' | 'attaching' | 'ready' | 'off' = 'unknown';
   #shmWhy = '';
@@ -235,7 +239,8 @@ export class SidecarConnection {
       fields.pixel_values = f32Bytes(input.pixelValues);
     }
     const t0 = performance.now();
-    if (fields.image && fields.image.rgb.byteLength >= this.#shmMinBytes) {
+    const n = fields.image?.rgb.byteLength ?? 0;
+    if (fields.image && n >= this.#shmRange.min && n <= this.#shmRange.max) {
       if (this.#shmState === 'unknown' && !this.#closing) this.#attachShm();
       const put = this.#shm && (await this.#shm.put(fields.image.rgb, fields.image.width, fields.image.height));
       if (put) {

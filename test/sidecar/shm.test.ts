@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
-import { SidecarConnection } from '../../src/sidecar/client.ts';
+import { SidecarConnection, shmRange } from '../../src/sidecar/client.ts';
 import { ShmSlots } from '../../src/sidecar/shm-slots.ts';
 import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
 import { waitFor } from '../helpers/wait-for.ts';
@@ -129,4 +129,11 @@ test('shm: a slot write that fails (ENOSPC) hands the frame back for the socket,
   assert.equal(await slots.put(new Uint8Array(3000), 1000, 1), undefined);
   assert.equal(await slots.put(new Uint8Array(6000), 2000, 1), undefined, 'a larger frame is not tried');
   assert.equal(await slots.put(new Uint8Array(2 << 20), 1, 1), undefined, 'a frame over the slot size is not tried');
+});
+
+test('shm: which image sizes go through the slots (RFDETR_SHM, RFDETR_SHM_MIN_BYTES, RFDETR_SHM_MAX_BYTES)', () => {
+  assert.deepEqual(shmRange({}), { min: 1, max: 8 << 20 });
+  assert.deepEqual(shmRange({ RFDETR_SHM: 'off' }), { min: Infinity, max: 0 });
+  assert.deepEqual(shmRange({ RFDETR_SHM_MIN_BYTES: '4096', RFDETR_SHM_MAX_BYTES: 'Infinity' }), { min: 4096, max: Infinity });
+  assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: 'lots' }), { min: 1, max: 8 << 20 }, 'a value that is not a number keeps the default');
 });
