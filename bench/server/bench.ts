@@ -1,6 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
-//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--out FILE]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -24,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { Pool } from 'undici';
+import { RawClient } from './raw-client.ts';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { synthWeights } from '../../test/helpers/synth-weights.ts';
@@ -31,7 +32,11 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' } } });
+// The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
+// client library inside it; what the accounting target is measured with) and `undici` (pool.request +
+// body.json() inside the round trip, as a real client sees it).
+const CLIENTS = values.clients!.split(',') as Array<'raw' | 'undici'>;
 const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
@@ -88,6 +93,14 @@ const monoOffsetMs = Number(process.hrtime.bigint()) / 1e6 - performance.now();
 /** With node --expose-gc: the load generator collects its own garbage between requests. */
 const clientGc = (globalThis as { gc?: () => void }).gc;
 
+/** One request over the bench's minimal client: the round trip ends when the last byte has arrived, the JSON is parsed after the mark. */
+async function predictRaw(c: RawClient, body: string | Buffer, contentType = 'application/json', query = ''): Promise<Sent> {
+  const res = await c.request('POST', `/predict${query}`, { 'content-type': contentType }, body);
+  const json = JSON.parse(res.body.toString()) as { timing_ms: Record<string, number> };
+  if (res.status !== 200) throw new Error(`status ${res.status}: ${JSON.stringify(json)}`);
+  return { rtt: res.t1 - res.t0, t: json.timing_ms, sentMono: res.t0 + monoOffsetMs, doneMono: res.t1 + monoOffsetMs, serverTiming: res.headers['server-timing'] };
+}
+
 async function predict(pool: Pool, body: string | Buffer, contentType = 'application/json', query = ''): Promise<Sent> {
   const t0 = performance.now();
   const res = await pool.request({ path: `/predict${query}`, method: 'POST', headers: { 'content-type': contentType }, body });
@@ -123,11 +136,13 @@ function bodyOf(kind: BodyKind, name: string, bytes: Buffer): { body: string | B
 async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]) {
   const out: Record<string, unknown> = {};
   const pool = new Pool(srv.url, { connections: 1 });
+  const raw = await RawClient.connect(srv.url);
   try {
     for (const [name, bytes] of Object.entries(images)) {
-      for (const kind of kinds) {
+      for (const kind of kinds) for (const client of CLIENTS) {
+        const send = client === 'raw' ? (b: string | Buffer, c: string) => predictRaw(raw, b, c) : (b: string | Buffer, c: string) => predict(pool, b, c);
         const { body, ct } = bodyOf(kind, name, bytes);
-        for (let i = 0; i < 3; i++) await predict(pool, body, ct);
+        for (let i = 0; i < 3; i++) await send(body, ct);
         await srv.timelines();
         const s0 = await srv.stats();
         const sent: Sent[] = [];
@@ -140,7 +155,7 @@ async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]
           // The baseline's 36 MB of pixels are this process's garbage: collected now, not during the round trip.
           clientGc?.();
           const c0 = process.cpuUsage();
-          sent.push(await predict(pool, body, ct));
+          sent.push(await send(body, ct));
           const c1 = process.cpuUsage(c0);
           clientCpu += (c1.user + c1.system) / 1000;
         }
@@ -177,13 +192,14 @@ async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]
           timing_ms_p50: Object.fromEntries(['decode', 'preprocess', 'queue', 'transfer', 'postprocess', 'inference', 'total'].map((k) => [k, r2(median(sent.map((x) => x.t[k]!)))])),
           server_timing_example: sent[sent.length >> 1]!.serverTiming,
         };
-        out[`${name}-${kind}`] = r;
-        console.log(`${label} ${name} ${kind}: overhead p50 ${r.overhead_ms.p50} ms vs sharp decode ${r.sharp_decode_ms_p50} → target ${r.target_ms} ${r.meets_target ? 'MET' : 'NOT MET'}; rtt ${r.round_trip_ms_p50}, unaccounted p50 ${r.unaccounted_ms.p50} ms; cpu/req server ${r.cpu_ms_per_request.server} sidecar ${r.cpu_ms_per_request.sidecar}`);
+        out[`${name}-${kind}${client === 'raw' ? '' : '-undici'}`] = r;
+        console.log(`${label} ${name} ${kind} (${client === 'raw' ? 'minimal client' : 'undici'}): overhead p50 ${r.overhead_ms.p50} ms vs sharp decode ${r.sharp_decode_ms_p50} → target ${r.target_ms} ${r.meets_target ? 'MET' : 'NOT MET'}; rtt ${r.round_trip_ms_p50}, unaccounted p50 ${r.unaccounted_ms.p50} ms; cpu/req server ${r.cpu_ms_per_request.server} sidecar ${r.cpu_ms_per_request.sidecar}`);
         console.log(`   stages ${Object.entries(stages).filter(([, v]) => v >= 0.05).map(([k, v]) => `${k} ${v}`).join(', ')}; gc mean ${r.gc_ms.mean}, loop-delay p50 ${r.loop_delay_ms_p50}`);
       }
     }
   } finally {
     await pool.close();
+    await raw.close();
   }
   return out;
 }
