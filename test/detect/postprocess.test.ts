@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { expfSleef, postprocess, rawToNested, sigmoidF32, sigmoidScalarF32, type RawOutputs } from '../../src/detect/postprocess.ts';
+import { expfSleef, postprocess, rawToNested, sigmoidF32, sigmoidScalarF32, sigmoidSkipBelow, type RawOutputs } from '../../src/detect/postprocess.ts';
 
 const f = Math.fround;
 
@@ -156,4 +156,28 @@ test('rawToNested: [numQueries][numClasses] and [numQueries][4] with the f32 val
   assert.equal(n.pred_boxes[299]![3], boxes[299 * 4 + 3]);
   const back = JSON.parse(JSON.stringify(n)) as typeof n;
   assert.deepEqual(Float32Array.from(back.logits.flat()), logits, 'JSON round-trips to the same f32 values');
+});
+
+test('postprocess: the queries it skips without a sigmoid could not pass the threshold, from 1e-4 to 1 - 1e-4', () => {
+  for (const t of [1.01e-4, 0.001, 0.05, 0.3, 0.5, 0.7, 0.95, 0.999, 1 - 1.01e-4]) {
+    const thr = f(t);
+    const below = sigmoidSkipBelow(thr);
+    assert.ok(Number.isFinite(below), `threshold ${t} is in the skipped range`);
+    // The largest f32 logits the skip applies to, and the queries on both sides of it through postprocess
+    // (2208 queries x 2 classes: a multiple of 32, so no query takes the scalar sigmoid).
+    let x = f(below);
+    if (x >= below) x = f(x - Math.abs(x) * 2 ** -23 - 2 ** -149);
+    const xs: number[] = [];
+    for (let i = 0; i < 2000; i++, x = f(x - Math.max(Math.abs(x) * 2 ** -24, 2 ** -149) * 64)) {
+      assert.ok(sigmoidF32(x) <= thr, `logit ${x} < ${below} is skipped at threshold ${t}, but its sigmoid ${sigmoidF32(x)} passes`);
+      xs.push(x);
+    }
+    for (let y = f(below); xs.length < 2208; y = f(y + 0.001)) xs.push(y);
+    const rows = xs.map((v) => [v, -30]);
+    const got = postprocess(raw(rows, rows.map(() => [0.5, 0.5, 0.1, 0.1])), { ...opts, threshold: t, maxDetections: rows.length });
+    const want = xs.flatMap((v, q) => (sigmoidF32(v) > thr ? [q] : []));
+    assert.deepEqual(got.map((d) => d.query).sort((a, b) => a - b), want, `threshold ${t}`);
+  }
+  assert.equal(sigmoidSkipBelow(0), -Infinity);
+  assert.equal(sigmoidSkipBelow(1), -Infinity);
 });
