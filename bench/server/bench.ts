@@ -1,6 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
-//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--out FILE]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -32,7 +32,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' } } });
 // The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
 // client library inside it; what the accounting target is measured with) and `undici` (pool.request +
 // body.json() inside the round trip, as a real client sees it).
@@ -53,7 +53,8 @@ interface Server {
 
 async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}): Promise<Server> {
   const child = fork(path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
+    // --cpu-prof-dir DIR: the server writes a V8 CPU profile there when it stops (open it in devtools).
+    execArgv: ['--import', 'tsx', ...(values['cpu-prof-dir'] ? ['--cpu-prof', '--cpu-prof-interval', '200', `--cpu-prof-dir=${values['cpu-prof-dir']}`] : [])], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
   });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';

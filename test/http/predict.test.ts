@@ -103,6 +103,8 @@ describe('response shape', () => {
       const g = goldens()[0]!;
       const r = await postJson(s.url, { image: b64(g.png) });
       assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
+      assert.equal(r.headers.get('content-length'), String(Buffer.byteLength(r.text)));
       const t = r.json.timing_ms;
       assert.deepEqual(Object.keys(t).sort(), ['decode', 'inference', 'postprocess', 'preprocess', 'queue', 'total', 'transfer']);
       for (const k of Object.keys(t)) assert.ok(typeof t[k] === 'number' && t[k] >= 0, `${k}=${t[k]}`);
