@@ -118,6 +118,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         const r = await runVideo(ctx, item, detector, {
           json: f.json, vidStride: f.vidStride, maxFrames: f.maxFrames, start: f.start, duration: f.duration, openTimeout: f.openTimeout, drop: f.drop,
           tracker: f.track ? trackerOptions(f as TrackerFlags) : undefined,
+          trackerRateFromVideo: cmd.getOptionValueSource('frameRate') !== 'cli',
         }, { saveDir, used, signal: stop.signal });
         videoRuns.push(r);
         const s = r.wallMs / 1000;

@@ -26,6 +26,8 @@ export interface VideoFlags {
   openTimeout: number;
   drop: boolean;
   tracker?: ByteTrackOptions | undefined;
+  /** The tracker's frame rate was not given: take it from the video (its fps over --vid-stride). */
+  trackerRateFromVideo?: boolean;
 }
 
 export interface VideoRunResult {
@@ -65,7 +67,8 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
   const stride = Math.max(1, f.vidStride ?? 1);
   const expected = info?.frameCount !== undefined ? Math.ceil(Math.min(info.frameCount, f.duration !== undefined && info.fps ? (f.duration / 1000) * info.fps : Infinity) / stride) : undefined;
   const total = expected !== undefined && f.maxFrames !== undefined ? Math.min(expected, f.maxFrames) : expected;
-  const tracker = f.tracker ? new ByteTrack(f.tracker) : null;
+  // Made at the first frame: a live source knows its fps only once it has opened.
+  let tracker: ByteTrack | null | undefined = f.tracker ? undefined : null;
   let writer: VideoWriter | null = null;
   let savedPath: string | undefined;
   const tty = ctx.stderr.isTTY === true;
@@ -104,6 +107,7 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
   const sink = async ({ frame, result }: FrameOutcome<Frame, PredictResponse>) => {
     if (!result) return;
     const v = frame.v;
+    if (tracker === undefined) tracker = new ByteTrack(trackerAt(f.tracker!, f.trackerRateFromVideo ? (info?.fps || src.fps || 0) / stride : 0));
     const ids = tracker ? tracker.update(result.detections) : null;
     const detections = ids ? result.detections.map((d, i) => ({ ...d, track_id: ids[i] ?? null })) : result.detections;
     if (f.json) {
@@ -142,4 +146,9 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
     name: input.name, frames: done, dropped: live ? (src as LiveSource).dropped : 0, reconnects: live ? (src as LiveSource).reconnects : 0,
     wallMs: stats.wallMs, busyMs: stats.busyMs, ...(savedPath ? { saved: savedPath } : {}),
   };
+}
+
+/** The tracker's options at the frames' rate when it is known (> 0): --lost-track-buffer counts 30 fps frames. */
+export function trackerAt(o: ByteTrackOptions, framesPerSecond: number): ByteTrackOptions {
+  return framesPerSecond > 0 && Number.isFinite(framesPerSecond) ? { ...o, frameRate: framesPerSecond } : o;
 }
