@@ -169,12 +169,8 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
-            const float * x = a + static_cast<size_t>(m0 + i) * lda;
-            if (ln) {
-                layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
-                x = row;
-            }
-            sa[i] = quantize_row_contiguous(x, k, qa + static_cast<size_t>(i) * kpad, kpad);
+            const float * x = a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
+            sa[i]           = quantize_row_contiguous(x, k, qa + static_cast<size_t>(i) * kpad, kpad);
         }
         // The last A tile's rows past `rows` are read but never stored: q = 0 keeps them defined.
         const int rows_tiled = (rows + k_tile_rows - 1) / k_tile_rows * k_tile_rows;

@@ -1,9 +1,10 @@
 // What the int8 kernels share (qgemm.cpp's AVX2/VNNI tiles and qgemm-amx.cpp's AMX blocks): the size of the
-// quantised row block, the row quantiser of the prologue, and the dequantising AVX-512 store of one finished
+// quantised row block, the prologue's LayerNorm A pass and row quantiser, and the dequantising AVX-512 store of one finished
 // 32-column row into the epilogue, so every kernel turns the same int32 sums into the same floats.
 #pragma once
 
 #include "engines/cpu/gemm-epilogue.h"
+#include "engines/cpu/kernels.h"
 #include "engines/cpu/qgemm.h"
 
 #include <immintrin.h>
@@ -16,6 +17,13 @@ namespace rfdetr::cpu {
 // A block of quantised A rows (u8) stays in L2 next to the weight panel streaming past it: 192 KB,
 // i.e. 512 rows at k = 384, 128 at k = 1536 (the float GEMM's block holds half as many rows in 384 KB).
 constexpr size_t k_qa_block_bytes = 192 * 1024;
+
+// Row x of A as the GEMM reads it: LayerNormed into `row` first when ln is set (the A pass). Returns the row.
+inline const float * a_row(const float * x, float * row, int k, const a_layernorm * ln) {
+    if (!ln) return x;
+    layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
+    return row;
+}
 
 // Quantises one row x[0, k) into u8 (q + 128) with the per-row scale; writes the 4-byte k groups at
 // dst + g * stride (g = k group; stride 4 writes the row contiguously), the k tail up to the group padded

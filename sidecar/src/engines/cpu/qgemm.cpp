@@ -329,11 +329,7 @@ void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c,
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
-            const float * x = a + static_cast<size_t>(m0 + i) * lda;
-            if (ln) {
-                layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
-                x = row;
-            }
+            const float * x = a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
             // row i of panel i / mr: [kq][mr][4]
             sa[i] = quantize_row(x, k, qa + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 4, mr * 4);
         }
