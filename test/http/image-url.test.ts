@@ -9,6 +9,7 @@ import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { createUrlFetcher, isPublicAddress } from '../../src/image/fetch-url.ts';
 import { goldens, postJson, start, type Started } from './helpers.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 
 let images: http.Server;
 let base: string;
@@ -145,7 +146,7 @@ describe('the fetcher', () => {
   test('a host name that resolves to a non-public address is refused unless the address itself is named', async (t) => {
     const name = os.hostname().toLowerCase();
     const addrs = await dns.lookup(name, { all: true }).catch(() => []);
-    if (addrs.length === 0 || addrs.some((a) => isPublicAddress(a.address))) return t.skip(`${name} does not resolve to non-public addresses only here`);
+    if (addrs.length === 0 || addrs.some((a) => isPublicAddress(a.address))) return skipOrFail(t, `${name} does not resolve to non-public addresses only here`);
     const url = `http://${name}:${port}/cat.png`;
     await assert.rejects(createUrlFetcher({ allowHosts: [`${name}:${port}`], maxBytes: 1 << 20 })(url), (e: any) => e.code === 'E_URL_NOT_ALLOWED' && /not a public address; name the address itself in --allow-url-host/.test(e.message));
     // The CLI's fetcher (no allow list: the user typed the URL) reaches it.
