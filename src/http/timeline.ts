@@ -161,6 +161,12 @@ export class Timelines {
   #gc: PerformanceObserver | undefined;
   #probe: NodeJS.Timeout | undefined;
   #due = 0;
+  readonly #now: () => number;
+
+  /** `now` is the probe's clock (tests give a fake one to make the loop's delay exact). */
+  constructor(now: () => number = () => performance.now()) {
+    this.#now = now;
+  }
 
   begin(start: number): Timeline {
     const t = new Timeline(start);
@@ -204,9 +210,9 @@ export class Timelines {
   }
 
   #arm(): void {
-    this.#due = performance.now() + PROBE_MS;
+    this.#due = this.#now() + PROBE_MS;
     this.#probe = setTimeout(() => {
-      const now = performance.now();
+      const now = this.#now();
       const late = now - this.#due;
       if (late > 0) this.#charge(now - late, now, 'loop');
       this.#probe = undefined;

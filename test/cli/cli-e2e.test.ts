@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { packageRoot } from '../../src/config/paths.ts';
+import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { binPath, CASES, caseImage, fixtureDetections, runBin } from './helpers.ts';
 
@@ -101,23 +101,33 @@ test('e2e: serve without weights (no flag, empty Hub cache, offline) exits 1 wit
   }
 });
 
-test('e2e: a misspelt engine is a usage error (exit 2) before any sidecar starts; a bad config.json exits 1 with the sidecar\'s reason', async () => {
-  const t0 = Date.now();
-  const r = await runBin(['detect', '--json', '--engine', 'no-such-engine', '--weights', await synthWeights(), caseImage('case-1')], { timeoutMs: 60_000 });
+test('e2e: a misspelt engine is a usage error (exit 2) before any sidecar starts; a bad config.json exits 1 with the sidecar\'s reason', async (t) => {
+  // The sidecar is started through a wrapper that records its arguments: a serving start has --socket (the
+  // engine list is asked with --list-engines), and a one-shot command makes one serving start at most.
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-e2e-spawns-'));
+  t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const starts = path.join(tmp, 'starts');
+  const wrapper = path.join(tmp, 'sidecar');
+  fs.writeFileSync(wrapper, `#!/bin/sh\necho "$@" >> '${starts}'\nexec '${sidecarBinary()}' "$@"\n`, { mode: 0o755 });
+  const env = { ...process.env, RFDETR_SIDECAR: wrapper };
+  const startCount = () => (fs.existsSync(starts) ? fs.readFileSync(starts, 'utf8').split('\n').filter((l) => l.includes('--socket')).length : 0);
+  const r = await runBin(['detect', '--json', '--engine', 'no-such-engine', '--weights', await synthWeights(), caseImage('case-1')], { timeoutMs: 60_000, env });
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stdout, '');
   assert.match(r.stderr, /--engine "no-such-engine": no such engine; this build has cpu/);
   assert.doesNotMatch(r.stderr, /sidecar|crashed/);
+  const usageStarts = startCount();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-e2e-badcfg-'));
   try {
     fs.symlinkSync(path.join(await synthWeights(), 'model.safetensors'), path.join(dir, 'model.safetensors'));
     fs.writeFileSync(path.join(dir, 'config.json'), '{"id2label": ');
-    const bad = await runBin(['detect', '--json', '--weights', dir, caseImage('case-1')], { timeoutMs: 60_000 });
+    const bad = await runBin(['detect', '--json', '--weights', dir, caseImage('case-1')], { timeoutMs: 60_000, env });
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /the sidecar could not start \(exit status 1, startup failure; not restarted\): engine 'cpu' failed to start .*config\.json: not valid JSON/);
     assert.doesNotMatch(bad.stderr, /crashed/);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  assert.ok(Date.now() - t0 < 20_000, 'no restart loop for a one-shot command');
+  assert.equal(usageStarts, 0, 'the misspelt engine was refused before any sidecar started');
+  assert.equal(startCount(), 1, 'the sidecar that failed to start was started once: no restart loop for a one-shot command');
 });

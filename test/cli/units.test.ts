@@ -46,9 +46,12 @@ test('inputs: globs (*, ?, [..], **), directories, hidden files and non-images',
 });
 
 test('client: readiness uses /ready, and /health status for servers without /ready; bad URLs are usage errors', async () => {
-  let status = 'starting';
+  // The fourth /health answer is the first "ok": waitReady must poll past the not-ready ones.
+  let healthChecks = 0;
+  const flipAt = 4;
   const seedLike = await tinyServer((req, _b, res) => {
     if (req.url === '/health') {
+      const status = ++healthChecks >= flipAt ? 'ok' : 'starting';
       res.end(JSON.stringify({ status, model: 'RF-DETR-base', device: null }));
       return;
     }
@@ -58,10 +61,8 @@ test('client: readiness uses /ready, and /health status for servers without /rea
   const client = new RfdetrClient(seedLike.url);
   try {
     assert.deepEqual(await client.readiness(), { ready: false, detail: '/health 200 status=starting' });
-    setTimeout(() => (status = 'ok'), 300);
-    const t0 = Date.now();
     assert.deepEqual(await client.waitReady(5, 50), { ready: true, detail: '/health 200 status=ok' });
-    assert.ok(Date.now() - t0 >= 250);
+    assert.equal(healthChecks, 4, 'one check, then waitReady polled until the first ok (two not ready, then ready) and stopped');
   } finally {
     await client.close();
     await seedLike.close();

@@ -2,6 +2,7 @@
 // without it.
 import { execFileSync, spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { requireAll } from './skip.ts';
 
 /** Why video tests cannot run here (no ffmpeg/ffprobe), or null. */
 export function ffmpegSkipReason(): string | null {
@@ -15,7 +16,7 @@ export function ffmpegSkipReason(): string | null {
 /** A skip option for node:test honouring RFDETR_REQUIRE_ALL=1. */
 export function videoSkip(): { skip?: string } {
   const reason = ffmpegSkipReason();
-  return reason && process.env.RFDETR_REQUIRE_ALL !== '1' ? { skip: reason } : {};
+  return reason && !requireAll ? { skip: reason } : {};
 }
 
 export interface MakeVideo {

@@ -82,6 +82,9 @@ export class FakeBackend extends ScriptedBackend {
   respond: (input: InferInput) => { logits: Float32Array; predBoxes: Float32Array } | Promise<{ logits: Float32Array; predBoxes: Float32Array }> = fixedResponder;
   calls = 0;
   completed = 0;
+  /** Forwards in progress now, and the most there ever were at once. */
+  inFlight = 0;
+  maxInFlight = 0;
   closed = 0;
   destroyed: Error | undefined;
   lastInput: InferInput | undefined;
@@ -119,8 +122,13 @@ export class FakeBackend extends ScriptedBackend {
     if (this.state !== 'ready') throw new Error(`fake backend is ${this.state}`);
     if (opts.signal?.aborted) throw new Error('aborted before the forward');
     const t0 = performance.now();
-    if (this.gate) await this.gate;
-    if (this.forwardMs > 0) await new Promise((r) => setTimeout(r, Math.max(0, this.forwardMs - (performance.now() - t0))));
+    this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
+    try {
+      if (this.gate) await this.gate;
+      if (this.forwardMs > 0) await new Promise((r) => setTimeout(r, Math.max(0, this.forwardMs - (performance.now() - t0))));
+    } finally {
+      this.inFlight--;
+    }
     this.completed++;
     if (this.fail) throw this.fail;
     const out = await this.respond(input);

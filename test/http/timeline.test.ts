@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MARKS, PROBE_MS, Timeline, Timelines } from '../../src/http/timeline.ts';
 
@@ -34,20 +34,35 @@ test('timeline: a mark earlier than the one before it is clamped (no negative st
   assert.equal(new Set(MARKS.map(([, s]) => s)).size, MARKS.length, 'stage names are unique');
 });
 
-test('timelines: the event loop blocked while a request is in flight is charged to it, not to one that ended before', async () => {
-  const tls = new Timelines();
+test('timelines: the event loop blocked while a request is in flight is charged to it, not to one that ended before', () => {
+  // The probe's timer and the clock it reads are both fakes: a 40 ms block of the loop is the clock moving
+  // 40 ms past the probe's due time before its timer runs, so the charge is exact.
+  mock.timers.enable({ apis: ['setTimeout', 'setImmediate'] });
+  let clock = 1000;
+  const tls = new Timelines(() => clock);
   try {
-    const before = tls.begin(performance.now());
-    await new Promise<void>((resolve) => tls.finish(before, performance.now(), resolve));
-    const t = tls.begin(performance.now());
-    await new Promise((r) => setTimeout(r, 2)); // the probe timer is armed
-    const t0 = performance.now();
-    while (performance.now() - t0 < 40); // the loop is blocked for 40 ms: the probe fires at least 40 − PROBE_MS late
-    await new Promise((r) => setTimeout(r, 2 * PROBE_MS));
-    assert.ok(t.loopDelayMs >= 40 - PROBE_MS && t.loopDelayMs <= performance.now() - t.start, `loop delay charged: ${t.loopDelayMs} ms`);
-    assert.equal(before.loopDelayMs, 0, 'a request that had ended is not charged');
-    await new Promise<void>((resolve) => tls.finish(t, performance.now(), resolve));
+    const before = tls.begin(clock);
+    let beforeDone = false;
+    tls.finish(before, clock + 1, () => (beforeDone = true));
+    mock.timers.tick(0);
+    assert.equal(beforeDone, true, 'finish() calls back a turn later');
+    clock = 1010;
+    const t = tls.begin(clock);
+    const ended = tls.begin(clock);
+    ended.end(1012); // ended, its finishing turn not yet run: still among those the probe charges
+    clock += PROBE_MS;
+    mock.timers.tick(PROBE_MS);
+    assert.equal(t.loopDelayMs, 0, 'a probe that fires on time charges nothing');
+    clock += PROBE_MS + 40; // the loop was blocked: the probe runs 40 ms after it was due
+    mock.timers.tick(PROBE_MS);
+    assert.equal(t.loopDelayMs, 40, 'the whole block is charged to the request in flight');
+    assert.equal(ended.loopDelayMs, 0, 'a request that ended before the block is not charged');
+    assert.equal(before.loopDelayMs, 0, 'a request that had finished is not charged');
+    clock += PROBE_MS;
+    mock.timers.tick(PROBE_MS);
+    assert.equal(t.loopDelayMs, 40, 'the next probe was on time again');
   } finally {
     tls.close();
+    mock.timers.reset();
   }
 });

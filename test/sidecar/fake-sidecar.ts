@@ -96,6 +96,8 @@ const server = net.createServer((sock) => {
       if (scenario === 'stubborn') return;
       sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }), () => stop(0));
     } else if (m.op === 'infer') {
+      // The tests wait for this line (the supervisor logs the sidecar's stderr) to know a request is in flight.
+      process.stderr.write(`fake-sidecar: infer ${m.id} received\n`);
       if (scenario === 'crash-on-infer') {
         process.stderr.write('fake-sidecar: crashing on purpose in the middle of an infer\n');
         process.exit(3);

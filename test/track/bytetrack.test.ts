@@ -8,11 +8,11 @@ import path from 'node:path';
 import { packageRoot } from '../../src/config/paths.ts';
 import { ByteTrack, BYTETRACK_DEFAULTS, type ByteTrackOptions, type TrackInput } from '../../src/track/bytetrack.ts';
 import { trackAgreement } from '../helpers/track-agreement.ts';
+import { requireAll } from '../helpers/skip.ts';
 
 const REQUIRED = 0.995;
 const localDir = path.join(packageRoot, 'test', 'fixtures', 'tracking');
 const sharedDir = process.env.RFDETR_TRACKING_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'tracking');
-const requireAll = process.env.RFDETR_REQUIRE_ALL === '1';
 
 function frames(file: string): TrackInput[][] {
   return fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { detections: TrackInput[] }).detections);

@@ -289,13 +289,11 @@ test('download: a lock left by a dead process is taken over', async () => {
 
 test('download: a hanging Hub times out (HF_HUB_ETAG_TIMEOUT) and the cache is used', async () => {
   await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main' }), progress: null });
+  // The Hub answers after 5 s: within the default 10 s limit, so only the 0.3 s one set here makes it a timeout.
   hub.hubDelayMs = 5_000;
-  const t0 = Date.now();
   const r = await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main', HF_HUB_ETAG_TIMEOUT: '0.3' }), progress: null, refresh: true });
-  const ms = Date.now() - t0;
   assert.equal(r.source, 'cache');
   assert.match(r.chain.join('\n'), /unreachable: HEAD .* failed \(UND_ERR_HEADERS_TIMEOUT/);
-  assert.ok(ms >= 250 && ms < 3_000, `took ${ms} ms`);
   await assert.rejects(resolveWeights({ env: env({ HF_HUB_ETAG_TIMEOUT: 'soon', HF_HUB_CACHE: path.join(root, 'empty') }), progress: null }), /positive number of seconds for HF_HUB_ETAG_TIMEOUT but received "soon"/);
 });
 

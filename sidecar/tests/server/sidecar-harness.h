@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -240,6 +242,19 @@ struct client {
             ssize_t n = send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL);
             if (n <= 0) return;
             off += static_cast<size_t>(n);
+        }
+    }
+    // Waits until the sidecar has read every byte sent on this connection (SIOCOUTQ on a Unix stream socket
+    // counts the bytes still queued for the peer): a bounded poll of the other process's state, the only way
+    // to know it has consumed them. False on timeout.
+    bool wait_consumed(int timeout_ms = 10000) const {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        for (;;) {
+            int queued = 0;
+            if (ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
+            if (queued == 0) return true;
+            if (std::chrono::steady_clock::now() >= end) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
     void send_msg(const message & m) {

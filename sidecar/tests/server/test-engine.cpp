@@ -71,6 +71,8 @@ class test_echo_engine : public engine {
             std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms_));
         }
         if (px[0] == k_test_echo_sleep) {
+            // Tests wait for this line to know the forward is in progress.
+            std::fprintf(stderr, "test_engine_forward: sleeping %d ms as the input asks\n", static_cast<int>(px[1]));
             std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(px[1])));
         }
         const int nl = k_num_queries * k_test_echo_classes;

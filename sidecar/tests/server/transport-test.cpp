@@ -52,7 +52,7 @@ TEST_F(sidecar, a_length_over_the_cap_is_refused_at_the_header_before_allocating
     ASSERT_TRUE(big.open(socket_));
     big.send_raw({0x00, 0x00, 0x01, 0x0c, 0x82});
     big.send_msg(make_request(1, rfdetr::wire_op::WIRE_OP_PING));  // 9 more bytes of the big frame
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSERT_TRUE(big.wait_consumed()) << "the sidecar never read the start of the big frame";
     EXPECT_LT(proc_status_kb(p.pid, "VmRSS") - rss_before, 32 * 1024) << "the declared payload was zero-filled";
     client c;
     ASSERT_TRUE(c.open(socket_)) << "the sidecar serves on";
@@ -97,18 +97,16 @@ TEST_F(sidecar, a_stalled_partial_frame_gets_E_FRAME_and_is_closed_after_the_fra
         {part_payload, "received 10 of 100 payload bytes, then nothing for 300 ms"},
     };
     for (const auto & sc : cases) {
+        // The message names the timeout that fired; that it does not fire early is the steady-frame test's job
+        // (gaps of 80 ms under a 200 ms timeout must not be cut).
         client c;
         ASSERT_TRUE(c.open(socket_));
-        const auto t0 = clk::now();
         c.send_raw(sc.bytes);
         message              r;
         std::vector<uint8_t> s;
         ASSERT_TRUE(c.recv_msg(r, s, 5000)) << sc.needle;
-        const double waited = ms_between(t0, clk::now());
         EXPECT_EQ(r.error_code, rfdetr::wire_error::WIRE_ERROR_FRAME);
         EXPECT_NE(r.error_message.find(sc.needle), std::string::npos) << r.error_message;
-        EXPECT_GE(waited, 280.0) << "timed out before the frame timeout";
-        EXPECT_LT(waited, 4000.0);
         EXPECT_TRUE(c.at_eof()) << "the connection must close after the stall";
     }
     EXPECT_TRUE(serves_a_ping(socket_, 7));
