@@ -1,10 +1,11 @@
 // Per-client virtual time for a cost-aware fair share (start-time fair queuing): each client's clock advances
 // by the service its work actually cost (ms of engine occupancy), and the next turn goes to the waiting client
-// whose clock is least. Counting turns is not enough when one client's image costs ten times another's: an
-// 8192² image held the cpu engine ~3 s (its 200 MB frame's transfer, the resize of 67 MP, the forward) against
-// ~0.6 s for a 640×480 one (bench/redteam), so turn-taking gave a client sending one small image a second 1/6
-// of the engine when it needed ~60 %. A client that becomes active again starts at the least clock among the
-// clients with work (or where the last of them stood), never behind it: time spent idle banks no credit.
+// whose clock is least. Counting turns is not enough when one client's image costs several times another's:
+// under the red-team attack (bench/redteam) a 640×480 image's forward took ~0.65 s while an 8192² image held the
+// cpu engine for its ~0.5 s forward plus 0.6–4.9 s moving its 200 MB frame, so taking turns left a client
+// sending one small image a second a backlog that grew by the second. A client that becomes active again
+// starts at the least clock among the clients with work (or where the last of them stood), never behind it:
+// time spent idle banks no credit.
 export class VirtualTime {
   readonly #clock = new Map<string, number>();
   /** The least clock among the active clients when it was last computed; it never goes back. */

@@ -93,3 +93,16 @@ test('engine queue: a large frame is handed over only to an idle engine; a small
   await Promise.all(solo);
   assert.deepEqual(s.started.slice(4), ['c1', 'c2']);
 });
+
+test('engine queue: work charged outside the engine (a parse, a decode) counts against the client\'s share', async (t) => {
+  const s = scripted(t);
+  const q = new EngineQueue(s.b, 1);
+  const run = (client: string, n: number) => Array.from({ length: n }, (_, i) => q.run(small(`${client}${i + 1}`), { signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client }));
+  const jobs = [...run('a', 2), ...run('b', 5)];
+  q.charge('a', 30); // a's images took 30 ms of the cores to decode
+  q.charge('b', -5); // nothing: a charge is never a credit
+  while (s.inFlight.length > 0) await s.finish(10);
+  await Promise.all(jobs);
+  // a1 went first (both at 0); with its 30 ms and its 10 ms forward, a waits until b's forwards reach 40 ms.
+  assert.deepEqual(s.started, ['a1', 'b1', 'b2', 'b3', 'b4', 'a2', 'b5']);
+});
