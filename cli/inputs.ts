@@ -5,6 +5,7 @@
 // each directory and each file once (by device and inode), so symlink loops end; file bytes are read only after
 // a size check, stdin only up to the image limit; names printed to a terminal have their control characters
 // escaped (a file name can carry ANSI sequences or newlines).
+import { Readable } from 'node:stream';
 import fs from 'node:fs';
 import path from 'node:path';
 import { globSync } from 'tinyglobby';
@@ -119,6 +120,38 @@ export async function readStreamCapped(stream: AsyncIterable<Buffer | string>, m
     chunks.push(b);
   }
   return Buffer.concat(chunks, n);
+}
+
+/**
+ * The first `n` bytes of a stream (fewer if it ends first) and the whole stream again, those bytes included,
+ * for reading on: a pipe can be told apart by its first bytes without reading it to the end.
+ */
+export async function peekStream(stream: AsyncIterable<Buffer | string>, n = 512): Promise<{ head: Buffer; whole: Readable }> {
+  const it = stream[Symbol.asyncIterator]();
+  const seen: Buffer[] = [];
+  let got = 0;
+  let ended = false;
+  while (got < n) {
+    const r = await it.next();
+    if (r.done) {
+      ended = true;
+      break;
+    }
+    const b = typeof r.value === 'string' ? Buffer.from(r.value) : r.value;
+    seen.push(b);
+    got += b.length;
+  }
+  const head = Buffer.concat(seen, got);
+  async function* rest(): AsyncGenerator<Buffer> {
+    if (head.length) yield head;
+    if (ended) return;
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      yield typeof r.value === 'string' ? Buffer.from(r.value) : r.value;
+    }
+  }
+  return { head: head.subarray(0, n), whole: Readable.from(rest(), { objectMode: false }) };
 }
 
 /** Files matching `pattern` (relative to cwd or absolute), sorted; only image files unless the last segment has an extension. */

@@ -20,3 +20,5 @@ process.exitCode = await runCli(process.argv.slice(2), {
   cwd: process.cwd(),
   openBackend: openSidecarBackend,
 });
+// A pipe on stdin that was read only in part (a video that failed, --max-frames) would keep the process alive.
+process.stdin.destroy();

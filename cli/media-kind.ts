@@ -30,6 +30,19 @@ export function sniffMedia(head: Uint8Array): MediaKind {
   return 'image';
 }
 
+/**
+ * Whether a video's first bytes name a container ffmpeg reads front to back, so it can be decoded from a pipe
+ * as it arrives (MPEG-TS, Matroska/WebM, FLV, Y4M, MPEG-PS). MP4/MOV and AVI may keep their index at the end:
+ * those are spooled first.
+ */
+export function isStreamableVideo(head: Uint8Array): boolean {
+  const b = Buffer.from(head.buffer, head.byteOffset, head.length);
+  const ascii = (at: number, s: string) => b.length >= at + s.length && b.toString('latin1', at, at + s.length) === s;
+  return (b[0] === 0x1a && b[1] === 0x45 && b[2] === 0xdf && b[3] === 0xa3) || ascii(0, 'FLV') || ascii(0, 'YUV4MPEG2')
+    || (b[0] === 0 && b[1] === 0 && b[2] === 1 && (b[3] === 0xba || b[3] === 0xb3))
+    || (b.length >= 377 && b[0] === 0x47 && b[188] === 0x47 && b[376] === 0x47);
+}
+
 /** Sniffs a file's first bytes; unreadable files go the image way (whose reader reports the error). */
 export function fileKind(file: string): MediaKind {
   let fd: number;

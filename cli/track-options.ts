@@ -18,7 +18,7 @@ export function addTrackerOptions(cmd: Command): Command {
   const d = BYTETRACK_DEFAULTS;
   return cmd
     .addOption(new Option('--lost-track-buffer <frames>', 'frames (at 30 fps) a lost track is kept for re-association').argParser(intParser(0, 100_000)).default(d.lostTrackBuffer))
-    .addOption(new Option('--frame-rate <fps>', 'the video\'s frame rate: scales --lost-track-buffer').argParser(frameRate).default(d.frameRate))
+    .addOption(new Option('--frame-rate <fps>', 'the frames\' rate: scales --lost-track-buffer (detect on a video: the video\'s fps over --vid-stride unless given)').argParser(frameRate).default(d.frameRate))
     .addOption(new Option('--track-activation-threshold <t>', 'minimum score for an unmatched detection to start a track').argParser(parseThreshold).default(d.trackActivationThreshold))
     .addOption(new Option('--minimum-consecutive-frames <n>', 'consecutive matched frames before a track gets an id').argParser(intParser(1, 10_000)).default(d.minimumConsecutiveFrames))
     .addOption(new Option('--minimum-iou-threshold <t>', 'minimum IoU between a track\'s predicted box and a detection to match').argParser(parseThreshold).default(d.minimumIouThreshold))

@@ -17,13 +17,13 @@ import type { Command } from 'commander';
 import { isRfdetrError, RfdetrError } from '../../src/errors.ts';
 import { trackerOptions, type TrackerFlags } from '../track-options.ts';
 import type { CliContext } from '../context.ts';
-import { expandInputs, type ImageInput } from '../inputs.ts';
-import { fileKind, sniffMedia } from '../media-kind.ts';
+import { expandInputs, peekStream, readStreamCapped, type ImageInput } from '../inputs.ts';
+import { fileKind, isStreamableVideo, sniffMedia } from '../media-kind.ts';
 import { stderrLine } from '../context.ts';
 import { ImagesFailedError } from '../failures.ts';
 import { inProcessDetector, remoteDetector, type DetectParamsFlags, type FrameDetector } from './detect-engine.ts';
 import { runImages, type ImageRunTotals } from './detect-images.ts';
-import { runVideo, type VideoFlags, type VideoRunResult } from './detect-video.ts';
+import { runVideo, type StdinMedia, type VideoFlags, type VideoRunResult } from './detect-video.ts';
 
 export { formatTable } from './detect-images.ts';
 
@@ -34,9 +34,19 @@ export interface DetectFlags extends DetectParamsFlags, Partial<TrackerFlags>, O
   track?: boolean;
 }
 
-type Input = ImageInput & { kind: 'image' | 'video'; stdinBytes?: Buffer };
+type Input = ImageInput & { kind: 'image' | 'video' } & StdinMedia;
 
 const VIDEO_PROBLEMS = ['E_VIDEO_UNDECODABLE', 'E_VIDEO_TOO_LARGE', 'E_VIDEO_TIMEOUT'] as const;
+
+async function readStdinInput(ctx: CliContext): Promise<{ kind: 'image' | 'video' } & StdinMedia> {
+  if (!ctx.stdin) {
+    const bytes = await ctx.readStdin();
+    return { kind: sniffMedia(bytes.subarray(0, 512)), stdinBytes: bytes };
+  }
+  const { head, whole } = await peekStream(ctx.stdin, 512);
+  if (sniffMedia(head) === 'image') return { kind: 'image', stdinBytes: await readStreamCapped(whole) };
+  return { kind: 'video', stdinStream: whole, stdinPipe: isStreamableVideo(head) };
+}
 
 export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlags, cmd: Command): Promise<void> {
   const log = stderrLine(ctx);
@@ -58,17 +68,18 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
     else if (i.path !== null) items.push({ ...i, kind: fileKind(i.path) });
     else if (i.url !== undefined) items.push({ ...i, kind: 'image' });
     else {
-      // stdin: read once (capped) before any engine starts, told apart by its first bytes.
-      let bytes: Buffer;
+      // stdin, told apart by its first bytes before any engine starts: an image is read whole (capped); a video
+      // is decoded as it arrives when its container allows (an endless pipe streams), else spooled.
+      let got: Pick<Input, 'kind' | 'stdinBytes' | 'stdinStream' | 'stdinPipe'>;
       try {
-        bytes = await ctx.readStdin();
+        got = await readStdinInput(ctx);
       } catch (e) {
         if (found.length === 1) throw new ImagesFailedError(`detect: -: ${(e as Error).message}; nothing was run`);
         log(`detect: skipped -: ${(e as Error).message}`);
         problems.push(`-: ${(e as Error).message}`);
         continue;
       }
-      items.push({ ...i, kind: sniffMedia(bytes.subarray(0, 512)), stdinBytes: bytes });
+      items.push({ ...i, ...got });
     }
   }
   if (items.length === 0) throw new ImagesFailedError(`detect: no input could be read (${problems.length} skipped); nothing was run`);
@@ -118,6 +129,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
         const r = await runVideo(ctx, item, detector, {
           json: f.json, vidStride: f.vidStride, maxFrames: f.maxFrames, start: f.start, duration: f.duration, openTimeout: f.openTimeout, drop: f.drop,
           tracker: f.track ? trackerOptions(f as TrackerFlags) : undefined,
+          trackerRateFromVideo: cmd.getOptionValueSource('frameRate') !== 'cli',
         }, { saveDir, used, signal: stop.signal });
         videoRuns.push(r);
         const s = r.wallMs / 1000;

@@ -17,6 +17,13 @@ import { RefusedOverwrite, refusalToReplace } from '../save-file.ts';
 import type { DetectorFrame, FrameDetector } from './detect-engine.ts';
 import { uniqueName } from './detect-images.ts';
 
+/** What `-` holds: an image's bytes, or a video's stream (piped to ffmpeg as it arrives when `stdinPipe`). */
+export interface StdinMedia {
+  stdinBytes?: Buffer;
+  stdinStream?: NodeJS.ReadableStream;
+  stdinPipe?: boolean;
+}
+
 export interface VideoFlags {
   json?: boolean;
   vidStride?: number;
@@ -26,6 +33,8 @@ export interface VideoFlags {
   openTimeout: number;
   drop: boolean;
   tracker?: ByteTrackOptions | undefined;
+  /** The tracker's frame rate was not given: take it from the video (its fps over --vid-stride). */
+  trackerRateFromVideo?: boolean;
 }
 
 export interface VideoRunResult {
@@ -48,7 +57,7 @@ function eta(s: number): string {
   return m ? `${m}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${Math.round(s)}s`;
 }
 
-export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes?: Buffer }, detector: FrameDetector, f: VideoFlags, o: { saveDir?: string | undefined; used: Set<string>; signal: AbortSignal }): Promise<VideoRunResult> {
+export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, detector: FrameDetector, f: VideoFlags, o: { saveDir?: string | undefined; used: Set<string>; signal: AbortSignal }): Promise<VideoRunResult> {
   const log = (l: string) => void ctx.stderr.write(`${l}\n`);
   const live = input.live !== undefined;
   let src: VideoSource | LiveSource;
@@ -57,7 +66,8 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
     src = openLive(input.live!, { dropOldest: f.drop, timeoutMs: f.openTimeout, stride: f.vidStride, signal: o.signal, log: (l) => log(`detect: ${l}`), env: ctx.env });
   } else {
     file = input.path;
-    src = await openVideo(file ?? Readable.from([input.stdinBytes ?? Buffer.alloc(0)]), {
+    src = await openVideo(file ?? input.stdinStream ?? Readable.from([input.stdinBytes ?? Buffer.alloc(0)]), {
+      pipe: file === null && input.stdinPipe === true,
       stride: f.vidStride, maxFrames: f.maxFrames, startMs: f.start, durationMs: f.duration, timeoutMs: f.openTimeout, signal: o.signal, env: ctx.env,
     });
   }
@@ -65,7 +75,8 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
   const stride = Math.max(1, f.vidStride ?? 1);
   const expected = info?.frameCount !== undefined ? Math.ceil(Math.min(info.frameCount, f.duration !== undefined && info.fps ? (f.duration / 1000) * info.fps : Infinity) / stride) : undefined;
   const total = expected !== undefined && f.maxFrames !== undefined ? Math.min(expected, f.maxFrames) : expected;
-  const tracker = f.tracker ? new ByteTrack(f.tracker) : null;
+  // Made at the first frame: a live source knows its fps only once it has opened.
+  let tracker: ByteTrack | null | undefined = f.tracker ? undefined : null;
   let writer: VideoWriter | null = null;
   let savedPath: string | undefined;
   const tty = ctx.stderr.isTTY === true;
@@ -104,6 +115,7 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
   const sink = async ({ frame, result }: FrameOutcome<Frame, PredictResponse>) => {
     if (!result) return;
     const v = frame.v;
+    if (tracker === undefined) tracker = new ByteTrack(trackerAt(f.tracker!, f.trackerRateFromVideo ? (info?.fps || src.fps || 0) / stride : 0));
     const ids = tracker ? tracker.update(result.detections) : null;
     const detections = ids ? result.detections.map((d, i) => ({ ...d, track_id: ids[i] ?? null })) : result.detections;
     if (f.json) {
@@ -142,4 +154,9 @@ export async function runVideo(ctx: CliContext, input: ImageInput & { stdinBytes
     name: input.name, frames: done, dropped: live ? (src as LiveSource).dropped : 0, reconnects: live ? (src as LiveSource).reconnects : 0,
     wallMs: stats.wallMs, busyMs: stats.busyMs, ...(savedPath ? { saved: savedPath } : {}),
   };
+}
+
+/** The tracker's options at the frames' rate when it is known (> 0): --lost-track-buffer counts 30 fps frames. */
+export function trackerAt(o: ByteTrackOptions, framesPerSecond: number): ByteTrackOptions {
+  return framesPerSecond > 0 && Number.isFinite(framesPerSecond) ? { ...o, frameRate: framesPerSecond } : o;
 }

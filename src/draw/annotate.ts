@@ -1,7 +1,9 @@
 // Annotated copies of an image (rfdetr detect --save): each detection's box, label and score drawn as an SVG
-// overlay composited by sharp onto the decoded RGB image (the pixel grid the model saw, so boxes line up),
-// encoded as PNG or JPEG. A pure function of (image, detections, format) → bytes; layoutLabels says which
-// labels found room.
+// overlay (rendered by sharp's librsvg over just the part of the image it covers) and blended onto the decoded
+// RGB image here (the pixel grid the model saw, so boxes line up), encoded as PNG or JPEG. Blending in JS
+// rather than with sharp's composite: 640×480 with ten boxes took 12.0 ms of CPU per frame through composite
+// (7.4 of them for an empty overlay) against 6.6 ms rendered and blended here (same machine, load 5).
+// A pure function of (image, detections, format) → bytes; layoutLabels says which labels found room.
 //
 // Readable on light and dark images: every box stroke is a saturated class colour laid over a wider dark
 // outline, so it shows against white (outline) and black (colour) alike; labels are a filled colour tag with
@@ -119,7 +121,7 @@ export function layoutLabels(width: number, height: number, detections: readonly
 }
 
 /** The SVG overlay (same size as the image) drawing `detections`: every box, then the labels `layout` placed. */
-export function overlaySvg(width: number, height: number, detections: readonly DrawableDetection[], layout = layoutLabels(width, height, detections)): string {
+export function overlaySvg(width: number, height: number, detections: readonly DrawableDetection[], layout = layoutLabels(width, height, detections), view: Rect = { x: 0, y: 0, w: width, h: height }): string {
   const t = strokeWidth(width, height);
   const parts: string[] = [];
   // Boxes with higher scores on top; every label above every box, so no box hides a label.
@@ -141,7 +143,66 @@ export function overlaySvg(width: number, height: number, detections: readonly D
     parts.push(`<rect x="${x}" y="${y}" width="${w}" height="${h}" fill="${hex(col)}" stroke="#000000" stroke-opacity="0.6" stroke-width="1"/>`);
     parts.push(`<text x="${x + 3}" y="${y + h - Math.round(fontSize * 0.32)}" font-family="DejaVu Sans, Arial, sans-serif" font-size="${fontSize}" fill="${textColourOn(col)}">${escapeXml(p.text)}</text>`);
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${parts.join('')}</svg>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${view.w}" height="${view.h}" viewBox="${view.x} ${view.y} ${view.w} ${view.h}">${parts.join('')}</svg>`;
+}
+
+/** The part of the image the overlay draws on (whole pixels, inside the image), or null when it draws nothing there. */
+export function overlayBounds(width: number, height: number, detections: readonly DrawableDetection[], layout: LabelLayout): Rect | null {
+  // A stroke of width t+2 is centred on the box edge; one more pixel for antialiasing.
+  const pad = (strokeWidth(width, height) + 2) / 2 + 1;
+  let x0 = Infinity;
+  let y0 = Infinity;
+  let x1 = -Infinity;
+  let y1 = -Infinity;
+  const add = (ax: number, ay: number, bx: number, by: number, p: number) => {
+    x0 = Math.min(x0, ax - p);
+    y0 = Math.min(y0, ay - p);
+    x1 = Math.max(x1, bx + p);
+    y1 = Math.max(y1, by + p);
+  };
+  for (const d of detections) {
+    const b = boxOf(d);
+    if (b) add(Math.min(b[0], b[2]), Math.min(b[1], b[3]), Math.max(b[0], b[2]), Math.max(b[1], b[3]), pad);
+  }
+  for (const p of layout.placed) add(p.rect.x, p.rect.y, p.rect.x + p.rect.w, p.rect.y + p.rect.h, 2);
+  const x = Math.max(0, Math.floor(x0));
+  const y = Math.max(0, Math.floor(y0));
+  const w = Math.min(width, Math.ceil(x1)) - x;
+  const h = Math.min(height, Math.ceil(y1)) - y;
+  return w > 0 && h > 0 ? { x, y, w, h } : null;
+}
+
+/** A copy of `image` with `detections` drawn on it (raw RGB24). */
+async function drawn(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
+  const { width, height } = image;
+  const out = Buffer.from(image.data);
+  const layout = layoutLabels(width, height, detections);
+  const view = overlayBounds(width, height, detections, layout);
+  if (!view) return out;
+  const ov = await sharp(Buffer.from(overlaySvg(width, height, detections, layout, view))).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  if (ov.info.width !== view.w || ov.info.height !== view.h || ov.info.channels !== 4) {
+    throw new Error(`the overlay rendered as ${ov.info.width}×${ov.info.height}×${ov.info.channels}, expected ${view.w}×${view.h}×4`);
+  }
+  const o = ov.data;
+  for (let row = 0; row < view.h; row++) {
+    let d = ((view.y + row) * width + view.x) * 3;
+    let s = row * view.w * 4;
+    for (let col = 0; col < view.w; col++, d += 3, s += 4) {
+      const a = o[s + 3]!;
+      if (a === 0) continue;
+      if (a === 255) {
+        out[d] = o[s]!;
+        out[d + 1] = o[s + 1]!;
+        out[d + 2] = o[s + 2]!;
+        continue;
+      }
+      const k = 255 - a;
+      out[d] = ((o[s]! * a + out[d]! * k + 127) / 255) | 0;
+      out[d + 1] = ((o[s + 1]! * a + out[d + 1]! * k + 127) / 255) | 0;
+      out[d + 2] = ((o[s + 2]! * a + out[d + 2]! * k + 127) / 255) | 0;
+    }
+  }
+  return out;
 }
 
 export type ImageFormat = 'png' | 'jpeg';
@@ -157,15 +218,13 @@ export function formatForName(name: string): ImageFormat {
  */
 export async function annotateRaw(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Uint8Array> {
   if (detections.length === 0) return image.data;
-  const { width, height } = image;
-  return sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } })
-    .composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha().raw().toBuffer();
+  return drawn(image, detections);
 }
 
 /** `image` with `detections` drawn on it (see layoutLabels for the labels), encoded as `format`. */
 export async function annotate(image: RgbImage, detections: readonly DrawableDetection[], format: ImageFormat): Promise<Buffer> {
   const { width, height } = image;
-  let img = sharp(Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length), { raw: { width, height, channels: 3 } });
-  if (detections.length > 0) img = img.composite([{ input: Buffer.from(overlaySvg(width, height, detections)), top: 0, left: 0 }]).removeAlpha();
+  const pixels = detections.length > 0 ? await drawn(image, detections) : Buffer.from(image.data.buffer, image.data.byteOffset, image.data.length);
+  const img = sharp(pixels, { raw: { width, height, channels: 3 } });
   return format === 'jpeg' ? img.jpeg({ quality: 90 }).toBuffer() : img.png().toBuffer();
 }

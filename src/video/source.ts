@@ -54,6 +54,12 @@ export interface OpenVideoOptions {
   noProbe?: boolean;
   /** For a stream input: refuse (E_VIDEO_TOO_LARGE) past this many bytes while spooling. */
   maxBytes?: number;
+  /**
+   * For a stream input in a container ffmpeg reads front to back (MPEG-TS, Matroska, FLV, Y4M, MPEG-PS):
+   * hand the stream to ffmpeg's stdin as it arrives instead of spooling it first, so an endless pipe is
+   * decoded while it flows. Implies noProbe (ffprobe would consume the stream).
+   */
+  pipe?: boolean;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -127,6 +133,7 @@ export async function openVideo(input: string | NodeJS.ReadableStream, opts: Ope
   let tmpDir: string | null = null;
   let target: string;
   if (typeof input === 'string') target = input;
+  else if (opts.pipe) return new FfmpegSource('pipe:0', 'the video stream', null, opts, () => {}, input);
   else {
     const s = await spool(input, opts.maxBytes, opts.signal);
     tmpDir = s.dir;
@@ -164,7 +171,7 @@ class FfmpegSource implements VideoSource {
   #truncated = false;
   readonly #onAbort = () => this.#stop(new RfdetrError('E_ABORTED', `decoding ${shown(this.name)} was aborted`));
 
-  constructor(readonly target: string, readonly name: string, info: VideoInfo | null, readonly opts: OpenVideoOptions, readonly removeTmp: () => void) {
+  constructor(readonly target: string, readonly name: string, info: VideoInfo | null, readonly opts: OpenVideoOptions, readonly removeTmp: () => void, readonly stdin: NodeJS.ReadableStream | null = null) {
     this.info = info;
     this.fps = info?.fps ?? 0;
   }
@@ -192,7 +199,13 @@ class FfmpegSource implements VideoSource {
   #start(): ResultPromise {
     const { ffmpeg } = ffmpegPrograms(this.opts.env);
     // Its own process group: a Ctrl-C at the terminal is for the caller to handle (finish the current frame).
-    const proc = execa(ffmpeg, this.#args(), { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, detached: true, env: this.opts.env });
+    const proc = execa(ffmpeg, this.#args(), { stdin: this.stdin ? 'pipe' : 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, detached: true, env: this.opts.env });
+    if (this.stdin) {
+      // ffmpeg stops reading when it has the frames it was asked for (or fails): what is left unsent is not an error.
+      proc.stdin!.on('error', () => {});
+      (this.stdin as Readable).on('error', (e) => this.#stop(new RfdetrError('E_VIDEO_UNDECODABLE', `reading ${shown(this.name)} failed: ${e.message}`)));
+      (this.stdin as Readable).pipe(proc.stdin!);
+    }
     const rl = readline.createInterface({ input: proc.stderr! });
     rl.on('line', (line) => {
       const m = SHOWINFO.exec(line);
@@ -350,6 +363,7 @@ class FfmpegSource implements VideoSource {
     this.#closed = true;
     this.#disarm();
     this.opts.signal?.removeEventListener('abort', this.#onAbort);
+    (this.stdin as Readable | null)?.unpipe();
     if (this.#proc) {
       this.#proc.kill('SIGKILL');
       // Unread output would keep the pipes, and so the process's promise, open forever.

@@ -1,35 +1,24 @@
 // rfdetr detect on videos, end to end through bin/rfdetr.js and the test build's sidecar (test-echo engine:
 // instant forwards, so these test accounting, not speed).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { packageRoot } from '../../src/config/paths.ts';
 import { binPath } from './helpers.ts';
-import { synthWeights } from '../helpers/synth-weights.ts';
-import { ffmpegSkipReason, ffprobeFrames, makeVideo } from '../helpers/videos.ts';
+import { videoCli } from '../helpers/video-cli.ts';
+import { ffprobeFrames, makeVideo } from '../helpers/videos.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 
-const testSidecar = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
-const reason = ffmpegSkipReason() ?? (fs.existsSync(testSidecar) ? null : `needs the test sidecar ${testSidecar} (npm run build:sidecar)`);
-const skip = reason && process.env.RFDETR_REQUIRE_ALL !== '1' ? { skip: reason } : {};
-let dir = '';
-let weights = '';
-
-before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'detect-video-'));
-  if (!reason) weights = await synthWeights();
-});
-after(() => fs.rmSync(dir, { recursive: true, force: true }));
+const cli = videoCli('detect-video-');
+const { testSidecar, skip } = cli;
 
 interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 
 /** Starts bin/rfdetr.js detect; `onLine` sees each stdout line as it comes (and may signal the process). */
 function detect(args: string[], onLine?: (line: string, n: number, child: ReturnType<typeof spawn>) => void): Promise<Run> {
-  const child = spawn(process.execPath, [binPath, 'detect', '--engine', 'test-echo', '--weights', weights, ...args], {
+  const child = spawn(process.execPath, [binPath, 'detect', '--engine', 'test-echo', '--weights', cli.weights, ...args], {
     env: { ...process.env, RFDETR_SIDECAR: testSidecar }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -53,8 +42,8 @@ function detect(args: string[], onLine?: (line: string, n: number, child: Return
 const lines = (s: string) => s.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
 
 test('detect video --json --save --track: one line per frame 0..N-1, the saved video has N frames', skip, async () => {
-  const file = makeVideo(dir, 'clip.mp4', { frames: 12, audio: true });
-  const out = path.join(dir, 'out');
+  const file = makeVideo(cli.dir, 'clip.mp4', { frames: 12, audio: true });
+  const out = path.join(cli.dir, 'out');
   const r = await detect(['--json', '--save', out, '--track', file]);
   assert.equal(r.code, 0, r.stderr);
   const got = lines(r.stdout);
@@ -73,12 +62,12 @@ test('detect video --json --save --track: one line per frame 0..N-1, the saved v
 });
 
 test('detect video: --vid-stride and --max-frames; a truncated file gives its frames then an error naming it (exit 1)', skip, async () => {
-  const file = makeVideo(dir, 'sel.mkv', { frames: 20 });
+  const file = makeVideo(cli.dir, 'sel.mkv', { frames: 20 });
   const r = await detect(['--json', '--vid-stride', '3', '--max-frames', '4', file]);
   assert.equal(r.code, 0, r.stderr);
   assert.deepEqual(lines(r.stdout).map((l) => l.frame), [0, 3, 6, 9]);
-  const whole = makeVideo(dir, 'whole.mp4', { frames: 60 });
-  const cut = path.join(dir, 'cut.mp4');
+  const whole = makeVideo(cli.dir, 'whole.mp4', { frames: 60 });
+  const cut = path.join(cli.dir, 'cut.mp4');
   fs.writeFileSync(cut, fs.readFileSync(whole).subarray(0, Math.floor(fs.statSync(whole).size * 0.6)));
   const t = await detect(['--json', cut]);
   assert.equal(t.code, 1);
@@ -88,8 +77,8 @@ test('detect video: --vid-stride and --max-frames; a truncated file gives its fr
 });
 
 test('detect video: SIGTERM finishes cleanly (exit 0, the saved file has every frame printed); SIGKILL leaves a playable file', skip, async () => {
-  const file = makeVideo(dir, 'long.mp4', { frames: 900 });
-  const outT = path.join(dir, 'term');
+  const file = makeVideo(cli.dir, 'long.mp4', { frames: 900 });
+  const outT = path.join(cli.dir, 'term');
   const term = await detect(['--json', '--save', outT, file], (_l, n, child) => {
     if (n === 20) child.kill('SIGTERM');
   });
@@ -99,7 +88,7 @@ test('detect video: SIGTERM finishes cleanly (exit 0, the saved file has every f
   assert.ok(printed >= 20 && printed < 900, `${printed} lines`);
   assert.equal(ffprobeFrames(path.join(outT, 'long.mp4')), printed);
 
-  const outK = path.join(dir, 'kill');
+  const outK = path.join(cli.dir, 'kill');
   const kill = await detect(['--json', '--save', outK, file], (_l, n, child) => {
     if (n === 20) child.kill('SIGKILL');
   });
@@ -112,7 +101,7 @@ test('detect video: SIGTERM finishes cleanly (exit 0, the saved file has every f
 });
 
 test('detect live: a tcp:// stream is followed across a restart of its server', skip, async () => {
-  const clip = makeVideo(dir, 'loop.ts', { frames: 30 });
+  const clip = makeVideo(cli.dir, 'loop.ts', { frames: 30 });
   const port = await new Promise<number>((resolve) => {
     const s = net.createServer().listen(0, '127.0.0.1', () => {
       const p = (s.address() as net.AddressInfo).port;
