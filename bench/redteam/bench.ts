@@ -8,7 +8,7 @@
 //   3. API keys: 401 without / with a wrong key, 200 with the right one, probes open;
 //   4. the CLI: `detect -r` on a symlink loop, `detect -` on /dev/zero: exit status, message, time.
 //   node --import tsx bench/redteam/bench.ts [--out bench/redteam/results.json] [--label NAME] [--env K=V ...]
-//     [--only attack,return,keys,cli] [--seconds 40] [--idle 60] [--server-log FILE] [--node-arg ARG ...]
+//     [--only attack,return,keys,cli] [--seconds 40] [--idle 60] [--server-log FILE] [--node-arg ARG ...] [--no-attack]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     'server-log': { type: 'string' },
     // e.g. --node-arg=--cpu-prof --node-arg=--cpu-prof-dir=/tmp/prof: where the server's own CPU goes
     'node-arg': { type: 'string', multiple: true, default: [] },
+    // the legitimate client alone: what the engine gives it at this load with nobody attacking (the control)
+    'no-attack': { type: 'boolean', default: false },
   },
 });
 const extraEnv = Object.fromEntries(values.env!.map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
@@ -202,7 +204,7 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   const t0 = performance.now();
   const until = t0 + seconds * 1000 + 2000;
   const cpu0 = cpuSeconds(pid);
-  const a = attack(s.port, img, until);
+  const a = values['no-attack'] ? { done: Promise.resolve([]), counts: {}, connections: 0 } : attack(s.port, img, until);
   await sleep(2000);
   const valid = json({ image: img.valid.toString('base64') });
   const legit: Array<ReturnType<typeof request>> = [];
