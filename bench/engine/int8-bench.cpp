@@ -7,6 +7,7 @@
 //   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
@@ -18,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -94,10 +94,8 @@ int main(int argc, char ** argv) {
         return 2;
     }
     if (const char * cap = std::getenv("RFDETR_CPU_ISA"); cap && *cap) {
-        const bool f32 = rfdetr::cpu::gemm_select_isa(std::strcmp(cap, "avx512") == 0 ? "avx512" : "avx2");
-        const bool i8  = rfdetr::cpu::qgemm_select_isa(std::strcmp(cap, "avx512") == 0 ? "avx512vnni" : cap);
-        if (!f32 || !i8) {
-            std::fprintf(stderr, "int8-bench: RFDETR_CPU_ISA=%s is not a level this CPU runs (avx2, avxvnni, avx512)\n", cap);
+        if (const std::string err = rfdetr::cpu::select_isa_level(cap); !err.empty()) {
+            std::fprintf(stderr, "int8-bench: %s\n", err.c_str());
             return 2;
         }
     }

@@ -27,11 +27,19 @@ def ratio(a, b):
         except (KeyError, ValueError): pass  # the round lacks one side
     return f"{statistics.median(x):.2f} [{min(x):.2f}-{max(x):.2f}]" if x else "–"
 fast = lambda n: min(by[p][n]["cpu_ms_per_forward"] for p in ("onnxruntime int8", "openvino int8") if n in by.get(p, {}))
+# The fp32 row an int8 row is compared with: the one running the same float kernel (the part before "+").
+f32_of = {}
+for k, rs in by.items():
+    r0 = next(iter(rs.values()))
+    if r0["peer"] == "engine" and r0["precision"] == "fp32": f32_of.setdefault(r0["kernels"], k)
+int8_rows = [k for k in by if k.startswith("engine int8")]
 print("\n| per-round ratio | median [range] |\n|---|---|")
-for k in by:
-    if k.startswith("engine int8"):
-        f32 = k.replace("engine int8", "engine fp32").replace("+avx512vnni", "").replace("avx2+avx2", "avx2")
-        if f32 in by:
-            print(f"| {k} / {f32} | {ratio(k, lambda n: by[f32][n]['cpu_ms_per_forward'])} |")
-        if "onnxruntime int8" in by:
-            print(f"| {k} / the faster peer int8 of the round | {ratio(k, fast)} |")
+for k in int8_rows:
+    f32 = f32_of.get(next(iter(by[k].values()))["kernels"].split("+")[0])
+    if f32:
+        print(f"| {k} / {f32} | {ratio(k, lambda n: by[f32][n]['cpu_ms_per_forward'])} |")
+    if "onnxruntime int8" in by:
+        print(f"| {k} / the faster peer int8 of the round | {ratio(k, fast)} |")
+for k in int8_rows:  # the other int8 kernels against the first (the CPU's best) in the same round
+    if k != int8_rows[0]:
+        print(f"| {int8_rows[0]} / {k} | {ratio(int8_rows[0], lambda n: by[k][n]['cpu_ms_per_forward'])} |")

@@ -1,5 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
-//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,crowd,memory,overhead-cpu] [--out FILE]
+//   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--out FILE]
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -30,7 +31,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' } } });
 const N = Number(values.n);
 const outFile = values.out ?? path.join(here, 'results.json');
 const weights = values.weights ?? await synthWeights();
@@ -45,9 +46,9 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startServer(engine: string, forwardMs = 8): Promise<Server> {
+async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}): Promise<Server> {
   const child = fork(path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
   });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
@@ -101,7 +102,8 @@ const png = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1',
 const jpeg = await sharp(png).jpeg({ quality: 90 }).toBuffer();
 // A phone-sized photo: the fixture image scaled up with detail-preserving noise so the JPEG is photo-sized.
 const big = await sharp(png).resize(4000, 3000, { kernel: 'cubic' }).jpeg({ quality: 90 }).toBuffer();
-const images: Record<string, Buffer> = { 'png-640x480': png, 'jpeg-640x480': jpeg, 'jpeg-4000x3000': big };
+const allImages: Record<string, Buffer> = { 'png-640x480': png, 'jpeg-640x480': jpeg, 'jpeg-4000x3000': big };
+const images = values.images ? Object.fromEntries(values.images.split(',').map((k) => [k, allImages[k]!])) : allImages;
 const target = (name: string, decode: number) => name.includes('4000') ? 1.25 * decode + 5 : decode + 3;
 
 type BodyKind = 'json' | 'multipart' | 'raw';
@@ -263,7 +265,8 @@ const results: Record<string, unknown> = {
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
 const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
-const sleep = await startServer('test-sleep', 8);
+// --shm-max-bytes Infinity: the B side sends 4000×3000 frames through shared memory too (the default stops at 8 MiB).
+const sleep = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {});
 try {
   if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
   if (want('crowd')) {
@@ -278,6 +281,21 @@ try {
   if (want('memory')) results.memory = await memory(sleep, 1000);
 } finally {
   await sleep.stop();
+}
+// The A side of the shared-memory frames: the same scenarios with every image sent in the frame.
+if (want('overhead-noshm') || want('crowd-noshm')) {
+  const noShm = await startServer('test-sleep', 8, { RFDETR_SHM: 'off' });
+  try {
+    if (want('overhead-noshm')) results.overhead_test_sleep_8ms_noshm = { engine: noShm.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(noShm, 'test-sleep 8 ms, RFDETR_SHM=off', N, KINDS)) };
+    if (want('crowd-noshm')) {
+      results.crowd_noshm = {
+        'jpeg-4000x3000-json': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, false),
+        'jpeg-4000x3000-raw': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, true),
+      };
+    }
+  } finally {
+    await noShm.stop();
+  }
 }
 if (want('overhead-cpu')) {
   const cpu = await startServer('cpu');

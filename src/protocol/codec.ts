@@ -27,8 +27,8 @@ if (os.endianness() !== 'LE') {
 // (msgpackr otherwise always writes map16, which is valid but not the canonical encoding).
 const packr = new Packr({ useRecords: false, variableMapSize: true, mapsAsObjects: true });
 
-export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown';
-const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown']);
+export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown' | 'shm_attach';
+const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown', 'shm_attach']);
 
 export interface WireHello {
   kind: 'hello';
@@ -48,13 +48,27 @@ export interface WireImage {
   height: number;
   rgb: Uint8Array;
 }
+/** A decoded image left in one of the connection's slot files: `length` = width·height·3 bytes at `offset`. */
+export interface WireImageShm {
+  name: string;
+  offset: number;
+  length: number;
+  width: number;
+  height: number;
+}
+/** The shm_attach reply: the connection's slot files (absolute paths) and the bytes each can hold. */
+export interface WireShm {
+  paths: string[];
+  slot_bytes: number;
+}
 export interface WireRequest {
   kind: 'request';
   id: number;
-  op: 'infer' | 'ping' | 'shutdown';
-  /** infer carries exactly one of image and pixel_values. */
+  op: 'infer' | 'ping' | 'shutdown' | 'shm_attach';
+  /** infer carries exactly one of image, pixel_values and image_shm. */
   image?: WireImage;
   pixel_values?: Uint8Array;
+  image_shm?: WireImageShm;
 }
 export interface WireOkReply {
   kind: 'reply';
@@ -64,6 +78,7 @@ export interface WireOkReply {
   pred_boxes?: Uint8Array;
   preprocess_ms?: number;
   forward_ms?: number;
+  shm?: WireShm;
 }
 export interface WireErrorReply {
   kind: 'error';
@@ -80,9 +95,12 @@ export type DecodeResult =
 // Canonical key order after "id" (same list as k_field_names in sidecar/src/protocol/protocol.cpp).
 const FIELD_ORDER = [
   'op', 'ok', 'protocol_version', 'sidecar_version', 'engine', 'device', 'input_shape', 'num_queries',
-  'num_classes', 'labels', 'image', 'pixel_values', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms', 'error',
+  'num_classes', 'labels', 'image', 'pixel_values', 'image_shm', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms',
+  'shm', 'error',
 ] as const;
 const IMAGE_FIELDS = ['width', 'height', 'rgb'] as const;
+const IMAGE_SHM_FIELDS = ['name', 'offset', 'length', 'width', 'height'] as const;
+const INFER_INPUTS = ['image', 'pixel_values', 'image_shm'] as const;
 const INFER_REPLY_FIELDS = ['logits', 'pred_boxes', 'preprocess_ms', 'forward_ms'] as const;
 const HELLO_FIELDS = FIELD_ORDER.slice(0, 10);
 const KNOWN: ReadonlySet<string> = new Set(['id', ...FIELD_ORDER]);
@@ -103,6 +121,12 @@ function canonical(msg: WireMessage): Record<string, unknown> {
     } else if (key === 'image') {
       const im = v as WireImage;
       ordered[key] = { width: im.width, height: im.height, rgb: im.rgb };
+    } else if (key === 'image_shm') {
+      const r = v as WireImageShm;
+      ordered[key] = { name: r.name, offset: r.offset, length: r.length, width: r.width, height: r.height };
+    } else if (key === 'shm') {
+      const r = v as WireShm;
+      ordered[key] = { paths: r.paths, slot_bytes: r.slot_bytes };
     } else {
       ordered[key] = v;
     }
@@ -215,7 +239,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
   let op: WireOp | undefined;
   if (Object.hasOwn(m, 'op')) {
     if (typeof m.op !== 'string') return opErr(`'op' must be a string, got ${typeName(m.op)}`);
-    if (m.op !== 'hello' && !REQUEST_OPS.has(m.op)) return opErr(`unknown op '${m.op}'; expected one of infer, ping, shutdown`);
+    if (m.op !== 'hello' && !REQUEST_OPS.has(m.op)) return opErr(`unknown op '${m.op}'; expected one of infer, ping, shutdown, shm_attach`);
     op = m.op as WireOp;
   }
   for (const key of Object.keys(m)) {
@@ -257,6 +281,28 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         if (!(im.rgb instanceof Uint8Array)) return fieldErr(`field 'image.rgb' must be binary (RGB u8 HWC), got ${typeName(im.rgb)}`);
         break;
       }
+      case 'image_shm': {
+        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {name, offset, length, width, height}');
+        const r = v as Record<string, unknown>;
+        const extra = Object.keys(r).find((k) => !(IMAGE_SHM_FIELDS as readonly string[]).includes(k));
+        if (extra !== undefined) return fieldErr(`field 'image_shm' has an unknown key '${extra}'; expected ${IMAGE_SHM_FIELDS.join(', ')}`);
+        for (const k of IMAGE_SHM_FIELDS) if (!Object.hasOwn(r, k)) return fieldErr(`field 'image_shm' lacks '${k}'; expected ${IMAGE_SHM_FIELDS.join(', ')}`);
+        if (typeof r.name !== 'string') return fieldErr(`field 'image_shm.name' must be a string (a slot file's name), got ${typeName(r.name)}`);
+        for (const k of IMAGE_SHM_FIELDS.slice(1)) {
+          if (!isUint(r[k])) return fieldErr(`field 'image_shm.${k}' must be an unsigned integer, got ${typeName(r[k])}`);
+        }
+        break;
+      }
+      case 'shm': {
+        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {paths, slot_bytes}');
+        const r = v as Record<string, unknown>;
+        if (Object.keys(r).length !== 2 || !Object.hasOwn(r, 'paths') || !Object.hasOwn(r, 'slot_bytes')) {
+          return fieldErr("field 'shm' must carry exactly paths and slot_bytes");
+        }
+        if (!Array.isArray(r.paths) || !r.paths.every((p) => typeof p === 'string')) return fieldErr("field 'shm.paths' must be an array of strings");
+        if (!isUint(r.slot_bytes)) return fieldErr(`field 'shm.slot_bytes' must be an unsigned integer, got ${typeName(r.slot_bytes)}`);
+        break;
+      }
       case 'error': {
         if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {code, message}');
         const e = v as Record<string, unknown>;
@@ -289,11 +335,15 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       const e = m.error as { code: WireErrorCode; message: string };
       return { ok: true, message: { kind: 'error', id, ok: false, error: { code: e.code, message: e.message } } };
     }
-    if (payloadKeys.length !== 0 && !(payloadKeys.length === INFER_REPLY_FIELDS.length && INFER_REPLY_FIELDS.every(present))) {
-      return fieldErr(`an ok reply carries either nothing or exactly ${INFER_REPLY_FIELDS.join(', ')}`);
+    const isShm = payloadKeys.length === 1 && payloadKeys[0] === 'shm';
+    if (payloadKeys.length !== 0 && !isShm && !(payloadKeys.length === INFER_REPLY_FIELDS.length && INFER_REPLY_FIELDS.every(present))) {
+      return fieldErr(`an ok reply carries nothing, exactly ${INFER_REPLY_FIELDS.join(', ')}, or exactly shm`);
     }
     const reply: WireOkReply = { kind: 'reply', id, ok: true };
-    if (payloadKeys.length) {
+    if (isShm) {
+      const r = m.shm as WireShm;
+      reply.shm = { paths: r.paths, slot_bytes: r.slot_bytes };
+    } else if (payloadKeys.length) {
       reply.logits = m.logits as Uint8Array;
       reply.pred_boxes = m.pred_boxes as Uint8Array;
       reply.preprocess_ms = m.preprocess_ms as number;
@@ -302,25 +352,29 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
     return { ok: true, message: reply };
   }
 
-  if (op === undefined) return opErr("request has no 'op'; expected one of infer, ping, shutdown");
+  if (op === undefined) return opErr("request has no 'op'; expected one of infer, ping, shutdown, shm_attach");
   if (op === 'hello') return opErr("'hello' is sent by the sidecar, not requested");
   if (id === 0) return frameErr('request id 0 is reserved for the hello; use 1 to 4294967295');
-  const allowed = op === 'infer' ? ['image', 'pixel_values'] : [];
+  const allowed: readonly string[] = op === 'infer' ? INFER_INPUTS : [];
   for (const key of FIELD_ORDER) {
     if (present(key) && key !== 'op' && !allowed.includes(key)) {
       return fieldErr(`field '${key}' is not part of a '${op}' request`);
     }
   }
-  if (op === 'infer' && present('image') === present('pixel_values')) {
-    return fieldErr(present('image')
-      ? "infer request carries both 'image' and 'pixel_values'; send exactly one"
-      : "infer request has neither 'image' (RGB u8 {width, height, rgb}) nor 'pixel_values' (f32 [3,S,S]); send exactly one");
+  const given = INFER_INPUTS.filter(present);
+  if (op === 'infer' && given.length !== 1) {
+    return fieldErr(given.length
+      ? `infer request carries ${given.map((k) => `'${k}'`).join(' and ')}; send exactly one`
+      : "infer request has neither 'image' (RGB u8 {width, height, rgb}) nor 'pixel_values' (f32 [3,S,S]) nor 'image_shm' (a slot reference); send exactly one");
   }
   const req: WireRequest = { kind: 'request', id, op };
   if (op === 'infer') {
     if (present('image')) {
       const im = m.image as WireImage;
       req.image = { width: im.width, height: im.height, rgb: im.rgb };
+    } else if (present('image_shm')) {
+      const r = m.image_shm as WireImageShm;
+      req.image_shm = { name: r.name, offset: r.offset, length: r.length, width: r.width, height: r.height };
     } else {
       req.pixel_values = m.pixel_values as Uint8Array;
     }

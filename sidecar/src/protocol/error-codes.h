@@ -11,6 +11,7 @@ enum class wire_error {
     WIRE_ERROR_FIELD,       // field missing, unknown, wrong type or wrong size
     WIRE_ERROR_FORWARD,     // the engine's forward failed
     WIRE_ERROR_STOPPING,    // the sidecar is shutting down and did not run the request
+    WIRE_ERROR_SHM,         // shared memory for frames is unavailable (shm_attach)
 };
 
 struct wire_error_entry {
@@ -25,6 +26,7 @@ constexpr wire_error_entry k_wire_errors[] = {
     {wire_error::WIRE_ERROR_FIELD, "E_FIELD", false},
     {wire_error::WIRE_ERROR_FORWARD, "E_FORWARD", false},
     {wire_error::WIRE_ERROR_STOPPING, "E_STOPPING", false},
+    {wire_error::WIRE_ERROR_SHM, "E_SHM", false},
 };
 
 // "E_FRAME", ...; "E_NONE" for WIRE_ERROR_NONE.

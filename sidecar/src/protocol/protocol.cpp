@@ -34,6 +34,7 @@ const char * wire_op_str(wire_op op) {
         case wire_op::WIRE_OP_INFER: return "infer";
         case wire_op::WIRE_OP_PING: return "ping";
         case wire_op::WIRE_OP_SHUTDOWN: return "shutdown";
+        case wire_op::WIRE_OP_SHM_ATTACH: return "shm_attach";
         case wire_op::WIRE_OP_NONE: break;
     }
     return "none";
@@ -70,10 +71,12 @@ const field_name k_field_names[] = {
     {"labels", WIRE_FIELD_LABELS},
     {"image", WIRE_FIELD_IMAGE},
     {"pixel_values", WIRE_FIELD_PIXEL_VALUES},
+    {"image_shm", WIRE_FIELD_IMAGE_SHM},
     {"logits", WIRE_FIELD_LOGITS},
     {"pred_boxes", WIRE_FIELD_PRED_BOXES},
     {"preprocess_ms", WIRE_FIELD_PREPROCESS_MS},
     {"forward_ms", WIRE_FIELD_FORWARD_MS},
+    {"shm", WIRE_FIELD_SHM},
     {"error", WIRE_FIELD_ERROR},
 };
 
@@ -165,6 +168,85 @@ std::string decode_image(const msgpack::object & v, message & out) {
     return "";
 }
 
+// The shared-memory image reference {name, offset, length, width, height}: every key once, no others.
+std::string decode_image_shm(const msgpack::object & v, message & out) {
+    if (v.type != msgpack::type::MAP) {
+        return expected("image_shm", "a map {name, offset, length, width, height}", v);
+    }
+    const char * const keys[] = {"name", "offset", "length", "width", "height"};
+    uint64_t * const   dst[]  = {nullptr, &out.shm_offset, &out.shm_length, &out.image_width, &out.image_height};
+    bool               have[5] = {false, false, false, false, false};
+    for (uint32_t i = 0; i < v.via.map.size; i++) {
+        const auto & k  = v.via.map.ptr[i].key;
+        const auto & ev = v.via.map.ptr[i].val;
+        if (k.type != msgpack::type::STR) {
+            return std::string("field 'image_shm' must have string keys, got ") + type_str(k);
+        }
+        int which = -1;
+        for (int j = 0; j < 5; j++) {
+            if (key_is(k, keys[j]) && !have[j]) {
+                which = j;
+            }
+        }
+        if (which < 0) {
+            return "field 'image_shm' has an unknown or repeated key '" + as_string(k) +
+                   "'; expected name, offset, length, width, height";
+        }
+        const std::string full = std::string("image_shm.") + keys[which];
+        if (which == 0) {
+            if (ev.type != msgpack::type::STR) {
+                return expected(full.c_str(), "a string (a slot file's name)", ev);
+            }
+            out.shm_name = as_string(ev);
+        } else {
+            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
+                return expected(full.c_str(), "an unsigned integer", ev);
+            }
+            *dst[which] = ev.via.u64;
+        }
+        have[which] = true;
+    }
+    for (int j = 0; j < 5; j++) {
+        if (!have[j]) {
+            return std::string("field 'image_shm' lacks '") + keys[j] + "'; expected {name, offset, length, width, height}";
+        }
+    }
+    return "";
+}
+
+// The shm_attach reply's {paths, slot_bytes}.
+std::string decode_shm(const msgpack::object & v, message & out) {
+    if (v.type != msgpack::type::MAP || v.via.map.size != 2) {
+        return expected("shm", "a map {paths, slot_bytes}", v);
+    }
+    bool have_paths = false, have_bytes = false;
+    for (uint32_t i = 0; i < 2; i++) {
+        const auto & k  = v.via.map.ptr[i].key;
+        const auto & ev = v.via.map.ptr[i].val;
+        if (k.type == msgpack::type::STR && key_is(k, "paths") && !have_paths) {
+            if (ev.type != msgpack::type::ARRAY) {
+                return expected("shm.paths", "an array of strings", ev);
+            }
+            for (uint32_t j = 0; j < ev.via.array.size; j++) {
+                if (ev.via.array.ptr[j].type != msgpack::type::STR) {
+                    return expected("shm.paths", "an array of strings", ev.via.array.ptr[j]);
+                }
+                out.shm_paths.push_back(as_string(ev.via.array.ptr[j]));
+            }
+            have_paths = true;
+        } else if (k.type == msgpack::type::STR && key_is(k, "slot_bytes") && !have_bytes) {
+            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
+                return expected("shm.slot_bytes", "an unsigned integer", ev);
+            }
+            out.shm_slot_bytes = ev.via.u64;
+            have_bytes         = true;
+        } else {
+            return "field 'shm' has an unknown or repeated key; expected paths, slot_bytes";
+        }
+    }
+    return "";
+}
+
 // Decodes one known field into `out`; returns an error text, or "" when the value is well-typed.
 std::string decode_field(wire_field f, const char * name, const msgpack::object & v, message & out) {
     switch (f) {
@@ -238,6 +320,8 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
             return "";
         }
         case WIRE_FIELD_IMAGE: return decode_image(v, out);
+        case WIRE_FIELD_IMAGE_SHM: return decode_image_shm(v, out);
+        case WIRE_FIELD_SHM: return decode_shm(v, out);
         case WIRE_FIELD_PREPROCESS_MS: return decode_ms(name, v, out.preprocess_ms);
         case WIRE_FIELD_FORWARD_MS: return decode_ms(name, v, out.forward_ms);
         case WIRE_FIELD_ERROR: {
@@ -357,14 +441,15 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
             return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id, std::string("'op' must be a string, got ") + type_str(*op_val));
         }
         const std::string op = as_string(*op_val);
-        for (wire_op o : {wire_op::WIRE_OP_HELLO, wire_op::WIRE_OP_INFER, wire_op::WIRE_OP_PING, wire_op::WIRE_OP_SHUTDOWN}) {
+        for (wire_op o : {wire_op::WIRE_OP_HELLO, wire_op::WIRE_OP_INFER, wire_op::WIRE_OP_PING, wire_op::WIRE_OP_SHUTDOWN,
+                          wire_op::WIRE_OP_SHM_ATTACH}) {
             if (op == wire_op_str(o)) {
                 out.op = o;
             }
         }
         if (out.op == wire_op::WIRE_OP_NONE) {
             return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id,
-                        "unknown op '" + op + "'; expected one of infer, ping, shutdown");
+                        "unknown op '" + op + "'; expected one of infer, ping, shutdown, shm_attach");
         }
         out.fields |= WIRE_FIELD_OP;
     }
@@ -416,16 +501,18 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         }
         const uint32_t infer_reply =
             WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
-        if (payload_fields != 0 && payload_fields != infer_reply) {
+        if (payload_fields != 0 && payload_fields != infer_reply && payload_fields != WIRE_FIELD_SHM) {
             return fail(wire_error::WIRE_ERROR_FIELD, id,
-                        "an ok reply carries either nothing or exactly logits, pred_boxes, preprocess_ms and forward_ms");
+                        "an ok reply carries nothing, exactly logits, pred_boxes, preprocess_ms and forward_ms, or "
+                        "exactly shm");
         }
         return decode_result{};
     }
 
     // A request from a client.
     if (out.op == wire_op::WIRE_OP_NONE) {
-        return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id, "request has no 'op'; expected one of infer, ping, shutdown");
+        return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id,
+                    "request has no 'op'; expected one of infer, ping, shutdown, shm_attach");
     }
     if (out.op == wire_op::WIRE_OP_HELLO) {
         return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id, "'hello' is sent by the sidecar, not requested");
@@ -433,7 +520,8 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     if (id == 0) {
         return fail(wire_error::WIRE_ERROR_FRAME, 0, "request id 0 is reserved for the hello; use 1 to 4294967295");
     }
-    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? (WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES) : 0u;
+    const uint32_t inputs  = WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES | WIRE_FIELD_IMAGE_SHM;
+    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? inputs : 0u;
     if (payload_fields & ~allowed) {
         for (const auto & fn : k_field_names) {
             if (payload_fields & ~allowed & fn.field) {
@@ -442,10 +530,21 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
             }
         }
     }
-    if (out.op == wire_op::WIRE_OP_INFER && out.has(WIRE_FIELD_IMAGE) == out.has(WIRE_FIELD_PIXEL_VALUES)) {
+    const uint32_t given = out.fields & inputs;
+    if (out.op == wire_op::WIRE_OP_INFER && (given == 0 || (given & (given - 1)) != 0)) {
+        std::string names;
+        for (const auto & fn : k_field_names) {
+            if (given & fn.field) {
+                names += std::string(names.empty() ? "" : " and ") + "'" + fn.name + "'";
+            }
+        }
+        const std::string what = given == 0 ? "neither 'image' nor 'pixel_values' nor 'image_shm'"
+                                 : given == inputs ? "all of " + names
+                                                   : "both " + names;
         return fail(wire_error::WIRE_ERROR_FIELD, id,
-                    std::string("infer request has ") + (out.has(WIRE_FIELD_IMAGE) ? "both 'image' and" : "neither 'image' nor") +
-                        " 'pixel_values'; expected exactly one: image {width, height, rgb} (RGB u8) or pixel_values (f32 CHW)");
+                    "infer request has " + what +
+                        "; expected exactly one: image {width, height, rgb} (RGB u8), pixel_values (f32 CHW) or "
+                        "image_shm {name, offset, length, width, height}");
     }
     return decode_result{};
 }
@@ -525,6 +624,29 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                 pack_bin(pk, m.image_rgb);
                 break;
             case WIRE_FIELD_PIXEL_VALUES: pack_bin(pk, m.pixel_values); break;
+            case WIRE_FIELD_IMAGE_SHM:
+                pk.pack_map(5);
+                pack_str(pk, "name");
+                pack_str(pk, m.shm_name);
+                pack_str(pk, "offset");
+                pk.pack_uint64(m.shm_offset);
+                pack_str(pk, "length");
+                pk.pack_uint64(m.shm_length);
+                pack_str(pk, "width");
+                pk.pack_uint64(m.image_width);
+                pack_str(pk, "height");
+                pk.pack_uint64(m.image_height);
+                break;
+            case WIRE_FIELD_SHM:
+                pk.pack_map(2);
+                pack_str(pk, "paths");
+                pk.pack_array(static_cast<uint32_t>(m.shm_paths.size()));
+                for (const auto & p : m.shm_paths) {
+                    pack_str(pk, p);
+                }
+                pack_str(pk, "slot_bytes");
+                pk.pack_uint64(m.shm_slot_bytes);
+                break;
             case WIRE_FIELD_LOGITS: pack_bin(pk, m.logits); break;
             case WIRE_FIELD_PRED_BOXES: pack_bin(pk, m.pred_boxes); break;
             case WIRE_FIELD_PREPROCESS_MS: pack_ms(pk, m.preprocess_ms); break;

@@ -24,6 +24,7 @@ enum class wire_op {
     WIRE_OP_INFER,
     WIRE_OP_PING,
     WIRE_OP_SHUTDOWN,
+    WIRE_OP_SHM_ATTACH,
 };
 
 const char * wire_op_str(wire_op op);
@@ -47,6 +48,8 @@ enum wire_field : uint32_t {
     WIRE_FIELD_PREPROCESS_MS    = 1u << 14,
     WIRE_FIELD_FORWARD_MS       = 1u << 15,
     WIRE_FIELD_ERROR            = 1u << 16,
+    WIRE_FIELD_IMAGE_SHM        = 1u << 17,
+    WIRE_FIELD_SHM              = 1u << 18,
 };
 
 constexpr uint32_t k_hello_fields = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
@@ -81,6 +84,14 @@ struct message {
     uint64_t  image_height = 0;
     byte_view image_rgb;  // RGB u8 HWC row-major
     byte_view pixel_values;
+    // infer request, the shared-memory form: image_shm {name, offset, length, width, height}; width and
+    // height go to image_width / image_height
+    std::string shm_name;
+    uint64_t    shm_offset = 0;
+    uint64_t    shm_length = 0;
+    // shm_attach reply: shm {paths, slot_bytes}
+    std::vector<std::string> shm_paths;
+    uint64_t                 shm_slot_bytes = 0;
     // infer reply
     byte_view logits;
     byte_view pred_boxes;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "server/frame-pool.h"
+#include "server/shm.h"
 
 #include <chrono>
 #include <cstdint>
@@ -24,6 +25,8 @@ struct connection {
     // When the last byte of a frame still incomplete arrived: a frame stalled past the read timeout ends
     // the connection. Between frames there is no timeout.
     std::chrono::steady_clock::time_point last_read{};
+
+    std::unique_ptr<shm_slots> shm;  // after shm_attach: this connection's slot files
 
     std::vector<uint8_t> out;
     size_t               out_off         = 0;

@@ -31,8 +31,33 @@ std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
     return f;
 }
 
-dispatcher::dispatcher(pipeline & pipe, int input_size, send_fn send, std::function<void()> begin_stop)
-    : pipe_(pipe), input_size_(input_size), send_(std::move(send)), begin_stop_(std::move(begin_stop)) {}
+dispatcher::dispatcher(pipeline & pipe, int input_size, const shm_dir & shm, send_fn send,
+                       std::function<void()> begin_stop)
+    : pipe_(pipe), input_size_(input_size), shm_(shm), send_(std::move(send)), begin_stop_(std::move(begin_stop)) {}
+
+void dispatcher::shm_attach(uint64_t serial, uint64_t id, std::unique_ptr<shm_slots> & slots) {
+    if (shm_.path.empty()) {
+        reply_error(serial, id, wire_error::WIRE_ERROR_SHM,
+                    "shared memory for frames is unavailable: " + shm_.why_not + "; send images in the frame");
+        return;
+    }
+    if (!slots) {
+        std::string err;
+        slots = shm_slots::create(shm_.path, serial, err);
+        if (!slots) {
+            reply_error(serial, id, wire_error::WIRE_ERROR_SHM,
+                        "shared memory for frames is unavailable: " + err + "; send images in the frame");
+            return;
+        }
+    }
+    message m         = make_ok_reply(id);
+    m.fields         |= WIRE_FIELD_SHM;
+    m.shm_paths       = slots->paths();
+    m.shm_slot_bytes  = k_shm_slot_bytes;
+    std::vector<uint8_t> f;
+    encode_frame(m, f);
+    send_(serial, f);
+}
 
 void dispatcher::reply_error(uint64_t serial, uint64_t id, wire_error code, const std::string & text) {
     std::vector<uint8_t> f;
@@ -40,7 +65,8 @@ void dispatcher::reply_error(uint64_t serial, uint64_t id, wire_error code, cons
     send_(serial, f);
 }
 
-std::string dispatcher::handle(uint64_t serial, frame_bytes payload, bool stopping) {
+std::string dispatcher::handle(uint64_t serial, std::unique_ptr<shm_slots> & slots, frame_bytes payload,
+                               bool stopping) {
     message req;
     auto    r = decode_payload(payload.data.get(), payload.size, req);
     if (r.error == wire_error::WIRE_ERROR_FRAME) {
@@ -70,7 +96,8 @@ std::string dispatcher::handle(uint64_t serial, frame_bytes payload, bool stoppi
             begin_stop_();
             return "";
         }
-        case wire_op::WIRE_OP_INFER: infer(serial, req, std::move(payload), stopping); return "";
+        case wire_op::WIRE_OP_INFER: infer(serial, slots.get(), req, std::move(payload), stopping); return "";
+        case wire_op::WIRE_OP_SHM_ATTACH: shm_attach(serial, req.id, slots); return "";
         case wire_op::WIRE_OP_HELLO:
         case wire_op::WIRE_OP_NONE: break;
     }
@@ -78,7 +105,7 @@ std::string dispatcher::handle(uint64_t serial, frame_bytes payload, bool stoppi
     return "";
 }
 
-void dispatcher::infer(uint64_t serial, const message & req, frame_bytes payload, bool stopping) {
+void dispatcher::infer(uint64_t serial, shm_slots * slots, const message & req, frame_bytes payload, bool stopping) {
     const std::string s = std::to_string(input_size_);
     infer_job         j;
     j.conn_serial = serial;
@@ -102,14 +129,28 @@ void dispatcher::infer(uint64_t serial, const message & req, frame_bytes payload
             }
         }
         const uint64_t want = req.image_width * req.image_height * 3;
-        if (req.image_rgb.size != want) {
+        if (req.has(WIRE_FIELD_IMAGE_SHM)) {
+            if (!slots) {
+                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                            "image_shm names slot '" + req.shm_name +
+                                "', but this connection has no slots; send shm_attach first");
+                return;
+            }
+            const std::string bad = slots->resolve(req.shm_name, req.shm_offset, req.shm_length, req.image_width,
+                                                   req.image_height, j.rgb, j.shm_keep);
+            if (!bad.empty()) {
+                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD, bad);
+                return;
+            }
+        } else if (req.image_rgb.size != want) {
             reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
                         "image.rgb has " + std::to_string(req.image_rgb.size) + " bytes; expected " +
                             std::to_string(req.image_width) + "*" + std::to_string(req.image_height) + "*3 = " +
                             std::to_string(want) + " (RGB u8, row-major)");
             return;
+        } else {
+            j.rgb = req.image_rgb.data;
         }
-        j.rgb    = req.image_rgb.data;
         j.width  = static_cast<int>(req.image_width);
         j.height = static_cast<int>(req.image_height);
     }

@@ -5,6 +5,7 @@
 #include "engines/engine.h"
 #include "protocol/protocol.h"
 #include "server/pipeline.h"
+#include "server/shm.h"
 
 #include <cstdint>
 #include <functional>
@@ -20,19 +21,22 @@ class dispatcher {
   public:
     using send_fn = std::function<void(uint64_t conn_serial, const std::vector<uint8_t> & frame)>;
 
-    // `send` queues a frame for a connection; `begin_stop` starts the clean stop (the shutdown op).
-    dispatcher(pipeline & pipe, int input_size, send_fn send, std::function<void()> begin_stop);
+    // `send` queues a frame for a connection; `begin_stop` starts the clean stop (the shutdown op); `shm`
+    // is where shm_attach creates slot files (its path "" when shared memory is unavailable).
+    dispatcher(pipeline & pipe, int input_size, const shm_dir & shm, send_fn send, std::function<void()> begin_stop);
 
-    // Handles one complete payload from connection `serial`. Returns the E_FRAME text when the frame is
-    // malformed (the connection must close), else "".
-    std::string handle(uint64_t serial, frame_bytes payload, bool stopping);
+    // Handles one complete payload from connection `serial`, whose slot files (after shm_attach) are
+    // `slots`. Returns the E_FRAME text when the frame is malformed (the connection must close), else "".
+    std::string handle(uint64_t serial, std::unique_ptr<shm_slots> & slots, frame_bytes payload, bool stopping);
 
   private:
     void reply_error(uint64_t serial, uint64_t id, wire_error code, const std::string & text);
-    void infer(uint64_t serial, const message & req, frame_bytes payload, bool stopping);
+    void infer(uint64_t serial, shm_slots * slots, const message & req, frame_bytes payload, bool stopping);
+    void shm_attach(uint64_t serial, uint64_t id, std::unique_ptr<shm_slots> & slots);
 
     pipeline &            pipe_;
     int                   input_size_;
+    const shm_dir &       shm_;
     send_fn               send_;
     std::function<void()> begin_stop_;
 };

@@ -26,6 +26,7 @@ event_loop::event_loop(engine & eng, int input_size, listener & lst, int signal_
       signal_fd_(signal_fd),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       frame_timeout_ms_(frame_timeout_ms),
+      shm_(shm_dir_open(lst.path)),
       pool_(k_pool_min_bytes, k_pool_keep_bytes),
       pipe_(eng, input_size, pool_,
             [this] {
@@ -33,12 +34,18 @@ event_loop::event_loop(engine & eng, int input_size, listener & lst, int signal_
                 (void) !write(wake_fd_, &one, sizeof(one));
             }),
       dispatch_(
-          pipe_, input_size, [this](uint64_t serial, const std::vector<uint8_t> & f) { send_frame(serial, f); },
+          pipe_, input_size, shm_, [this](uint64_t serial, const std::vector<uint8_t> & f) { send_frame(serial, f); },
           [this] { begin_stop(); }),
       hello_frame_(hello_frame(eng, input_size)) {
     std::fprintf(stderr, "event_loop: %s\n",
                  pipe_.overlaps() ? "preprocess overlaps the forward (the engine does not use the host's cores)"
                                   : "preprocess runs on the forward thread (the engine uses the host's cores)");
+    if (shm_.path.empty()) {
+        std::fprintf(stderr, "event_loop: shared memory for frames unavailable (%s); images come in the frame\n",
+                     shm_.why_not.c_str());
+    } else {
+        std::fprintf(stderr, "event_loop: shared memory for frames in %s\n", shm_.path.c_str());
+    }
 }
 
 event_loop::~event_loop() {
@@ -46,6 +53,8 @@ event_loop::~event_loop() {
     for (auto & kv : conns_) {
         close(kv.second.fd);
     }
+    conns_.clear();  // unlinks their slot files before the directory goes
+    shm_dir_close(shm_);
     close(wake_fd_);
 }
 
@@ -162,7 +171,7 @@ void event_loop::run() {
     const uint64_t watchdog_us   = notify_watchdog_interval_us();
     auto           next_watchdog = clock_type::now();
     const auto     on_frame      = [this](connection & c, frame_bytes payload) {
-        const std::string bad = dispatch_.handle(c.serial, std::move(payload), stopping_);
+        const std::string bad = dispatch_.handle(c.serial, c.shm, std::move(payload), stopping_);
         if (!bad.empty()) {
             connection_frame_error(c, bad);
         }

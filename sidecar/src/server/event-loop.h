@@ -40,6 +40,7 @@ class event_loop {
     int                            signal_fd_;
     int                            wake_fd_;
     int                            frame_timeout_ms_;
+    shm_dir                        shm_;
     frame_pool                     pool_;
     pipeline                       pipe_;
     dispatcher                     dispatch_;

@@ -28,6 +28,7 @@ struct infer_job {
     int             width  = 0;
     int             height = 0;
     const uint8_t * pixels = nullptr;  // the pixel_values form: f32 [3,S,S], maybe misaligned
+    std::shared_ptr<const void> shm_keep;  // the image_shm form: keeps the slot mapping `rgb` points into
 };
 
 struct job_key {

@@ -1,7 +1,7 @@
-// The int8 GEMM (qgemm.h): the weight quantisation, each kernel (AVX2, AVX-VNNI, AVX-512 VNNI) against
+// The int8 GEMM (qgemm.h): the weight quantisation, each kernel (AVX2, AVX-VNNI, AVX-512 VNNI, AMX) against
 // the plain-loop form of the same numerics on odd sizes with every epilogue and the LayerNorm prologue
-// (bit-exact but for GELU's vectorised erf), and the int8 result against the float product within the
-// rounding bound of the two quantisations. A kernel this CPU lacks is a skip (a failure under
+// (bit-exact but for GELU's vectorised erf), each kernel's int32 sums against exact integer products, and the
+// int8 result against the float product within the rounding bound of the two quantisations. A kernel this CPU lacks is a skip (a failure under
 // RFDETR_REQUIRE_ALL=1). Outputs sit between guard floats so a store past a tile's edge fails.
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -84,11 +86,13 @@ void check(int m, int n, int k, cpu::epi kind, bool with_ln) {
 }
 
 void check_all_sizes() {
-    // m around the tile heights (4, 6, 14) and the row block; n around the 32-column panels; k not a
-    // multiple of 4 (the padded k group) and long enough for several row blocks.
-    for (int m : {1, 3, 4, 5, 6, 7, 13, 14, 15, 29, 300}) {
+    // m around the tile heights (4, 6, 14, AMX's 16 and 32) and the row block; n around the 32-column panels
+    // and AMX's 16-column tiles; k not a multiple of 4 (the padded k group) nor of 64 (AMX's k step), and long
+    // enough for several row blocks.
+    for (int m : {1, 3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 29, 31, 32, 33, 300}) {
         for (int n : {1, 7, 8, 9, 16, 17, 31, 32, 33, 91}) check(m, n, 37, cpu::epi::store, false);
     }
+    for (int k : {63, 64, 65, 129}) check(35, 40, k, cpu::epi::bias, false);
     for (auto kind : {cpu::epi::accumulate, cpu::epi::bias, cpu::epi::bias_relu, cpu::epi::bias_gelu,
                       cpu::epi::bias_scale_add, cpu::epi::bias_residual}) {
         check(43, 75, 19, kind, false);
@@ -116,6 +120,61 @@ TEST(cpu_qgemm, avx512vnni_kernel_matches_reference_on_odd_sizes) {
     REQUIRE_ISA(s, "AVX-512 VNNI");
     check_all_sizes();
 }
+
+TEST(cpu_qgemm, amx_kernel_matches_reference_on_odd_sizes) {
+    qisa_scope s("amx");
+    REQUIRE_ISA(s, "AMX-INT8");
+    check_all_sizes();
+}
+
+// The int32 sums themselves: integer activations with a +-127 in every row and integer weights with a +-63 in
+// every channel quantise to themselves with scales of exactly 1, so each output is float(sum_k a w), exact
+// below 2^24 (here at most 127 * 63 * 1000), and must equal the integer product computed here in int64.
+class cpu_qgemm_sums : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(cpu_qgemm_sums, equal_the_exact_integer_products) {
+    qisa_scope s(GetParam());
+    REQUIRE_ISA(s, GetParam());
+    std::mt19937 rng(7);
+    auto         ints = [&](size_t count, int lim) {
+        std::uniform_int_distribution<int> u(-lim, lim);
+        std::vector<float>                 v(count);
+        for (auto & x : v) x = static_cast<float>(u(rng));
+        return v;
+    };
+    for (int k : {1, 3, 63, 64, 65, 130, 1000}) {
+        for (int m : {1, 2, 15, 16, 17, 33, 47}) {
+            for (int n : {1, 17, 33, 64}) {
+                SCOPED_TRACE(std::string(GetParam()) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                             " k=" + std::to_string(k));
+                auto a = ints(static_cast<size_t>(m) * k, cpu::k_qa_max);
+                auto w = ints(static_cast<size_t>(n) * k, cpu::k_qw_max);
+                // Row 0 and channel 0 at the extremes (the largest sums, every u8 at 255 or 1); every other row
+                // and channel gets its one full-range value so its scale is exactly 1.
+                for (int kk = 0; kk < k; ++kk) a[kk] = (kk % 3 == 0) ? -127.0f : 127.0f;
+                for (int kk = 0; kk < k; ++kk) w[kk] = (kk % 3 == 0) ? -63.0f : 63.0f;
+                for (int i = 1; i < m; ++i) a[static_cast<size_t>(i) * k + (i % k)] = (i % 2) ? 127.0f : -127.0f;
+                for (int j = 1; j < n; ++j) w[static_cast<size_t>(j) * k + (j % k)] = (j % 2) ? -63.0f : 63.0f;
+                const cpu::qweight qw = cpu::quantize_weight(w.data(), n, k, k);
+                std::vector<float> c(static_cast<size_t>(m) * n), scratch(cpu::gemm_scratch_floats(k));
+                cpu::qgemm_packed(m, a.data(), k, qw, c.data(), n, cpu::epilogue{}, scratch.data());
+                for (int i = 0; i < m; ++i) {
+                    for (int j = 0; j < n; ++j) {
+                        int64_t sum = 0;
+                        for (int kk = 0; kk < k; ++kk) {
+                            sum += static_cast<int64_t>(a[static_cast<size_t>(i) * k + kk]) *
+                                   static_cast<int64_t>(w[static_cast<size_t>(j) * k + kk]);
+                        }
+                        ASSERT_EQ(c[static_cast<size_t>(i) * n + j], static_cast<float>(sum)) << "row " << i << " column " << j;
+                    }
+                }
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(kernel, cpu_qgemm_sums, ::testing::Values("amx", "avx512vnni", "avxvnni", "avx2"),
+                         [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param); });
 
 TEST(cpu_qgemm, unknown_kernel_name_is_refused) {
     const std::string before = cpu::qgemm_isa();

@@ -186,6 +186,24 @@ TEST(preprocessor, reuse_across_sizes_gives_the_same_bits) {
     EXPECT_TRUE(same_bits(again, first));
 }
 
+TEST(preprocessor, bands_split_with_the_helper_thread_give_the_same_bits) {
+    // Past k_split_pixels the helper thread computes half of the bands; odd sizes move the split point.
+    for (simd_level l : runnable_levels()) {
+        for (const auto & wh : {std::make_pair(1500, 701), std::make_pair(1024, 1024), std::make_pair(333, 3201)}) {
+            ASSERT_GE(static_cast<size_t>(wh.first) * wh.second, preprocessor::k_split_pixels);
+            const rgb_image    img = noise(wh.first, wh.second, 9);
+            preprocessor       split(560, l), alone(560, l, /*use_helper=*/false);
+            std::vector<float> a(3 * 560 * 560), b(3 * 560 * 560), ref(3 * 560 * 560);
+            split.run(img.rgb.data(), img.width, img.height, a.data());
+            split.run(img.rgb.data(), img.width, img.height, a.data());  // the helper, once started, again
+            alone.run(img.rgb.data(), img.width, img.height, b.data());
+            preprocess_reference(img.rgb.data(), img.width, img.height, 560, ref.data());
+            EXPECT_TRUE(same_bits(a, b)) << wh.first << "x" << wh.second << " level " << static_cast<int>(l);
+            EXPECT_TRUE(same_bits(a, ref)) << wh.first << "x" << wh.second << " level " << static_cast<int>(l);
+        }
+    }
+}
+
 TEST(preprocessor, refuses_bad_sizes_by_name) {
     preprocessor       p(560);
     std::vector<float> out(3 * 560 * 560);

@@ -53,6 +53,10 @@ json to_json(const message & m) {
         if (m.has(rfdetr::WIRE_FIELD_IMAGE)) {
             j["image"] = {{"width", m.image_width}, {"height", m.image_height}, {"rgb", hex(m.image_rgb)}};
         }
+        if (m.has(rfdetr::WIRE_FIELD_IMAGE_SHM)) {
+            j["image_shm"] = {{"name", m.shm_name}, {"offset", m.shm_offset}, {"length", m.shm_length},
+                              {"width", m.image_width}, {"height", m.image_height}};
+        }
     } else if (m.ok) {
         j["kind"] = "reply";
         j["id"]   = m.id;
@@ -62,6 +66,9 @@ json to_json(const message & m) {
             j["pred_boxes"]    = hex(m.pred_boxes);
             j["preprocess_ms"] = m.preprocess_ms;
             j["forward_ms"]    = m.forward_ms;
+        }
+        if (m.has(rfdetr::WIRE_FIELD_SHM)) {
+            j["shm"] = {{"paths", m.shm_paths}, {"slot_bytes", m.shm_slot_bytes}};
         }
     } else {
         j["kind"]  = "error";

@@ -1,11 +1,11 @@
 #include "engines/cpu/cpu-engine.h"
 
 #include "engines/cpu/cpu-model.h"
+#include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
 #include "model/checkpoint.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -27,25 +27,12 @@ std::string cpu_model_name() {
     return "x86-64 CPU";
 }
 
-// RFDETR_CPU_ISA caps the kernels' instruction set below what the CPU has (benchmarks of an AVX2-only
-// machine on a newer one): avx2 (float AVX2, int8 vpmaddubsw), avxvnni (float AVX2, int8 AVX-VNNI),
-// avx512 (float AVX-512, int8 AVX-512 VNNI). Unset: the best this CPU runs.
+// RFDETR_CPU_ISA caps the kernels' instruction set below what the CPU has (benchmarks of an older machine
+// on a newer one; isa-level.h lists the levels). Unset: the best this CPU runs.
 void apply_isa_cap() {
     const char * cap = std::getenv("RFDETR_CPU_ISA");
     if (cap == nullptr || *cap == '\0') return;
-    struct level {
-        const char *name, *f32, *i8;
-    };
-    static const level levels[] = {{"avx2", "avx2", "avx2"}, {"avxvnni", "avx2", "avxvnni"}, {"avx512", "avx512", "avx512vnni"}};
-    for (const level & l : levels) {
-        if (std::strcmp(cap, l.name) != 0) continue;
-        if (!cpu::gemm_select_isa(l.f32) || !cpu::qgemm_select_isa(l.i8)) {
-            throw error(std::string("RFDETR_CPU_ISA=") + cap + ": this CPU lacks the " + l.name +
-                        " kernels; unset it or pick a lower level (avx2, avxvnni, avx512)");
-        }
-        return;
-    }
-    throw error(std::string("RFDETR_CPU_ISA='") + cap + "' is not a kernel level; expected avx2, avxvnni or avx512 (or unset)");
+    if (const std::string err = cpu::select_isa_level(cap); !err.empty()) throw error(err);
 }
 
 class cpu_engine final : public engine {
@@ -55,6 +42,9 @@ class cpu_engine final : public engine {
         device_ = cpu_model_name() + " (" + std::to_string(model_.threads()) + " thread" +
                   (model_.threads() == 1 ? "" : "s") + ", " + cpu::gemm_isa() + " kernels" +
                   (int8 ? std::string(", int8 ") + cpu::qgemm_isa() : std::string()) + ")";
+        // A CPU with AMX whose OS refused the tile state runs int8 on VNNI: the device line (logged at start,
+        // shown by /info) says why.
+        if (int8 && !cpu::qgemm_amx_note().empty()) device_ += "; " + cpu::qgemm_amx_note();
     }
 
     std::string name() const override { return "cpu"; }

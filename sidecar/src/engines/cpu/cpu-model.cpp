@@ -103,7 +103,7 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
 model::model(const checkpoint & ckpt, int threads, bool int8)
     : ckpt_(ckpt), int8_(int8), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
     // ViT
-    patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight");
+    patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, true);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
     for (int b = 0; b < d_.blocks; ++b) {
         const std::string p = k_vit + "encoder.layer." + std::to_string(b) + ".";

@@ -7,6 +7,8 @@
 
 #include "engines/cpu/gemm-epilogue.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/qgemm-amx.h"
+#include "engines/cpu/qgemm-kernel.h"
 
 #include <immintrin.h>
 
@@ -19,10 +21,6 @@
 namespace rfdetr::cpu {
 
 namespace {
-
-// A block of quantised A rows (u8) stays in L2 next to the weight panel streaming past it: 192 KB,
-// i.e. 512 rows at k = 384, 128 at k = 1536 (the float GEMM's block holds half as many rows in 384 KB).
-constexpr size_t k_qa_block_bytes = 192 * 1024;
 
 inline int32_t load4(const uint8_t * p) {
     int32_t v;
@@ -157,30 +155,26 @@ __attribute__((target("avx512f,avx512vnni"))) void qtile_avx512vnni(int kq, cons
         _mm512_store_si512(t + r * 32, c0[r]);
         _mm512_store_si512(t + r * 32 + 16, c1[r]);
     }
-    const __mmask16 m0 = ncols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << ncols) - 1);
-    const __mmask16 m1 = ncols >= 32 ? 0xFFFF : ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1);
+    const __mmask16 m0 = cols_mask_lo(ncols), m1 = cols_mask_hi(ncols);
     const __m512    sw0 = _mm512_loadu_ps(sw), sw1 = _mm512_loadu_ps(sw + 16);
     const __m512i   q0 = _mm512_loadu_si512(comp), q1 = _mm512_loadu_si512(comp + 16);
     for (int r = 0; r < R; ++r) {
-        float *      cr = c + static_cast<size_t>(r) * ldc;
-        const __m512 s  = _mm512_set1_ps(sa[r]);
-        const __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(t + r * 32), q0)), _mm512_mul_ps(sw0, s));
-        _mm512_mask_storeu_ps(cr, m0, epi512(t0, cr, e, 0, m0));
-        if (m1) {
-            const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(t + r * 32 + 16), q1)), _mm512_mul_ps(sw1, s));
-            _mm512_mask_storeu_ps(cr + 16, m1, epi512(t1, cr + 16, e, 16, m1));
-        }
+        dequant_row512(t + r * 32, sa[r], sw0, sw1, q0, q1, c + static_cast<size_t>(r) * ldc, e, m0, m1);
     }
 }
 
 using qtile_fn = void (*)(int, const uint8_t *, int, const int8_t *, float *, int, int, const float *, const float *,
                           const int32_t *, const epilogue &);
 
+using qdriver_fn = void (*)(int, const float *, int, const qweight &, float *, int, const epilogue &, float *,
+                            const a_layernorm *);
+
 struct qisa {
     const char * name;
     const char * cpu_feature;  // __builtin_cpu_supports name
     int          mr;
-    qtile_fn     tiles[15];  // by rows, 1..mr
+    qtile_fn     tiles[15];        // by rows, 1..mr
+    qdriver_fn   driver = nullptr;  // a kernel with its own blocking (AMX) runs the whole call instead
 };
 
 template <int... R> constexpr qisa make_avx2(std::integer_sequence<int, R...>) {
@@ -199,10 +193,16 @@ template <int... R> constexpr qisa make_avx512vnni(std::integer_sequence<int, R.
 const qisa k_q_avx2       = make_avx2(std::make_integer_sequence<int, 4>{});
 const qisa k_q_avxvnni    = make_avxvnni(std::make_integer_sequence<int, 6>{});
 const qisa k_q_avx512vnni = make_avx512vnni(std::make_integer_sequence<int, 14>{});
-const qisa * const k_q_all[] = {&k_q_avx512vnni, &k_q_avxvnni, &k_q_avx2};
+// AMX blocks rows by 32 (two 16-row tiles) in its own driver; mr only names the row quantum.
+const qisa k_q_amx{"amx", "amx-int8", 32, {}, &qgemm_amx};
+const qisa * const k_q_all[] = {&k_q_amx, &k_q_avx512vnni, &k_q_avxvnni, &k_q_avx2};
 
 bool cpu_has(const qisa & i) {
     __builtin_cpu_init();
+    if (&i == &k_q_amx) {
+        std::string why;
+        return amx_usable(why);
+    }
     if (i.cpu_feature == k_q_avx512vnni.cpu_feature) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
     }
@@ -220,8 +220,8 @@ const qisa *& qactive() {
     return a;
 }
 
-// Quantises one row x[0, k) into u8 (q + 128) with the per-row scale; writes the 4-byte k groups into a
-// row panel at dst + g * stride (g = k group), the k tail padded with q = 0. Returns s_a.
+}  // namespace
+
 float quantize_row(const float * x, int k, uint8_t * dst, int stride) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256       mx      = _mm256_setzero_ps();
@@ -253,15 +253,14 @@ float quantize_row(const float * x, int k, uint8_t * dst, int stride) {
     return amax / static_cast<float>(k_qa_max);
 }
 
-}  // namespace
-
 qweight quantize_weight(const float * w, int n, int k, int ldw) {
     qweight q;
     q.n              = n;
     q.k              = k;
     q.kq             = (k + 3) / 4;
+    q.kqp            = (q.kq + k_qk_tile - 1) / k_qk_tile * k_qk_tile;
     const int panels = (n + k_gemm_nr - 1) / k_gemm_nr;
-    q.data.assign(static_cast<size_t>(panels) * q.kq * 4 * k_gemm_nr, 0);
+    q.data.assign(static_cast<size_t>(panels) * q.kqp * 4 * k_gemm_nr, 0);
     q.scale.assign(static_cast<size_t>(panels) * k_gemm_nr, 0.0f);
     q.comp.assign(static_cast<size_t>(panels) * k_gemm_nr, 0);
     for (int j = 0; j < n; ++j) {
@@ -269,7 +268,7 @@ qweight quantize_weight(const float * w, int n, int k, int ldw) {
         float         amax = 0.0f;
         for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(wr[kk]));
         const float inv = amax > 0.0f ? static_cast<float>(k_qw_max) / amax : 0.0f;
-        int8_t *    p   = q.data.data() + static_cast<size_t>(j / k_gemm_nr) * q.kq * 4 * k_gemm_nr + (j % k_gemm_nr) * 4;
+        int8_t *    p   = q.data.data() + static_cast<size_t>(j / k_gemm_nr) * q.kqp * 4 * k_gemm_nr + (j % k_gemm_nr) * 4;
         int32_t     sum = 0;
         for (int kk = 0; kk < k; ++kk) {
             const int v = std::clamp(static_cast<int>(std::nearbyint(wr[kk] * inv)), -k_qw_max, k_qw_max);
@@ -292,6 +291,15 @@ packed_weight pack_weight_int8(const float * w, int n, int k, int ldw) {
 
 const char * qgemm_isa() { return qactive()->name; }
 
+const std::string & qgemm_amx_note() {
+    static const std::string note = [] {
+        std::string why;
+        amx_usable(why);
+        return why;
+    }();
+    return note;
+}
+
 bool qgemm_select_isa(const char * name) {
     for (const qisa * i : k_q_all) {
         if (std::strcmp(name, i->name) == 0 && cpu_has(*i)) {
@@ -305,6 +313,10 @@ bool qgemm_select_isa(const char * name) {
 void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c, int ldc, const epilogue & e,
                   float * scratch, const a_layernorm * ln) {
     const qisa & isa = *qactive();
+    if (isa.driver) {
+        isa.driver(m, a, lda, w, c, ldc, e, scratch, ln);
+        return;
+    }
     const int    mr  = isa.mr;
     const int    k   = w.k;
     const int    kp  = w.kq * 4;
@@ -317,11 +329,7 @@ void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c,
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
-            const float * x = a + static_cast<size_t>(m0 + i) * lda;
-            if (ln) {
-                layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
-                x = row;
-            }
+            const float * x = a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
             // row i of panel i / mr: [kq][mr][4]
             sa[i] = quantize_row(x, k, qa + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 4, mr * 4);
         }

@@ -1,0 +1,53 @@
+// What the int8 kernels share (qgemm.cpp's AVX2/VNNI tiles and qgemm-amx.cpp's AMX blocks): the size of the
+// quantised row block, the prologue's LayerNorm A pass and row quantiser, and the dequantising AVX-512 store of one finished
+// 32-column row into the epilogue, so every kernel turns the same int32 sums into the same floats.
+#pragma once
+
+#include "engines/cpu/gemm-epilogue.h"
+#include "engines/cpu/kernels.h"
+#include "engines/cpu/qgemm.h"
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rfdetr::cpu {
+
+// A block of quantised A rows (u8) stays in L2 next to the weight panel streaming past it: 192 KB,
+// i.e. 512 rows at k = 384, 128 at k = 1536 (the float GEMM's block holds half as many rows in 384 KB).
+constexpr size_t k_qa_block_bytes = 192 * 1024;
+
+// Row x of A as the GEMM reads it: LayerNormed into `row` first when ln is set (the A pass). Returns the row.
+inline const float * a_row(const float * x, float * row, int k, const a_layernorm * ln) {
+    if (!ln) return x;
+    layernorm_row(x, row, k, ln->gamma, ln->beta, ln->eps);
+    return row;
+}
+
+// Quantises one row x[0, k) into u8 (q + 128) with the per-row scale; writes the 4-byte k groups at
+// dst + g * stride (g = k group; stride 4 writes the row contiguously), the k tail up to the group padded
+// with q = 0. Returns s_a.
+float quantize_row(const float * x, int k, uint8_t * dst, int stride);
+
+// One row of a finished 32-column tile t (int32 sums, u8 offset included): c[0, ncols) =
+// epi(float(t - comp) * (s_w * s_a)); sw0/sw1 and q0/q1 the tile's scales and compensations (columns 0-15,
+// 16-31), m0/m1 the column masks (m1 == 0: columns 16-31 absent).
+RFDETR_AVX512 inline void dequant_row512(const int32_t * t, float sa, __m512 sw0, __m512 sw1, __m512i q0, __m512i q1,
+                                         float * cr, const epilogue & e, __mmask16 m0, __mmask16 m1) {
+    const __m512 s  = _mm512_set1_ps(sa);
+    const __m512 t0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(t), q0)), _mm512_mul_ps(sw0, s));
+    _mm512_mask_storeu_ps(cr, m0, epi512(t0, cr, e, 0, m0));
+    if (m1) {
+        const __m512 t1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(t + 16), q1)), _mm512_mul_ps(sw1, s));
+        _mm512_mask_storeu_ps(cr + 16, m1, epi512(t1, cr + 16, e, 16, m1));
+    }
+}
+
+// The column masks of a 32-column tile with ncols valid columns.
+inline __mmask16 cols_mask_lo(int ncols) { return ncols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << ncols) - 1); }
+inline __mmask16 cols_mask_hi(int ncols) {
+    return ncols >= 32 ? 0xFFFF : ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1);
+}
+
+}  // namespace rfdetr::cpu

@@ -1,0 +1,139 @@
+// Frames over shared memory against the real sidecar (test build, engine test-echo): the same logits as
+// through the socket, the sidecar's checks on a reference, and no slot file or directory left behind.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+import { packageRoot } from '../../src/config/paths.ts';
+import { SidecarConnection, shmRange } from '../../src/sidecar/client.ts';
+import { ShmSlots } from '../../src/sidecar/shm-slots.ts';
+import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
+
+async function startSidecar(t: { after: (fn: () => unknown) => void }): Promise<{ socket: string; pid: number; child: ResultPromise }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-shm-'));
+  const socket = path.join(dir, 'run', 'sidecar.sock');
+  const child = execa(testBinary, ['--engine', 'test-echo', '--weights', dir, '--socket', socket], { reject: false, stderr: 'ignore' });
+  t.after(async () => {
+    child.kill('SIGTERM');
+    await child;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes('READY ')) resolve();
+    });
+    void child.then((r) => reject(new Error(`sidecar exited before READY: ${r.exitCode}`)));
+  });
+  return { socket, pid: child.pid!, child };
+}
+
+function image(w: number, h: number): { width: number; height: number; data: Uint8Array } {
+  const data = new Uint8Array(w * h * 3);
+  for (let i = 0; i < data.length; i++) data[i] = (i * 131 + (i >> 7)) & 0xff;
+  return { width: w, height: h, data };
+}
+
+/** A raw connection: frames written as given, every decoded reply after the hello collected. */
+async function openRaw(t: { after: (fn: () => unknown) => void }, socket: string) {
+  const sock = net.createConnection(socket);
+  t.after(() => sock.destroy());
+  const replies: WireMessage[] = [];
+  const reader = new FrameReader((p) => {
+    const r = decodePayload(p);
+    if (r.ok && r.message.kind !== 'hello') replies.push(r.message);
+  }, () => sock.destroy());
+  sock.on('data', (d: Buffer) => reader.push(d));
+  sock.on('error', () => {});
+  return {
+    send: (m: WireMessage) => sock.write(encodeFrame(m)),
+    reply: (id: number) => waitFor(`the reply to request ${id}`, () => replies.find((m) => m.id === id)),
+  };
+}
+
+test('shm: images through the slots give the same logits as through the socket, and the slot files go', async (t) => {
+  const { socket, pid } = await startSidecar(t);
+  const shmDir = `/dev/shm/rfdetr-sidecar-${pid}`;
+  const conn = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
+  t.after(() => conn.close());
+  const img = { image: image(640, 480) };
+  const viaSocket = await conn.infer(img); // the first image asks for slots and goes through the socket
+  assert.equal(conn.framesViaShm, 0);
+  await waitFor('the shm_attach reply', () => conn.shmStatus !== 'attaching' && conn.shmStatus !== 'unknown');
+  assert.equal(conn.shmStatus, 'ready');
+  const files = readdirSync(existsSync(shmDir) ? shmDir : path.dirname(socket)).filter((f) => f.startsWith('rfdetr-shm-'));
+  assert.equal(files.length, 2, `two slot files before the first reference, found ${files.join(', ')}`);
+  const [a, b] = await Promise.all([conn.infer(img), conn.infer({ image: image(33, 17) })]);
+  assert.equal(conn.framesViaShm, 2);
+  assert.deepEqual(Buffer.from(a.logits.buffer), Buffer.from(viaSocket.logits.buffer), 'shm and socket give different logits');
+  assert.equal(b.logits.length, viaSocket.logits.length);
+  // Both slots were taken by the two requests in flight; a third at once falls back to the socket.
+  const before = conn.framesViaShm;
+  await Promise.all([conn.infer(img), conn.infer(img), conn.infer(img)]);
+  assert.equal(conn.framesViaShm - before, 2);
+  const left = readdirSync(existsSync(shmDir) ? shmDir : path.dirname(socket)).filter((f) => f.startsWith('rfdetr-shm-'));
+  assert.deepEqual(left, [], 'the sidecar unlinks the slot files once they are in use');
+});
+
+test('shm: the sidecar refuses references that are not its own slots or do not fit, naming what was wrong', async (t) => {
+  const { socket } = await startSidecar(t);
+  const ref = { name: 'rfdetr-shm-1-1-0', offset: 0, length: 12, width: 2, height: 2 };
+  const c = await openRaw(t, socket);
+  c.send({ kind: 'request', id: 1, op: 'infer', image_shm: ref });
+  const noSlots = await c.reply(1);
+  assert.ok(noSlots.kind === 'error' && noSlots.error.code === 'E_FIELD' && /send shm_attach first/.test(noSlots.error.message), JSON.stringify(noSlots));
+  c.send({ kind: 'request', id: 2, op: 'shm_attach' });
+  const attached = await c.reply(2);
+  assert.ok(attached.kind === 'reply' && attached.shm && attached.shm.paths.length === 2, JSON.stringify(attached));
+  const name = path.basename(attached.shm.paths[0]!);
+  const cases: [string, typeof ref, RegExp][] = [
+    ['a foreign name', { ...ref, name: 'rfdetr-shm-9-9-9' }, /not one of this connection's slots/],
+    ['a wrong length', { ...ref, name, length: 11 }, /expected 2\*2\*3 = 12/],
+    ['a range past the end', { ...ref, name, offset: attached.shm.slot_bytes - 6 }, /outside slot/],
+  ];
+  for (const [i, [what, r, re]] of cases.entries()) {
+    c.send({ kind: 'request', id: 10 + i, op: 'infer', image_shm: r });
+    const m = await c.reply(10 + i);
+    assert.ok(m.kind === 'error' && m.error.code === 'E_FIELD' && re.test(m.error.message), `${what}: ${JSON.stringify(m)}`);
+  }
+  // The refused references did not use the slots: the files stay until the first good one.
+  assert.ok(existsSync(attached.shm.paths[0]!));
+});
+
+test('shm: the directory and slot files are gone after the sidecar stops with a connection attached', async (t) => {
+  const { socket, pid, child } = await startSidecar(t);
+  const c = await openRaw(t, socket);
+  c.send({ kind: 'request', id: 1, op: 'shm_attach' });
+  const attached = await c.reply(1);
+  assert.ok(attached.kind === 'reply' && attached.shm);
+  const dirs = [...new Set(attached.shm.paths.map((p) => path.dirname(p)))];
+  const own = `/dev/shm/rfdetr-sidecar-${pid}`;
+  assert.equal(dirs.length, 1);
+  assert.ok([own, path.dirname(socket)].includes(dirs[0]!), `slots in ${dirs[0]}: expected the socket's tmpfs directory or ${own}`);
+  for (const p of attached.shm.paths) assert.ok(existsSync(p));
+  child.kill('SIGTERM');
+  await child;
+  for (const p of [...attached.shm.paths, own]) assert.equal(existsSync(p), false, `${p} was left behind`);
+});
+
+test('shm: a slot write that fails (ENOSPC) hands the frame back for the socket, and larger frames stop trying', async (t) => {
+  const slots = await ShmSlots.open(['/dev/full'], 1 << 20); // every write to /dev/full fails with ENOSPC
+  t.after(() => slots.close());
+  assert.equal(await slots.put(new Uint8Array(3000), 1000, 1), undefined);
+  assert.equal(await slots.put(new Uint8Array(6000), 2000, 1), undefined, 'a larger frame is not tried');
+  assert.equal(await slots.put(new Uint8Array(2 << 20), 1, 1), undefined, 'a frame over the slot size is not tried');
+});
+
+test('shm: which image sizes go through the slots (RFDETR_SHM, RFDETR_SHM_MIN_BYTES, RFDETR_SHM_MAX_BYTES)', () => {
+  assert.deepEqual(shmRange({}), { min: 1, max: 8 << 20 });
+  assert.deepEqual(shmRange({ RFDETR_SHM: 'off' }), { min: Infinity, max: 0 });
+  assert.deepEqual(shmRange({ RFDETR_SHM_MIN_BYTES: '4096', RFDETR_SHM_MAX_BYTES: 'Infinity' }), { min: 4096, max: Infinity });
+  assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: 'lots' }), { min: 1, max: 8 << 20 }, 'a value that is not a number keeps the default');
+});
