@@ -8,6 +8,7 @@
 //   3. API keys: 401 without / with a wrong key, 200 with the right one, probes open;
 //   4. the CLI: `detect -r` on a symlink loop, `detect -` on /dev/zero: exit status, message, time.
 //   node --import tsx bench/redteam/bench.ts [--out bench/redteam/results.json] [--label NAME] [--env K=V ...]
+//     [--only attack,return,keys,cli] [--seconds 40] [--idle 60] [--server-log FILE] [--node-arg ARG ...] [--no-attack]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -29,6 +30,10 @@ const { values } = parseArgs({
     idle: { type: 'string', default: '60' },
     only: { type: 'string', default: 'all' },
     'server-log': { type: 'string' },
+    // e.g. --node-arg=--cpu-prof --node-arg=--cpu-prof-dir=/tmp/prof: where the server's own CPU goes
+    'node-arg': { type: 'string', multiple: true, default: [] },
+    // the legitimate client alone: what the engine gives it at this load with nobody attacking (the control)
+    'no-attack': { type: 'boolean', default: false },
   },
 });
 const extraEnv = Object.fromEntries(values.env!.map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
@@ -70,7 +75,7 @@ interface Server {
 
 async function serve(args: string[], env: Record<string, string> = {}): Promise<Server> {
   const port = 21000 + Math.floor(Math.random() * 3000);
-  const proc = spawn(process.execPath, [bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', values['server-log'] ? 'info' : 'warn', ...args], {
+  const proc = spawn(process.execPath, [...values['node-arg']!, bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', values['server-log'] ? 'info' : 'warn', ...args], {
     env: { ...process.env, ...extraEnv, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
@@ -96,7 +101,7 @@ async function serve(args: string[], env: Record<string, string> = {}): Promise<
 }
 
 /** One request from `localAddress`; resolves with status and ms (status 0: connection error). */
-function request(port: number, localAddress: string, p: string, body: Buffer, headers: Record<string, string>, timeoutMs = 120_000): Promise<{ status: number; ms: number; bytes: number; detail?: string }> {
+function request(port: number, localAddress: string, p: string, body: Buffer, headers: Record<string, string>, timeoutMs = 120_000): Promise<{ status: number; ms: number; bytes: number; detail?: string; stages?: Record<string, number> }> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST', localAddress, headers: { 'content-length': String(body.length), ...headers }, agent: false, timeout: timeoutMs }, (res) => {
@@ -106,7 +111,8 @@ function request(port: number, localAddress: string, p: string, body: Buffer, he
         bytes += c.length;
         if (head.length < 300) head += c.toString('utf8', 0, Math.min(c.length, 300));
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0, bytes, ...(res.statusCode !== 200 ? { detail: head.slice(0, 300) } : {}) }));
+      const st = res.headers['server-timing'];
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0, bytes, ...(res.statusCode !== 200 ? { detail: head.slice(0, 300) } : {}), ...(typeof st === 'string' ? { stages: stagesOf(st) } : {}) }));
       res.on('error', () => resolve({ status: 0, ms: performance.now() - t0, bytes }));
     });
     req.on('error', () => resolve({ status: 0, ms: performance.now() - t0, bytes: 0 }));
@@ -116,6 +122,22 @@ function request(port: number, localAddress: string, p: string, body: Buffer, he
 }
 
 const json = (o: unknown) => Buffer.from(JSON.stringify(o));
+
+/** `Server-Timing: name;dur=ms, ...` as {name: ms} (the request's timeline, SERVING.md). */
+function stagesOf(header: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of header.split(',')) {
+    const m = /^\s*([\w-]+);dur=([\d.]+)/.exec(part);
+    if (m) out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+
+/** The median of each stage over the answered requests, ms: where the legitimate client's time went. */
+function stageMedians(rs: Array<{ stages?: Record<string, number> }>): Record<string, number> {
+  const names = [...new Set(rs.flatMap((r) => Object.keys(r.stages ?? {})))];
+  return Object.fromEntries(names.map((n) => [n, Math.round(median(rs.flatMap((r) => (r.stages?.[n] !== undefined ? [r.stages[n]!] : []))))]));
+}
 
 async function images() {
   const zeros = await sharp({ create: { width: 8192, height: 8192, channels: 3, background: { r: 0, g: 0, b: 0 } } }).png({ compressionLevel: 9 }).toBuffer();
@@ -182,7 +204,7 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   const t0 = performance.now();
   const until = t0 + seconds * 1000 + 2000;
   const cpu0 = cpuSeconds(pid);
-  const a = attack(s.port, img, until);
+  const a = values['no-attack'] ? { done: Promise.resolve([]), counts: {}, connections: 0 } : attack(s.port, img, until);
   await sleep(2000);
   const valid = json({ image: img.valid.toString('base64') });
   const legit: Array<ReturnType<typeof request>> = [];
@@ -210,6 +232,8 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
       p50_ms: Math.round(median(results.map((r) => r.ms))), p50_ok_ms: Math.round(median(ok.map((r) => r.ms))),
       max_ms: Math.round(Math.max(...results.map((r) => r.ms))),
       latencies_ms: results.map((r) => Math.round(r.ms)),
+      stage_p50_ms: stageMedians(ok),
+      stages_ms: ok.map((r) => Object.fromEntries(Object.entries(r.stages ?? {}).filter(([, ms]) => ms >= 50).map(([n, ms]) => [n, Math.round(ms)]))),
       errors,
     },
     attack: { connections: a.connections, counts: a.counts },

@@ -1,14 +1,18 @@
-// The per-engine queue: decoded images wait here for the one engine, served fairly across clients: the next
-// forward goes to the waiting client with the fewest forwards in flight (ties: the one served longest ago, then
-// whose head has waited longest), and each client's own images go in arrival order: clients take turns, and
-// with one client it is plain FIFO. At most `maxInFlight`
-// requests are handed to the sidecar at a time: 2 by default, so the sidecar can resize request N+1 while
-// request N is on the engine (it runs forwards one at a time, in order); a request that is still here when
-// its client leaves or its deadline passes is dropped without ever costing a forward. A forward already handed to the backend cannot be taken back: its caller
-// is answered at once (504 / gone), but the engine slot stays busy until the backend settles, so the busy
-// time and the next dispatch stay honest.
+// The per-engine queue: decoded images wait here for the one engine, served by a cost-aware fair share across
+// clients (virtual-time.ts): the next forward goes to the waiting client that has had the least engine time
+// (ties: the one served longest ago, then whose head has waited longest), and each client's own images go in
+// arrival order; with one client it is plain FIFO. A job's engine time is what it held the engine for: from its
+// dispatch, or from the previous job's end if that came later (the sidecar runs one forward at a time, in
+// order), to its own end; its client is charged an estimate (its last job's time) at dispatch, so a client
+// with a forward in flight is not picked again as if it had none, and the measured time replaces it at the end.
+// At most `maxInFlight` requests are handed to the sidecar at a time: 2 by default, so the sidecar can read
+// (on tt: resize) request N+1 while request N is on the engine; a request that is still here when its client
+// leaves or its deadline passes is dropped without ever costing a forward. A forward already handed to the
+// backend cannot be taken back: its caller is answered at once (504 / gone), but the engine slot stays busy
+// until the backend settles, so the busy time and the next dispatch stay honest.
 import { RfdetrError } from '../errors.ts';
 import type { InferenceBackend, InferInput, InferResult } from '../sidecar/backend.ts';
+import { VirtualTime } from './virtual-time.ts';
 
 export interface EngineJobOptions {
   /** Aborted when the client goes away. */
@@ -45,6 +49,17 @@ export interface EngineQueueHooks {
   onChange?: (waiting: number, inFlight: number) => void;
 }
 
+/**
+ * The largest frame handed to the sidecar while another forward is in flight: 16 MiB of RGB (a 2560×2048
+ * image). An 8192² image's 201 MB frame took 0.6–4.9 s to transfer under load on this 2-core host
+ * (bench/redteam), and a small request pipelined behind it waited all of that ("send") plus its forward.
+ */
+export const PIPELINE_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+
+function frameBytes(input: InferInput): number {
+  return 'image' in input ? input.image.data.length : input.pixelValues.length * 4;
+}
+
 export function deadlineError(deadlineMs: number, where: string): RfdetrError {
   return new RfdetrError(
     'E_DEADLINE',
@@ -64,6 +79,11 @@ export class EngineQueue {
   private seq = 0;
   private dispatches = 0;
   private readonly lastServed = new Map<string, number>();
+  private readonly engineTime = new VirtualTime();
+  /** Each client's last job's engine time, ms: the estimate charged when its next job is dispatched. */
+  private readonly lastCost = new Map<string, number>();
+  /** When the last job to finish finished (performance.now()). */
+  private lastEndAt = -Infinity;
   private running = 0;
   private busySince = 0;
   private busyAccumMs = 0;
@@ -96,6 +116,16 @@ export class EngineQueue {
     return this.busyAccumMs + (this.running > 0 ? now - this.busySince : 0);
   }
 
+  /**
+   * Charges `client` `ms` of work it cost the server's shared cores outside the engine (its body's parse, its
+   * decode): on a 2-core host that time is taken from the forwards (an 8192² PNG's decode 0.3 s against 20–50 ms
+   * for a 640×480 one, bench/redteam), so it counts against the client's share of the engine. A client that is
+   * behind the others' clocks when its work arrives starts level with them anyway (virtual-time.ts).
+   */
+  charge(client: string, ms: number): void {
+    if (ms > 0) this.engineTime.charge(client, ms);
+  }
+
   /** Resolves once nothing is waiting and nothing is in flight. */
   idle(): Promise<void> {
     if (this.waitingCount === 0 && this.running === 0) return Promise.resolve();
@@ -116,6 +146,7 @@ export class EngineQueue {
         line!.splice(i, 1);
         if (line!.length === 0) this.lines.delete(client);
         this.waitingCount--;
+        this.leftIfIdle(client);
         this.settle(job, err);
         this.changed();
       };
@@ -126,6 +157,7 @@ export class EngineQueue {
         clearTimeout(timer);
         opts.signal.removeEventListener('abort', onAbort);
       };
+      if (!this.isActive(client)) this.engineTime.activate(client, this.activeClients());
       let line = this.lines.get(client);
       if (!line) this.lines.set(client, (line = []));
       line.push(job);
@@ -138,8 +170,10 @@ export class EngineQueue {
   /** Rejects every waiting job (not the ones in flight) with `err`. */
   rejectWaiting(err: Error): void {
     const jobs = [...this.lines.values()].flat();
+    const clients = [...this.lines.keys()];
     this.lines.clear();
     this.waitingCount = 0;
+    for (const c of clients) this.leftIfIdle(c);
     for (const job of jobs) this.settle(job, err);
     this.changed();
   }
@@ -160,22 +194,49 @@ export class EngineQueue {
   }
 
   private pump(): void {
-    while (this.running < this.maxInFlight && this.waitingCount > 0) this.dispatch(this.next());
+    while (this.running < this.maxInFlight && this.waitingCount > 0) {
+      const job = this.pick();
+      // A large frame is handed over only to an idle engine: queued behind a forward it would hold the socket
+      // and the sidecar's line for seconds, and whoever comes next would wait behind it.
+      if (this.running > 0 && frameBytes(job.input) > PIPELINE_MAX_FRAME_BYTES) return;
+      this.dispatch(this.take(job));
+    }
   }
 
-  /** Takes the head of the waiting client with the fewest forwards in flight (ties: served longest ago, then waiting longest). */
-  private next(): Waiting {
+  private isActive(client: string): boolean {
+    return this.lines.has(client) || this.runningBy.has(client);
+  }
+
+  private *activeClients(): Iterable<string> {
+    yield* this.lines.keys();
+    for (const c of this.runningBy.keys()) if (!this.lines.has(c)) yield c;
+  }
+
+  /** A client with nothing waiting and nothing in flight leaves the fair share (virtual-time.ts keeps what it must). */
+  private leftIfIdle(client: string): void {
+    if (this.isActive(client)) return;
+    this.engineTime.idle(client, this.activeClients());
+    if (this.lastCost.size > 4096) for (const c of this.lastCost.keys()) if (!this.isActive(c)) this.lastCost.delete(c);
+  }
+
+  /** The head of the waiting client with the least engine time (ties: served longest ago, then waiting longest). */
+  private pick(): Waiting {
     let best: Waiting | undefined;
     let key: [number, number, number] = [Infinity, Infinity, Infinity];
     for (const [client, line] of this.lines) {
       const head = line[0]!;
-      const k: [number, number, number] = [this.runningBy.get(client) ?? 0, this.lastServed.get(client) ?? 0, head.seq];
+      const k: [number, number, number] = [this.engineTime.of(client), this.lastServed.get(client) ?? 0, head.seq];
       if (k[0] < key[0] || (k[0] === key[0] && (k[1] < key[1] || (k[1] === key[1] && k[2] < key[2])))) {
         best = head;
         key = k;
       }
     }
-    const line = this.lines.get(best!.client)!;
+    return best!;
+  }
+
+  /** Takes `best` (the pick) out of its client's line. */
+  private take(best: Waiting): Waiting {
+    const line = this.lines.get(best.client)!;
     line.shift();
     if (line.length === 0) this.lines.delete(best!.client);
     this.waitingCount--;
@@ -191,6 +252,8 @@ export class EngineQueue {
     if (this.running === 0) this.busySince = start;
     this.running++;
     this.runningBy.set(job.client, (this.runningBy.get(job.client) ?? 0) + 1);
+    const estimate = this.lastCost.get(job.client) ?? 0;
+    this.engineTime.charge(job.client, estimate);
     this.forwards++;
     job.opts.onStart?.();
     // The waiting-phase timer and abort listener are replaced by in-flight ones: the caller is answered at
@@ -215,11 +278,17 @@ export class EngineQueue {
       (r) => this.settle(job, { ...r, queueMs }),
       (e: unknown) => this.settle(job, e instanceof Error ? e : new Error(String(e))),
     ).finally(() => {
+      const end = performance.now();
+      const cost = Math.max(0, end - Math.max(start, this.lastEndAt));
+      this.lastEndAt = Math.max(this.lastEndAt, end);
+      this.engineTime.charge(job.client, cost - estimate);
+      this.lastCost.set(job.client, cost);
       this.running--;
       const left = (this.runningBy.get(job.client) ?? 1) - 1;
       if (left === 0) this.runningBy.delete(job.client);
       else this.runningBy.set(job.client, left);
-      if (this.running === 0) this.busyAccumMs += performance.now() - this.busySince;
+      this.leftIfIdle(job.client);
+      if (this.running === 0) this.busyAccumMs += end - this.busySince;
       this.changed();
       this.pump();
     });

@@ -110,13 +110,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       }
     };
     // Before the parser's own 'end' listener, which parses the body in the same turn.
-    const onEnd = () => tl.mark('body_end');
+    let endedAt: number | undefined;
+    const onEnd = () => tl.mark('body_end', (endedAt = performance.now()));
     req.on('data', onData);
     req.once('end', onEnd);
     try {
       // A compressed body is counted as it arrives and again as it inflates.
       const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost)), refused, abortedBy(signal)]);
-      tl.mark('parsed');
+      const parsedAt = performance.now();
+      tl.mark('parsed', parsedAt);
+      // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms).
+      engine.charge(client, parsedAt - (endedAt ?? parsedAt));
       return { input, bytes: body.bytes };
     } catch (e) {
       body.bytes.release();
@@ -181,6 +185,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       const tDecoded = performance.now();
       tl?.mark('decode_done', tDecoded);
       const decodeMs = tDecoded - tDecode0 - reservedMs;
+      engine.charge(client, decodeMs);
       if (signal.aborted) throw signal.reason;
       try {
         const result = await detectDecoded(

@@ -62,7 +62,9 @@ test('limiter: the one picked next is not overtaken by a smaller request that wo
   assert.deepEqual(order, ['big', 'small']);
 });
 
-test('engine queue: one forward for each waiting client in turn (fewest in flight first), FIFO within a client', async () => {
+test('engine queue: with equal costs, one forward for each waiting client in turn, FIFO within a client', async (t) => {
+  // A frozen clock: every forward costs 0 ms of engine time, so only the turn order decides.
+  t.mock.method(performance, 'now', () => 1000);
   const b = new FakeBackend();
   const seen: string[] = [];
   const release = b.block();
