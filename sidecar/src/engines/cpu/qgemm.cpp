@@ -49,6 +49,26 @@ inline void store_half256(__m256i acc0, __m256i acc1, float sa, const float * sw
     }
 }
 
+// ---- the R rows of one 16-column pass out of the accumulators, shared by the ymm kernels (an AVX2 helper:
+// GCC inlines it into the AVX-VNNI kernel, whose target is a superset) ----
+
+template <int R>
+inline void store_rows256(const __m256i (&c0)[R], const __m256i (&c1)[R], float * c, int ldc, int ncols, int h,
+                          const float * sa, const float * sw, const int32_t * comp, const epilogue & e) {
+    alignas(32) int32_t t[R * 16];  // out of the registers once (see the AVX-512 kernel)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16), c0[r]);
+        _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16 + 8), c1[r]);
+    }
+    const int nc = std::min(16, ncols - h * 16);
+    for (int r = 0; r < R; ++r) {
+        store_half256(_mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16)),
+                      _mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16 + 8)), sa[r], sw, comp,
+                      c + static_cast<size_t>(r) * ldc + h * 16, e, h * 16, nc);
+    }
+}
+
 // ---- AVX2: R rows x 16 columns per pass; u8 x s8 pairs by vpmaddubsw (exact: |pair| <= 255*63*2 < 2^15),
 // the pairs summed to int32 by vpmaddwd with ones ----
 
@@ -72,24 +92,13 @@ void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, 
                 c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
             }
         }
-        alignas(32) int32_t t[R * 16];  // out of the registers once (see the AVX-512 kernel)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16), c0[r]);
-            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16 + 8), c1[r]);
-        }
-        const int nc = std::min(16, ncols - h * 16);
-        for (int r = 0; r < R; ++r) {
-            store_half256(_mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16)),
-                          _mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16 + 8)), sa[r], sw, comp,
-                          c + static_cast<size_t>(r) * ldc + h * 16, e, h * 16, nc);
-        }
+        store_rows256<R>(c0, c1, c, ldc, ncols, h, sa, sw, comp, e);
     }
 }
 
 // ---- AVX-VNNI: the same tile with vpdpbusd (u8 x s8, four products per int32 lane, no saturation) ----
-// Written out rather than shared with qtile_avx2 through a template: the vpdpbusd needs this function's
-// target("avxvnni"), and GCC refuses to inline a target-specific helper into a body compiled without it.
+// The k loop is written out rather than shared with qtile_avx2 through a template: the vpdpbusd needs this
+// function's target("avxvnni"), and GCC refuses to inline a target-specific helper into a body compiled without it.
 
 template <int R>
 __attribute__((target("avxvnni"))) void qtile_avxvnni(int kq, const uint8_t * a, int mr, const int8_t * b, float * c,
@@ -111,18 +120,7 @@ __attribute__((target("avxvnni"))) void qtile_avxvnni(int kq, const uint8_t * a,
                 c1[r]            = _mm256_dpbusd_avx_epi32(c1[r], av, b1);
             }
         }
-        alignas(32) int32_t t[R * 16];  // out of the registers once (see the AVX-512 kernel)
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16), c0[r]);
-            _mm256_store_si256(reinterpret_cast<__m256i *>(t + r * 16 + 8), c1[r]);
-        }
-        const int nc = std::min(16, ncols - h * 16);
-        for (int r = 0; r < R; ++r) {
-            store_half256(_mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16)),
-                          _mm256_load_si256(reinterpret_cast<const __m256i *>(t + r * 16 + 8)), sa[r], sw, comp,
-                          c + static_cast<size_t>(r) * ldc + h * 16, e, h * 16, nc);
-        }
+        store_rows256<R>(c0, c1, c, ldc, ncols, h, sa, sw, comp, e);
     }
 }
 
