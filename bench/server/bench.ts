@@ -1,6 +1,11 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
-//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR] [--out FILE]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR]
+//        [--baseline DIR] [--out FILE]
+// --baseline DIR: the overhead scenario also runs on a server started from another checkout (DIR, e.g. an
+// extracted `git archive main` with node_modules linked and its sidecar built), block by block alternating
+// with this tree's (baseline first, then this tree, per image × body × client), so both see the same load;
+// the results get an `overhead_ab` table of the two p50s per case.
 // The server runs in a child process (bench/server/serve.ts) so the load generator does not share its event
 // loop. Scenarios, each measured against a baseline taken in the same run:
 //   overhead      concurrency 1, test-sleep (a fixed 8 ms forward off the host cores), a 640×480 PNG, a 640×480
@@ -32,7 +37,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' } } });
 // The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
 // client library inside it; what the accounting target is measured with) and `undici` (pool.request +
 // body.json() inside the round trip, as a real client sees it).
@@ -51,8 +56,8 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}): Promise<Server> {
-  const child = fork(path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
+async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}, root?: string): Promise<Server> {
+  const child = fork(root ? path.join(root, 'bench', 'server', 'serve.ts') : path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
     // --cpu-prof-dir DIR: the server writes a V8 CPU profile there when it stops (open it in devtools).
     execArgv: ['--import', 'tsx', ...(values['cpu-prof-dir'] ? ['--cpu-prof', '--cpu-prof-interval', '200', `--cpu-prof-dir=${values['cpu-prof-dir']}`] : [])], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
   });
@@ -135,12 +140,18 @@ function bodyOf(kind: BodyKind, name: string, bytes: Buffer): { body: string | B
  * against sharp's decode of the same bytes here, and the CPU time both processes spent per request.
  */
 async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]) {
-  const out: Record<string, unknown> = {};
-  const pool = new Pool(srv.url, { connections: 1 });
-  const raw = await RawClient.connect(srv.url);
+  return (await overheadAb([{ srv, label }], n, kinds))[0]!;
+}
+
+/** The overhead scenario on each server in turn, block by block (one image × body × client on every server, then the next). */
+async function overheadAb(servers: Array<{ srv: Server; label: string }>, n: number, kinds: BodyKind[]) {
+  const outs: Array<Record<string, unknown>> = servers.map(() => ({}));
+  const conns = await Promise.all(servers.map(async ({ srv }) => ({ pool: new Pool(srv.url, { connections: 1 }), raw: await RawClient.connect(srv.url) })));
   try {
     for (const [name, bytes] of Object.entries(images)) {
-      for (const kind of kinds) for (const client of CLIENTS) {
+      for (const kind of kinds) for (const client of CLIENTS) for (const [si, { srv, label }] of servers.entries()) {
+        const { pool, raw } = conns[si]!;
+        const out = outs[si]!;
         const send = client === 'raw' ? (b: string | Buffer, c: string) => predictRaw(raw, b, c) : (b: string | Buffer, c: string) => predict(pool, b, c);
         const { body, ct } = bodyOf(kind, name, bytes);
         for (let i = 0; i < 3; i++) await send(body, ct);
@@ -199,10 +210,12 @@ async function overhead(srv: Server, label: string, n: number, kinds: BodyKind[]
       }
     }
   } finally {
-    await pool.close();
-    await raw.close();
+    for (const { pool, raw } of conns) {
+      await pool.close();
+      await raw.close();
+    }
   }
-  return out;
+  return outs;
 }
 
 async function crowd(srv: Server, name: string, bytes: Buffer, clients: number, total: number, raw: boolean, query = '') {
@@ -285,7 +298,25 @@ const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
 // --shm-max-bytes Infinity: the B side sends 4000×3000 frames through shared memory too (the default stops at 8 MiB).
 const sleep = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {});
 try {
-  if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
+  if (want('overhead') && values.baseline) {
+    const base = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {}, path.resolve(values.baseline));
+    try {
+      const load = os.loadavg().map(r2);
+      const [b, t] = await overheadAb([{ srv: base, label: `baseline (${values.baseline})` }, { srv: sleep, label: 'this tree' }], N, KINDS);
+      results.overhead_test_sleep_8ms_baseline = { root: path.resolve(values.baseline), engine: base.engine, load_avg_before: load, ...b };
+      results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: load, ...t };
+      type Row = { overhead_ms: { p50: number }; sharp_decode_ms_p50: number; target_ms: number };
+      results.overhead_ab = Object.fromEntries(Object.keys(t!).map((k) => {
+        const x = b![k] as Row, y = t![k] as Row;
+        return [k, { baseline_p50: x.overhead_ms.p50, this_p50: y.overhead_ms.p50, delta: r2(y.overhead_ms.p50 - x.overhead_ms.p50), sharp_decode_p50: [x.sharp_decode_ms_p50, y.sharp_decode_ms_p50], target_this: y.target_ms }];
+      }));
+      for (const [k, v] of Object.entries(results.overhead_ab as Record<string, { baseline_p50: number; this_p50: number; delta: number; target_this: number }>)) {
+        console.log(`A/B ${k}: overhead p50 baseline ${v.baseline_p50} → this ${v.this_p50} (${v.delta >= 0 ? '+' : ''}${v.delta} ms), target ${v.target_this}`);
+      }
+    } finally {
+      await base.stop();
+    }
+  } else if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
   if (want('crowd')) {
     results.crowd = {
       'jpeg-4000x3000-json': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, false),
