@@ -63,3 +63,28 @@ test('json-image: every other body is left to the full parse (undefined), never 
   // Over the image limit: left to the full path (which words the 400).
   assert.equal(extractJsonImage(Buffer.from(JSON.stringify({ image: b64 })), 100), undefined);
 });
+
+test('json-image: base64 that Node decodes but the full path refuses is left to it, in any 64 KB piece', () => {
+  // 200 kB of image: its base64 spans four of the pieces the fast path decodes at a time.
+  const big = Buffer.from(Array.from({ length: 200_000 }, (_, i) => (i * 7919 + (i >> 9)) % 256));
+  const text = big.toString('base64');
+  const at = (i: number, c: string) => `${text.slice(0, i)}${c}${text.slice(i + 1)}`;
+  const refused: string[] = [];
+  for (const i of [0, 5, 65535, 65536, 70000, text.length - 5]) {
+    refused.push(at(i, '-'), at(i, '_'), at(i, '='), at(i, '*'), at(i, '\u00e9'), `${text.slice(0, i)}\u00e9${text.slice(i + 2)}`);
+  }
+  refused.push(`AA==${text.slice(4)}`, `${text.slice(0, 100)}A=${text.slice(102)}`);
+  for (const image of refused) {
+    const body = JSON.stringify({ image });
+    assert.equal(fullPath(body), 'error', `the full path refuses ${image.slice(0, 20)}…`);
+    assert.equal(extractJsonImage(Buffer.from(body), MAX), undefined, `fast path refuses what the full path refuses (${image.length} chars)`);
+  }
+  // What the full path accepts, the fast path answers the same: multi-piece, both paddings, and the
+  // non-canonical last quantum (trailing bits set), which both paths decode to the same bytes.
+  for (const image of [text, big.subarray(0, 199_999).toString('base64'), big.subarray(0, 199_998).toString('base64'), 'QR==', 'QUI=', 'QUJ=']) {
+    const body = JSON.stringify({ image, threshold: 0.4 });
+    const quick = extractJsonImage(Buffer.from(body), MAX);
+    assert.ok(quick, `fast path for ${image.slice(-8)}`);
+    assert.deepEqual(quick, fullPath(body));
+  }
+});
