@@ -189,7 +189,8 @@ TEST(preprocessor, reuse_across_sizes_gives_the_same_bits) {
 TEST(preprocessor, bands_split_with_the_helper_thread_give_the_same_bits) {
     // Past k_split_pixels the helper thread computes half of the bands; odd sizes move the split point.
     for (simd_level l : runnable_levels()) {
-        for (const auto & wh : {std::make_pair(1500, 701), std::make_pair(1024, 1024), std::make_pair(333, 3201)}) {
+        for (const auto & wh : {std::make_pair(1500, 701), std::make_pair(1024, 1024), std::make_pair(333, 3201),
+                                std::make_pair(640, 480)}) {
             ASSERT_GE(static_cast<size_t>(wh.first) * wh.second, preprocessor::k_split_pixels);
             const rgb_image    img = noise(wh.first, wh.second, 9);
             preprocessor       split(560, l), alone(560, l, /*use_helper=*/false);
