@@ -1,7 +1,7 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
 //        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR]
-//        [--baseline DIR] [--out FILE]
+//        [--baseline DIR] [--client-gc auto|full] [--out FILE]
 // --baseline DIR: the overhead scenario also runs on a server started from another checkout (DIR, e.g. an
 // extracted `git archive main` with node_modules linked and its sidecar built), block by block alternating
 // with this tree's (baseline first, then this tree, per image × body × client), so both see the same load;
@@ -37,7 +37,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' }, 'client-gc': { type: 'string', default: 'auto' } } });
 // The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
 // client library inside it; what the accounting target is measured with) and `undici` (pool.request +
 // body.json() inside the round trip, as a real client sees it).
@@ -96,8 +96,16 @@ interface Sent {
   serverTiming: string | undefined;
 }
 const monoOffsetMs = Number(process.hrtime.bigint()) / 1e6 - performance.now();
-/** With node --expose-gc: the load generator collects its own garbage between requests. */
-const clientGc = (globalThis as { gc?: () => void }).gc;
+/**
+ * With node --expose-gc: the load generator collects its own garbage between requests. A full collection
+ * made the next round trip 0.4-0.7 ms slower, on the client's side (an express server that only answers,
+ * 36 KB raw bodies, load 7: 0.57-0.77 ms after a minor GC or none, 1.05-1.36 ms after a full one; both
+ * before_arrival and the server's wait-body grew), so `--client-gc auto` (the default) takes a minor GC
+ * after a baseline decode of at most 8 MiB of pixels and a full one only after larger ones (the 36 MB of a
+ * 4000×3000 decode); `--client-gc full` is the full GC every time, as before.
+ */
+const clientGcFn = (globalThis as { gc?: (o?: { type: 'minor' | 'major' }) => void }).gc;
+const clientGc = (pixelBytes: number) => clientGcFn?.(values['client-gc'] === 'full' || pixelBytes > 8 << 20 ? undefined : { type: 'minor' });
 
 /** One request over the bench's minimal client: the round trip ends when the last byte has arrived, the JSON is parsed after the mark. */
 async function predictRaw(c: RawClient, body: string | Buffer, contentType = 'application/json', query = ''): Promise<Sent> {
@@ -162,10 +170,10 @@ async function overheadAb(servers: Array<{ srv: Server; label: string }>, n: num
         let clientCpu = 0;
         for (let i = 0; i < n; i++) {
           const d0 = performance.now();
-          await decodeImage(bytes);
+          const pixelBytes = (await decodeImage(bytes)).data.byteLength;
           dec.push(performance.now() - d0);
-          // The baseline's 36 MB of pixels are this process's garbage: collected now, not during the round trip.
-          clientGc?.();
+          // The baseline's pixels (36 MB at 4000×3000) are this process's garbage: collected now, not during the round trip.
+          clientGc(pixelBytes);
           const c0 = process.cpuUsage();
           sent.push(await send(body, ct));
           const c1 = process.cpuUsage(c0);
