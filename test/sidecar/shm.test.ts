@@ -129,6 +129,11 @@ test('shm: a slot write that fails (ENOSPC) hands the frame back for the socket,
   assert.equal(await slots.put(new Uint8Array(3000), 1000, 1), undefined);
   assert.equal(await slots.put(new Uint8Array(6000), 2000, 1), undefined, 'a larger frame is not tried');
   assert.equal(await slots.put(new Uint8Array(2 << 20), 1, 1), undefined, 'a frame over the slot size is not tried');
+  // Frames past 1 MiB are written by the pool, not on the event loop: the same fallback.
+  const big = await ShmSlots.open(['/dev/full'], 4 << 20);
+  t.after(() => big.close());
+  assert.equal(await big.put(new Uint8Array(2 << 20), 1 << 20, 2), undefined, 'a pool write that fails');
+  assert.equal(await big.put(new Uint8Array(3000), 1000, 1), undefined, 'a synchronous write that fails');
 });
 
 test('shm: which image sizes go through the slots (RFDETR_SHM, RFDETR_SHM_MIN_BYTES, RFDETR_SHM_MAX_BYTES)', () => {
