@@ -1,9 +1,10 @@
 // The client's half of frames over shared memory (sidecar/PROTOCOL.md, "Frames over shared memory"): the
 // slot files one sidecar connection was given by shm_attach, opened for writing, each holding at most one
 // frame in flight. A frame goes into a free slot (up to 1 MiB with a synchronous write on the event loop,
-// larger ones with asynchronous writes the libuv pool copies) and the request carries only its reference. Anything that keeps a frame out
-// of a slot (no free slot, a write that fails or comes up short, e.g. ENOSPC on a small /dev/shm) makes the
-// caller send that frame through the socket instead; a request never fails for want of shared memory.
+// larger ones with asynchronous writes the libuv pool copies) and the request carries only its reference.
+// Anything that keeps a frame out of a slot (no free slot, a write that fails or comes up short, e.g. ENOSPC
+// on a small /dev/shm) makes the caller send that frame through the socket instead; a request never fails
+// for want of shared memory.
 import fs from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
@@ -73,9 +74,9 @@ export class ShmSlots {
   }
 
   /**
-   * Writes `data` at offset 0: a small frame at once (SYNC_WRITE_BYTES). A large frame is written as two halves by two pool threads at once: a tmpfs
-   * write copies at ~2 GB/s per thread here (36 MB: 15 ms), and the second core is usually free while the
-   * event loop waits for it.
+   * Writes `data` at offset 0: a small frame at once (SYNC_WRITE_BYTES). A large frame is written as two
+   * halves by two pool threads at once: a tmpfs write copies at ~2 GB/s per thread here (36 MB: 15 ms), and
+   * the second core is usually free while the event loop waits for it.
    */
   async #write(h: FileHandle, data: Uint8Array): Promise<number> {
     const n = data.byteLength;
