@@ -109,20 +109,19 @@ export class FakeHub {
 
   /** A hanging Hub: requests from now on get no answer until the returned function is called (or close()). */
   holdHub(): () => void {
-    let open!: () => void;
-    this.hubGate = new Promise<void>((r) => (open = r));
-    return () => {
-      this.hubGate = null;
-      open();
-    };
+    return this.hold('hubGate');
   }
 
   /** The CDN answers nothing from now on until the returned function is called. */
   holdCdn(): () => void {
+    return this.hold('cdnGate');
+  }
+
+  private hold(which: 'hubGate' | 'cdnGate'): () => void {
     let open!: () => void;
-    this.cdnGate = new Promise<void>((r) => (open = r));
+    this[which] = new Promise<void>((r) => (open = r));
     return () => {
-      this.cdnGate = null;
+      this[which] = null;
       open();
     };
   }
