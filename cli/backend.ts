@@ -20,7 +20,7 @@ export const openSidecarBackend: BackendFactory = async (req) => {
     ...(req.waitReady === false ? {} : { restart: { maxCrashes: 0 } }),
   };
   const backend = req.pool
-    ? createPool({ members: req.pool.members.map((m) => ({ ...common, label: m.label, env: m.env })), minReady: req.pool.minReady, logger })
+    ? createPool({ members: req.pool.members.map((m) => ({ ...common, label: m.label, env: m.env, ...(m.threads !== undefined ? { threads: m.threads } : {}) })), minReady: req.pool.minReady, logger })
     : createBackend(common);
   if (req.waitReady === false) return backend;
   try {

@@ -22,7 +22,7 @@ export interface BackendRequest {
    * Several sidecars behind one backend (serve's --devices / --workers): one per member, each adding its
    * environment; ready while at least `minReady` are. Absent: one sidecar.
    */
-  pool?: { members: { label: string; env: Record<string, string> }[]; minReady: number } | undefined;
+  pool?: { members: { label: string; env: Record<string, string>; threads?: number }[]; minReady: number } | undefined;
   /** Resolve only once the backend is ready (default true); serve passes false and lets probes say "starting". */
   waitReady?: boolean | undefined;
 }

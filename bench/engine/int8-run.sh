@@ -9,11 +9,9 @@
 #   PEERS_ISA=AVX2: the peers' oneDNN capped too (ONEDNN_MAX_CPU_ISA; OpenVINO honours it, ONNX Runtime's
 #   MLAS has no such cap) and only the AVX2-capped engine runs.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+. "$(dirname "$0")/../bench-build.sh"
 rounds=${1:-3}
-cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$here/build" --target int8-bench >&2
+bench_build --target int8-bench
 weights=${WEIGHTS:-$root/sidecar/build/test-weights/seed-0x1}
 golden=$root/test/fixtures/rfdetr-synth/case-1/golden.safetensors
 peers=${PEERS_DIR:-$HOME/.cache/rfdetr-peers}

@@ -6,10 +6,8 @@
 # Env: WEIGHTS (seed-1 checkpoint dir), PEERS_DIR (prepared peers), PEERS_SRC (the peers scripts,
 # default ../shared/peers from the repo root; see its README.md).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$here/build" -j "$(nproc)" >&2
+. "$(dirname "$0")/../bench-build.sh"
+bench_build -j "$(nproc)"
 weights=$("$root/bench/seed1-weights.sh")
 peers=${PEERS_DIR:-$HOME/.cache/rfdetr-peers}
 peers_src=${PEERS_SRC:-$root/../shared/peers}

@@ -7,13 +7,11 @@
 # Env: FAMILY_FIXTURES (default ../shared/fixtures/rfdetr-family from the repo root), WEIGHTS_ROOT (where the
 # checkpoints are made, default sidecar/build/test-weights/family).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+. "$(dirname "$0")/../bench-build.sh"
 family=${FAMILY_FIXTURES:-$root/../shared/fixtures/rfdetr-family}
 wroot=${WEIGHTS_ROOT:-$root/sidecar/build/test-weights/family}
 synth=$root/sidecar/build/rfdetr-synth
-cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$here/build" -j "$(nproc)" >&2
+bench_build -j "$(nproc)"
 [ -x "$synth" ] || { echo "sizes.sh: no $synth; run 'npm install'" >&2; exit 1; }
 [ -d "$family" ] || { echo "sizes.sh: no family fixtures at $family (set FAMILY_FIXTURES)" >&2; exit 1; }
 tmp=$(mktemp -d)

@@ -3,9 +3,7 @@
 # the seed-1 checkpoint exists, runs every plan.   bench/tt-precision/run.sh [--plans a,b]
 # Results: bench/tt-precision/results.json. Env: WEIGHTS (seed-1 checkpoint dir), RFDETR_SHARED_FIXTURES.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-cmake -S "$here" -B "$here/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$here/build" -j "$(nproc)" >&2
+. "$(dirname "$0")/../bench-build.sh"
+bench_build -j "$(nproc)"
 weights=$("$root/bench/seed1-weights.sh")
 "$here/build/tt-precision" --weights "$weights" --out "$here/results.json" "$@"

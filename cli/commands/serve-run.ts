@@ -124,7 +124,7 @@ function poolFor(ctx: CliContext, f: ServeFlags): BackendRequest['pool'] {
     }
     return undefined;
   }
-  const members = planMembers({ engine: f.engine, devices: f.devices, workers: f.workers, env: ctx.env });
+  const members = planMembers({ engine: f.engine, devices: f.devices, workers: f.workers, threads: f.threads, env: ctx.env });
   if (f.minReadyDevices > members.length) {
     throw new RfdetrError('E_USAGE', `--min-ready-devices ${f.minReadyDevices}: expected at most ${members.length}, the number of sidecars (${members.map((m) => m.label).join(', ')})`);
   }

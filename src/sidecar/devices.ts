@@ -6,11 +6,14 @@ import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { RfdetrError } from '../errors.ts';
+import { physicalCoreCount, splitCores } from './cores.ts';
 
 /** One sidecar of the pool: its label (metrics, logs, /health) and the environment it adds. */
 export interface MemberSpec {
   label: string;
   env: Record<string, string>;
+  /** The member's --threads, when it differs from the command's (--workers sharing the cores). */
+  threads?: number;
 }
 
 /** Engines that run on the host's cores: scaled with --workers, never bound to a card. */
@@ -54,7 +57,11 @@ export interface PlanRequest {
   engine: string;
   devices?: number[] | 'all' | undefined;
   workers?: number | undefined;
+  /** --threads (0 or absent: physical cores; with --workers, split among them unless RFDETR_THREADS says otherwise). */
+  threads?: number | undefined;
   env: NodeJS.ProcessEnv;
+  /** The physical cores to split (physicalCoreCount() unless a test says). */
+  cores?: () => number;
 }
 
 /** The environment of the sidecar for card `id`. */
@@ -92,7 +99,11 @@ export function planMembers(r: PlanRequest): MemberSpec[] {
     if (CARD_ENGINES.has(r.engine)) {
       throw new RfdetrError('E_USAGE', `--workers: the ${r.engine} engine runs on a card; use --devices LIST (e.g. 0,1 or all) for one sidecar per card`);
     }
-    return Array.from({ length: r.workers }, (_, i) => ({ label: `worker-${i}`, env: {} }));
+    const threads = r.threads ?? Number(r.env.RFDETR_THREADS || 0);
+    if (threads > 0) return Array.from({ length: r.workers }, (_, i) => ({ label: `worker-${i}`, env: {}, threads }));
+    // --threads 0 means "the machine's cores": N workers share them rather than each taking all (N-fold oversubscribed).
+    const split = splitCores((r.cores ?? physicalCoreCount)(), r.workers);
+    return split.map((n, i) => ({ label: `worker-${i}`, env: {}, threads: n }));
   }
   // One sidecar with the inherited environment (TT_DEVICE_ID / TT_METAL_VISIBLE_DEVICES as the operator set them).
   return [{ label: CARD_ENGINES.has(r.engine) ? (r.env.TT_DEVICE_ID || '0') : 'worker-0', env: {} }];

@@ -47,7 +47,7 @@ export class SidecarPool implements InferenceBackend {
     this.#log = opts.logger ?? silentLogger;
     this.#members = opts.members.map((m) => ({ label: m.label, backend: new SidecarBackend({ logger: this.#log, ...m }), forwards: 0, forwardSeconds: 0, removed: false }));
     for (const m of this.#members) m.backend.onStateChange((s) => this.#onMember(m, s));
-    this.#log.info('sidecar pool', { devices: this.#members.map((m) => m.label), min_ready: this.#minReady });
+    this.#log.info('sidecar pool', { devices: this.#members.map((m) => m.label), min_ready: this.#minReady, threads: opts.members.map((m) => m.threads ?? 0) });
   }
 
   get state(): BackendState {

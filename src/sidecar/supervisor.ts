@@ -527,6 +527,7 @@ export class SidecarBackend implements InferenceBackend {
     if (before.state === 'restarting' && before.timer) clearTimeout(before.timer);
     for (const w of [...this.#calls.waiters]) w.reject(notReady);
     if (this.#calls.active > 0) {
+      this.#log.info(`close: waiting for ${this.#calls.active} request(s) in flight (up to ${this.#closeT.drainMs} ms)`, this.#fields);
       const drained = new Promise<void>((r) => this.#calls.drained.push(r));
       if ((await withTimeout(drained, this.#closeT.drainMs)) === 'timeout') {
         this.#log.warn(`close: ${this.#calls.active} requests still running after ${this.#closeT.drainMs} ms; stopping anyway`, this.#fields);

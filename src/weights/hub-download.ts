@@ -155,8 +155,18 @@ export class HubClient {
       });
     } catch (e) {
       if (this.opts.signal?.aborted) throw e;
-      throw hubError('unreachable', `the Hub is unreachable: ${method} ${url} failed (${describeNetworkError(e)})`, { url }, e);
+      throw hubError('unreachable', `the Hub is unreachable: ${method} ${url} failed (${describeNetworkError(e)}${this.timeoutNote(e, method)})`, { url }, e);
     }
+  }
+
+  /** For undici's header/body timeouts: the limit that ended the wait and what sets it. */
+  private timeoutNote(e: unknown, method: 'HEAD' | 'GET'): string {
+    const err = e as { code?: string; cause?: { code?: string } };
+    const code = err.code ?? err.cause?.code;
+    if (code !== 'UND_ERR_HEADERS_TIMEOUT' && code !== 'UND_ERR_BODY_TIMEOUT') return '';
+    const ms = method === 'HEAD' ? this.headTimeoutMs : this.getTimeoutMs;
+    const by = this.opts.timeoutMs !== undefined ? 'the timeout option' : method === 'HEAD' ? 'HF_HUB_ETAG_TIMEOUT' : 'HF_HUB_DOWNLOAD_TIMEOUT';
+    return `; no answer within ${ms / 1000} s (${by}), raise it for a slow network`;
   }
 
   private statusError(method: string, url: string, status: number, h: Record<string, string | string[] | undefined>, repo: string, revision: string, file: string): RfdetrError {
@@ -317,7 +327,7 @@ export class HubClient {
         // Not a body we keep: a redirect, a refused resume or an error status (its body was discarded unread).
         if (res.error !== null && statusCode === 0) {
           if (this.opts.signal?.aborted) throw res.error;
-          throw hubError('unreachable', `the Hub is unreachable: GET ${url} failed (${describeNetworkError(res.error)})`, { url }, res.error);
+          throw hubError('unreachable', `the Hub is unreachable: GET ${url} failed (${describeNetworkError(res.error)}${this.timeoutNote(res.error, 'GET')})`, { url }, res.error);
         }
         if (statusCode >= 300 && statusCode < 400) {
           const loc = header(h, 'location');
@@ -336,7 +346,7 @@ export class HubClient {
       }
       if (res.error !== null) {
         if (this.opts.signal?.aborted) throw res.error;
-        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(res.error)})`, { url }, res.error);
+        throw hubError('unreachable', `the transfer of ${file} from ${url} broke off (${describeNetworkError(res.error)}${this.timeoutNote(res.error, 'GET')})`, { url }, res.error);
       }
       return;
     }

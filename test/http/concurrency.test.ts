@@ -6,7 +6,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { decodeImage, type DecodeOptions } from '../../src/image/decode.ts';
-import { goldenResponder, goldens, postJson, start, waitFor } from './helpers.ts';
+import { goldenResponder, goldens, postJson, start, u8, waitFor } from './helpers.ts';
+import { holdThreadPool, threadPoolSize } from '../helpers/thread-pool.ts';
 
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
 
@@ -191,51 +192,44 @@ describe('concurrency', () => {
 
 describe('decoding stays off the event loop', () => {
   test('probes are answered while an 8192×6144 image is being decoded', async () => {
-    const s = await start();
+    // Built before the pool is held: sharp's encode runs there too.
+    const big = await sharp(goldens()[2]!.png).resize(8192, 6144, { kernel: 'nearest' }).jpeg({ quality: 80 }).toBuffer();
+    // The server's own decode (decodeImage, sharp), wrapped only to see it start and end.
+    let started!: () => void;
+    const decodeStarted = new Promise<void>((r) => (started = r));
+    let decodeDone = false;
+    const decode = (b: Uint8Array, o: DecodeOptions) => {
+      started();
+      return decodeImage(b, o).finally(() => (decodeDone = true));
+    };
+    const s = await start({ decode });
+    // Every libuv thread is parked, so the decode stays in progress until the release below, however fast the
+    // machine. A decode run on the event loop instead would finish before the test's next turn, and no probe
+    // could be sent, let alone answered, while it is in progress.
+    const pool = holdThreadPool();
     try {
-      const big = await sharp(goldens()[2]!.png).resize(8192, 6144, { kernel: 'nearest' }).jpeg({ quality: 80 }).toBuffer();
       // A raw image/jpeg body: the test is about the decode, not the JSON parse of a 3 MB base64 string.
-      // The decode window is from the server's end of the body to the backend's first call (decode done); a
-      // listener in front of the app marks its start. Probes run one after another through it: on the event
-      // loop the decode would hold the first of them to its end, so none would both start and finish inside.
-      let received = false;
-      const front = http.createServer((req, res) => {
-        if (req.url === '/predict') req.on('end', () => (received = true));
-        s.srv.app(req, res);
-      });
-      await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
-      const frontUrl = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
-      let finished = false;
-      const p = new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = http.request(`${frontUrl}/predict`, { method: 'POST', headers: { 'content-type': 'image/jpeg', 'content-length': big.length } }, (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        });
-        req.on('error', reject);
-        req.end(big);
-      }).finally(() => (finished = true));
-      let inside = 0;
-      let probes = 0;
-      while (!finished) {
-        const startedInside = received && s.backend.calls === 0;
+      const p = fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'image/jpeg' }, body: u8(big) });
+      await decodeStarted;
+      for (let i = 0; i < 3; i++) {
         const r = await fetch(`${s.url}/tt-liveness`);
         assert.equal(r.status, 200);
-        await r.arrayBuffer();
-        probes++;
-        if (startedInside && s.backend.calls === 0) inside++;
+        assert.equal(((await r.json()) as { status: string }).status, 'alive');
       }
-      const r = await p;
-      assert.equal(r.status, 200, r.text);
-      assert.ok((JSON.parse(r.text) as { timing_ms: { decode: number } }).timing_ms.decode > 0);
-      assert.ok(inside >= 3, `${inside} of ${probes} probes started and were answered while the image was being decoded`);
-      await new Promise((r) => front.close(r));
+      assert.ok(pool.held(), `the thread pool was not held (UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? 'unset'}, ${threadPoolSize()} threads parked): this test cannot hold the decode`);
+      assert.equal(decodeDone, false, 'three probes were answered after the decode started and before it ended');
+      assert.equal(s.backend.calls, 0);
+      await pool.release();
+      const res = await p;
+      const text = await res.text();
+      assert.equal(res.status, 200, text);
+      assert.equal(decodeDone, true);
+      assert.ok((JSON.parse(text) as { timing_ms: { decode: number } }).timing_ms.decode > 0);
     } finally {
+      await pool.release();
       await s.stop();
     }
   });
-
 });
 
 describe('drain (what SIGTERM calls)', () => {

@@ -1,4 +1,4 @@
-// Shared by the HTTP tests: a scripted InferenceBackend (deterministic outputs, controllable delay, blocking,
+// Shared by the HTTP tests: a scripted InferenceBackend (deterministic outputs, reported stage times, blocking,
 // failure and state) and a server started on an ephemeral port with its log lines captured.
 import path from 'node:path';
 import { testFixturesDir } from '../../src/config/paths.ts';
@@ -72,7 +72,7 @@ export function fixedResponder(): { logits: Float32Array; predBoxes: Float32Arra
 
 export class FakeBackend extends ScriptedBackend {
   info: SidecarInfo | null;
-  /** Forward time reported and waited (ms). */
+  /** Forward time reported (ms), not waited: a test that needs the time to pass moves the clock (see predict.test). */
   forwardMs = 0;
   /** Simulated sidecar preprocess time reported (ms), not waited. */
   preprocessMs = 0.5;
@@ -125,7 +125,6 @@ export class FakeBackend extends ScriptedBackend {
     this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
     try {
       if (this.gate) await this.gate;
-      if (this.forwardMs > 0) await new Promise((r) => setTimeout(r, Math.max(0, this.forwardMs - (performance.now() - t0))));
     } finally {
       this.inFlight--;
     }
@@ -228,7 +227,7 @@ export function serverForFile(): { readonly s: Started; readonly png: string } {
 }
 
 /** Sends raw bytes on a fresh connection and resolves with everything the server wrote before closing. */
-export function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<string> {
+export function rawExchange(url: string, bytes: Buffer): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const sock = net.connect(Number(port), hostname);
@@ -237,6 +236,5 @@ export function rawExchange(url: string, bytes: Buffer, holdMs = 0): Promise<str
     sock.on('error', reject);
     sock.on('close', () => resolve(out));
     sock.write(bytes);
-    if (holdMs > 0) setTimeout(() => sock.end(), holdMs);
   });
 }

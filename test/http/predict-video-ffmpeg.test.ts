@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { start, u8, waitFor } from './helpers.ts';
-import { ndjsonLines as lines, stillsBehindVideo } from './video-helpers.ts';
+import { holdForward, ndjsonLines as lines, postVideo, stillsBehindVideo } from './video-helpers.ts';
 import { makeVideo, videoSkip } from '../helpers/videos.ts';
 
 const skip = videoSkip();
@@ -40,8 +40,7 @@ function ffmpegChildren(): number[] {
   return out;
 }
 
-const post = (url: string, query: string, body: Buffer, signal?: AbortSignal) =>
-  fetch(`${url}/predict/video${query}`, { method: 'POST', headers: { 'content-type': 'video/mp4' }, body: u8(body), signal });
+const post = (url: string, query: string, body: Buffer, signal?: AbortSignal) => postVideo(url, query, u8(body), undefined, signal);
 
 
 test('POST /predict/video (ffmpeg): a 150-frame file streams one line per frame while stills sent meanwhile are answered', { ...skip, timeout: 60_000 }, async () => {
@@ -85,13 +84,7 @@ test('POST /predict/video (ffmpeg): a client that leaves mid-video ends ffmpeg a
   const file = makeVideo(dir, 'clip600.mp4', { width: 64, height: 48, frames: 600 });
   const root = tmpRoot();
   const s = await start({ videoTmpRoot: root });
-  let unblock!: () => void;
-  const held = new Promise<void>((r) => (unblock = r));
-  const respond = s.backend.respond;
-  s.backend.respond = async (input) => {
-    if (s.backend.calls === 6) await held;
-    return respond(input);
-  };
+  const unblock = holdForward(s, 6);
   try {
     const ac = new AbortController();
     const res = await post(s.url, '', fs.readFileSync(file), ac.signal);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
 import type { VideoFrame, VideoSource } from '../../src/video/source.ts';
 import { start, u8, waitFor } from './helpers.ts';
-import { ndjsonLines as lines, stillsBehindVideo } from './video-helpers.ts';
+import { holdForward, ndjsonLines as lines, postVideo as postUpload, stillsBehindVideo } from './video-helpers.ts';
 
 const W = 320;
 const H = 240;
@@ -77,8 +77,8 @@ function scriptedVideo(script: Script): { open: OpenVideo; seen: Observed } {
 
 const VIDEO_BYTES = Buffer.from('not really a video: the scripted source ignores the bytes');
 
-async function postVideo(url: string, query: string, body: BodyInit = u8(VIDEO_BYTES), headers: Record<string, string> = { 'content-type': 'video/mp4' }, signal?: AbortSignal) {
-  return fetch(`${url}/predict/video${query}`, { method: 'POST', headers, body, signal });
+function postVideo(url: string, query: string, body: BodyInit = u8(VIDEO_BYTES), headers?: Record<string, string>, signal?: AbortSignal) {
+  return postUpload(url, query, body, headers, signal);
 }
 
 function tmpRoot(): string {
@@ -297,13 +297,7 @@ test('POST /predict/video: a client that leaves stops the decoding, costs no mor
   const s = await start({ openVideo: open, videoTmpRoot: root });
   try {
     // the sixth forward is held: frames 0-4 answered, frame 5 in the engine, frame 6 waiting
-    let unblock!: () => void;
-    const held = new Promise<void>((r) => (unblock = r));
-    const respond = s.backend.respond;
-    s.backend.respond = async (input) => {
-      if (s.backend.calls === 6) await held;
-      return respond(input);
-    };
+    const unblock = holdForward(s, 6);
     const ac = new AbortController();
     const res = await postVideo(s.url, '', u8(VIDEO_BYTES), { 'content-type': 'application/octet-stream' }, ac.signal);
     assert.equal(res.status, 200);

@@ -1,7 +1,24 @@
-// Shared by the POST /predict/video tests: the answer's NDJSON lines, and stills sent while a video holds the
-// engine (queued behind it, then answered once it is let go).
+// Shared by the POST /predict/video tests: the upload, the answer's NDJSON lines, one forward held until the
+// test lets it go, and stills sent while a video holds the engine (queued behind it, then answered).
 import assert from 'node:assert/strict';
 import { goldens, u8, waitFor, type Started } from './helpers.ts';
+
+/** POST /predict/video with `body` (a video/mp4 upload unless `headers` say otherwise). */
+export function postVideo(url: string, query: string, body: BodyInit, headers: Record<string, string> = { 'content-type': 'video/mp4' }, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${url}/predict/video${query}`, { method: 'POST', headers, body, signal });
+}
+
+/** The backend's `n`th call (counting every call so far) waits in the engine until the returned function is called. */
+export function holdForward(s: Started, n: number): () => void {
+  let unblock!: () => void;
+  const held = new Promise<void>((r) => (unblock = r));
+  const respond = s.backend.respond;
+  s.backend.respond = async (input) => {
+    if (s.backend.calls === n) await held;
+    return respond(input);
+  };
+  return unblock;
+}
 
 export function ndjsonLines(text: string): any[] {
   return text.trim().split('\n').map((l) => JSON.parse(l));

@@ -12,7 +12,8 @@
 //   crash-at-start  print a line on stderr and exit 3 (not a documented status) before READY
 //   no-ready        never print READY
 //   stubborn        ignore the shutdown op and SIGTERM
-//   slow            answer infers after FAKE_DELAY_MS
+//   held            hold every infer's answer until the process gets SIGUSR2, then answer the held ones and
+//                   every later one at once
 // FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
 import net from 'node:net';
 import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -37,7 +38,6 @@ if (counter) {
 }
 const plan = (process.env.FAKE_SCENARIO ?? 'ok').split(',');
 const scenario = plan[Math.min(start, plan.length - 1)]!;
-const delayMs = Number(process.env.FAKE_DELAY_MS ?? '0');
 process.stderr.write(`fake-sidecar: start ${start} plays '${scenario}'\n`);
 
 if (process.env.FAKE_ENV_OUT) writeFileSync(process.env.FAKE_ENV_OUT, JSON.stringify(Object.keys(process.env)));
@@ -56,6 +56,13 @@ if (scenario === 'crash-at-start') {
 }
 if (scenario === 'stubborn') process.on('SIGTERM', () => process.stderr.write('fake-sidecar: ignoring SIGTERM\n'));
 else process.on('SIGTERM', () => stop(0));
+// 'held': the answers wait for the test's SIGUSR2, never for a clock.
+let held: Array<() => void> | null = scenario === 'held' ? [] : null;
+process.on('SIGUSR2', () => {
+  const answers = held ?? [];
+  held = null;
+  for (const answer of answers) answer();
+});
 
 const NQ = 300;
 const NC = 91;
@@ -112,9 +119,9 @@ const server = net.createServer((sock) => {
       for (let i = 0; i < logits.length; i++) logits[i] = px[i]! + 1;
       for (let i = 0; i < boxes.length; i++) boxes[i] = px[NQ * NC + i]! * 0.5;
       const reply = () => sock.write(encodeFrame({
-        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: delayMs + 0.25,
+        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: 0.25,
       }));
-      if (scenario === 'slow') setTimeout(reply, delayMs);
+      if (held) held.push(reply);
       else reply();
     }
   }, () => sock.destroy());

@@ -195,19 +195,22 @@ test('fake sidecar: close() escalates SIGTERM → SIGKILL when ignored', async (
 });
 
 test('fake sidecar: close() drains in-flight requests; destroy(err) rejects at once', { timeout: 60_000 }, async (t) => {
-  const { b, logs } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '400' });
+  const { b, logs } = fake(t, 'held');
   await b.ready();
   const px = rampPixels();
   const inflight = b.infer({ pixelValues: px });
   await inferReceived(logs);
+  // The answer is held in the sidecar until the SIGUSR2 below, sent once close() says it waits for it.
   const closing = b.close();
   await rejectsWith(b.infer({ pixelValues: px }), 'E_CLOSED');
+  await waitFor('close() to wait for the request in flight', () => logs.some((l) => l.includes('close: waiting for 1 request(s) in flight')), 10_000);
+  process.kill(b.pid!, 'SIGUSR2');
   checkEcho(px, await inflight);
   await closing;
   assert.equal(b.state, 'stopped');
 
-  // This reply would come after 10 minutes: a destroy() that waited for it would run into the test's timeout.
-  const { b: b2, logs: logs2 } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '600000' });
+  // This reply never comes (no SIGUSR2): a destroy() that waited for it would run into the test's timeout.
+  const { b: b2, logs: logs2 } = fake(t, 'held');
   await b2.ready();
   const p = b2.infer({ pixelValues: px });
   await inferReceived(logs2);
@@ -218,14 +221,15 @@ test('fake sidecar: close() drains in-flight requests; destroy(err) rejects at o
 });
 
 test('fake sidecar: an aborted request rejects E_ABORTED and the connection keeps serving', async (t) => {
-  const { b, logs } = fake(t, 'slow', {}, { FAKE_DELAY_MS: '300' });
+  const { b, logs } = fake(t, 'held');
   await b.ready();
   const ac = new AbortController();
   const px = rampPixels();
   const p = b.infer({ pixelValues: px }, { signal: ac.signal });
-  await inferReceived(logs); // aborted while the sidecar works on it, not before it was sent
+  await inferReceived(logs); // aborted while the sidecar holds its answer, not before it was sent
   ac.abort();
   await rejectsWith(p, 'E_ABORTED');
+  process.kill(b.pid!, 'SIGUSR2'); // the aborted request's answer arrives late, then every answer comes at once
   checkEcho(px, await b.infer({ pixelValues: px }));
   assert.equal(b.state, 'ready');
 });

@@ -8,6 +8,7 @@ import { resolveWeights } from '../../src/weights/resolve.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 import { FakeHub, deadEndpoint, etagOf, gitBlobSha1, sha256, type FakeFile } from './fake-hub.ts';
 import { configJson, tinySafetensors, tmpDir } from './checkpoints.ts';
+import { waitFor } from '../helpers/wait-for.ts';
 
 const REPO = 'Roboflow/rf-detr-base';
 const PINNED = '7b95b089788e6c7db56d5ea9b0a07ca08ea6ac0a';
@@ -267,8 +268,13 @@ test('download: a pinned sha answered with another commit is refused', async () 
 });
 
 test('download: two concurrent resolutions download each blob once', async () => {
-  hub.cdnDelayMs = 100;
-  const [a, b] = await Promise.all([resolveWeights({ env: env(), progress: null }), resolveWeights({ env: env(), progress: null })]);
+  // The first download is held at the CDN until the second resolution has found its lock taken.
+  const release = hub.holdCdn();
+  const log: string[] = [];
+  const both = Promise.all([resolveWeights({ env: env(), progress: null, log: (l) => log.push(l) }), resolveWeights({ env: env(), progress: null, log: (l) => log.push(l) })]);
+  await waitFor('the second resolution to wait for the lock (or to reach the CDN too)', () => log.some((l) => /waiting for pid \d+, which is downloading the same file/.test(l)) || hub.count('cdn') > 1, 10_000);
+  release();
+  const [a, b] = await both;
   assert.equal(a.dir, b.dir);
   assert.deepEqual(fs.readFileSync(a.files.model), model.content);
   assert.equal(hub.requests.filter((q) => q.method === 'GET' && q.url.includes('/lfs/')).length, 1);
@@ -289,11 +295,15 @@ test('download: a lock left by a dead process is taken over', async () => {
 
 test('download: a hanging Hub times out (HF_HUB_ETAG_TIMEOUT) and the cache is used', async () => {
   await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main' }), progress: null });
-  // The Hub answers after 5 s: within the default 10 s limit, so only the 0.3 s one set here makes it a timeout.
-  hub.hubDelayMs = 5_000;
-  const r = await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main', HF_HUB_ETAG_TIMEOUT: '0.3' }), progress: null, refresh: true });
-  assert.equal(r.source, 'cache');
-  assert.match(r.chain.join('\n'), /unreachable: HEAD .* failed \(UND_ERR_HEADERS_TIMEOUT/);
+  // The Hub never answers while held; the error names the limit that ended the wait (0.3 s, not the default 10).
+  const release = hub.holdHub();
+  try {
+    const r = await resolveWeights({ env: env({ TT_WEIGHTS_REVISION: 'main', HF_HUB_ETAG_TIMEOUT: '0.3' }), progress: null, refresh: true });
+    assert.equal(r.source, 'cache');
+    assert.match(r.chain.join('\n'), /unreachable: HEAD .* failed \(UND_ERR_HEADERS_TIMEOUT.*no answer within 0\.3 s \(HF_HUB_ETAG_TIMEOUT\)/);
+  } finally {
+    release();
+  }
   await assert.rejects(resolveWeights({ env: env({ HF_HUB_ETAG_TIMEOUT: 'soon', HF_HUB_CACHE: path.join(root, 'empty') }), progress: null }), /positive number of seconds for HF_HUB_ETAG_TIMEOUT but received "soon"/);
 });
 

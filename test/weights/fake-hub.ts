@@ -50,8 +50,6 @@ export class FakeHub {
   commitOverride: string | null = null;
   /** Send this X-Linked-Etag instead of the content's sha256 (a hostile or broken server). */
   linkedEtagOverride: string | null = null;
-  /** Delay before the CDN answers, ms. */
-  cdnDelayMs = 0;
   /** CDN answers carry Connection: close: the whole body is written and the socket ended (FIN) at once. */
   cdnCloses = false;
   private hub!: http.Server;
@@ -106,13 +104,32 @@ export class FakeHub {
     return b;
   }
 
-  /** Delay before the Hub answers, ms (a hanging Hub). */
-  hubDelayMs = 0;
+  private hubGate: Promise<void> | null = null;
+  private cdnGate: Promise<void> | null = null;
+
+  /** A hanging Hub: requests from now on get no answer until the returned function is called (or close()). */
+  holdHub(): () => void {
+    return this.hold('hubGate');
+  }
+
+  /** The CDN answers nothing from now on until the returned function is called. */
+  holdCdn(): () => void {
+    return this.hold('cdnGate');
+  }
+
+  private hold(which: 'hubGate' | 'cdnGate'): () => void {
+    let open!: () => void;
+    this[which] = new Promise<void>((r) => (open = r));
+    return () => {
+      this[which] = null;
+      open();
+    };
+  }
 
   private onHub(req: http.IncomingMessage, res: http.ServerResponse): void {
     this.requests.push({ server: 'hub', method: req.method ?? '', url: req.url ?? '', headers: req.headers });
-    if (this.hubDelayMs > 0) {
-      setTimeout(() => res.destroyed || this.answerHub(req, res), this.hubDelayMs).unref();
+    if (this.hubGate) {
+      void this.hubGate.then(() => res.destroyed || this.answerHub(req, res));
       return;
     }
     this.answerHub(req, res);
@@ -177,8 +194,8 @@ export class FakeHub {
       res.writeHead(404).end();
       return;
     }
-    if (this.cdnDelayMs > 0) {
-      setTimeout(() => this.serveCdn(req, res, f), this.cdnDelayMs);
+    if (this.cdnGate) {
+      void this.cdnGate.then(() => res.destroyed || this.serveCdn(req, res, f));
       return;
     }
     this.serveCdn(req, res, f);
@@ -206,10 +223,8 @@ export class FakeHub {
     if (this.cutCdnOnceAfter !== null && part.length > this.cutCdnOnceAfter) {
       const n = this.cutCdnOnceAfter;
       this.cutCdnOnceAfter = null;
-      res.write(part.subarray(0, n), () => {
-        // Let the bytes reach the client, then drop the connection mid-body.
-        setTimeout(() => res.socket?.destroy(), 20);
-      });
+      // The bytes, then FIN: TCP delivers all n before the end, so the client has exactly n when the body stops.
+      res.write(part.subarray(0, n), () => res.socket?.end());
       return;
     }
     res.end(part);

@@ -146,8 +146,9 @@ std::string options_help(const std::vector<std::string> & engines) {
     }
     return "usage: rfdetr-sidecar --socket PATH --weights DIR [options]\n"
            "\n"
-           "Serves RF-DETR-base forwards over a Unix socket (protocol: sidecar/PROTOCOL.md). Prints one\n"
-           "'READY {json}' line on stdout when warmed up; logs go to stderr.\n"
+           "Serves RF-DETR forwards over a Unix socket (protocol: sidecar/PROTOCOL.md): any variant of the\n"
+           "detection family (base, nano, small, medium, large, large_deprecated), read from the checkpoint's\n"
+           "tensors. Prints one 'READY {json}' line on stdout when warmed up; logs go to stderr.\n"
            "\n"
            "  --socket PATH        Unix socket to listen on (env RFDETR_SOCKET); created 0600, its directory\n"
            "                       0700 if missing. Not needed under systemd socket activation (LISTEN_FDS).\n"

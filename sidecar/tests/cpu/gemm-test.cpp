@@ -4,6 +4,7 @@
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
 
+#include "gemm-case.h"
 #include "isa-test.h"
 #include "random-vec.h"
 
@@ -17,10 +18,10 @@
 
 namespace {
 
+using rfdetr::test::gemm_case;
+using rfdetr::test::k_guard;
+using rfdetr::test::k_pad;
 using rfdetr::test::random_vec;
-
-constexpr float k_guard = 12345.0f;
-constexpr int   k_pad   = 64;  // guard floats before and after the output
 
 // Reference: t = LN?(a) * w^T (kernels-ref.cpp, double accumulation), then the epilogue in float in the
 // reference's order.
@@ -60,22 +61,13 @@ std::vector<float> reference(int m, int n, int k, const std::vector<float> & a, 
 void check(const char * isa, int m, int n, int k, rfdetr::cpu::epi kind, bool with_ln) {
     SCOPED_TRACE(std::string(isa) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                  std::to_string(k) + " epi=" + std::to_string(static_cast<int>(kind)) + (with_ln ? " +LN" : ""));
-    const int  lda = k + 3, ldc = n + 5;
-    const auto a   = random_vec(static_cast<size_t>(m) * lda, 11 + m, -2.0f, 3.0f);
-    const auto w   = random_vec(static_cast<size_t>(n) * k, 12 + n);
-    const auto bias = random_vec(n, 13), scale = random_vec(n, 14, 0.1f, 1.0f);
-    const auto g = random_vec(k, 15, 0.5f, 1.5f), b = random_vec(k, 16);
-    std::vector<float> c(2 * k_pad + static_cast<size_t>(m) * ldc, k_guard);
-    const auto init = random_vec(static_cast<size_t>(m) * ldc, 17);
-    for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) c[k_pad + static_cast<size_t>(i) * ldc + j] = init[static_cast<size_t>(i) * ldc + j];
-    }
-    rfdetr::cpu::epilogue e;
-    e.kind  = kind;
-    e.bias  = bias.data();
-    e.scale = scale.data();
-    e.alpha = 0.125f;
-    rfdetr::cpu::a_layernorm ln{g.data(), b.data(), 1e-6f};
+    gemm_case  t(m, n, k, kind, 10);
+    const int  lda = t.lda, ldc = t.ldc;
+    const auto & a = t.a;
+    const auto & w = t.w;
+    const auto & e = t.e;
+    const auto & ln = t.ln;
+    auto &       c  = t.c;
     const auto want = reference(m, n, k, a, lda, w, e, with_ln ? &ln : nullptr, c, ldc);
 
     const auto                pw = rfdetr::cpu::pack_weight(w.data(), n, k, k);
@@ -104,15 +96,7 @@ TEST_P(cpu_gemm, packed_gemm_matches_reference_on_odd_sizes) {
         for (int m : {1, 5, 6, 13, 14, 15, 29, 300}) {
             for (int n : {1, 7, 16, 17, 31, 32, 33, 91}) check(isa, m, n, 37, rfdetr::cpu::epi::store, false);
         }
-        for (auto kind : {rfdetr::cpu::epi::accumulate, rfdetr::cpu::epi::bias, rfdetr::cpu::epi::bias_relu,
-                          rfdetr::cpu::epi::bias_gelu, rfdetr::cpu::epi::bias_scale_add,
-                          rfdetr::cpu::epi::bias_residual}) {
-            check(isa, 43, 75, 19, kind, false);
-        }
-        check(isa, 61, 45, 29, rfdetr::cpu::epi::bias, true);
-        // k large enough that rows are processed in several row blocks (the L2-sized A block).
-        check(isa, 97, 40, 1543, rfdetr::cpu::epi::bias_scale_add, false);
-        check(isa, 1031, 33, 101, rfdetr::cpu::epi::bias_gelu, true);
+        rfdetr::test::for_each_epilogue_case([isa](int m, int n, int k, rfdetr::cpu::epi kind, bool with_ln) { check(isa, m, n, k, kind, with_ln); });
     }
 }
 

@@ -8,6 +8,7 @@
 #include "engines/cpu/qgemm.h"
 #include "golden-file.h"
 
+#include "gemm-case.h"
 #include "random-vec.h"
 #include "skip.h"
 
@@ -22,11 +23,11 @@
 
 namespace {
 
+using rfdetr::test::gemm_case;
+using rfdetr::test::k_guard;
+using rfdetr::test::k_pad;
 using rfdetr::test::random_vec;
 namespace cpu = rfdetr::cpu;
-
-constexpr float k_guard = 12345.0f;
-constexpr int   k_pad   = 64;
 
 struct qisa_scope {
     explicit qisa_scope(const char * isa) : before(cpu::qgemm_isa()), ok(cpu::qgemm_select_isa(isa)) {}
@@ -44,22 +45,15 @@ struct qisa_scope {
 void check(int m, int n, int k, cpu::epi kind, bool with_ln) {
     SCOPED_TRACE(std::string(cpu::qgemm_isa()) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                  std::to_string(k) + " epi=" + std::to_string(static_cast<int>(kind)) + (with_ln ? " +LN" : ""));
-    const int  lda = k + 3, ldc = n + 5;
-    const auto a    = random_vec(static_cast<size_t>(m) * lda, 31 + m, -2.0f, 3.0f);
-    const auto w    = random_vec(static_cast<size_t>(n) * k, 32 + n);
-    const auto bias = random_vec(n, 33), scale = random_vec(n, 34, 0.1f, 1.0f);
-    const auto g = random_vec(k, 35, 0.5f, 1.5f), b = random_vec(k, 36);
-    std::vector<float> c(2 * k_pad + static_cast<size_t>(m) * ldc, k_guard);
-    const auto         init = random_vec(static_cast<size_t>(m) * ldc, 37);
-    for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < n; ++j) c[k_pad + static_cast<size_t>(i) * ldc + j] = init[static_cast<size_t>(i) * ldc + j];
-    }
-    cpu::epilogue e;
-    e.kind  = kind;
-    e.bias  = bias.data();
-    e.scale = scale.data();
-    e.alpha = 0.125f;
-    cpu::a_layernorm ln{g.data(), b.data(), 1e-6f};
+    gemm_case    t(m, n, k, kind, 30);
+    const int    lda = t.lda, ldc = t.ldc;
+    const auto & a  = t.a;
+    const auto & w  = t.w;
+    const auto & g  = t.g;
+    const auto & b  = t.b;
+    const auto & e  = t.e;
+    const auto & ln = t.ln;
+    auto &       c  = t.c;
 
     // The reference reads the LayerNormed rows (the LayerNorm has its own tests).
     std::vector<float> an(a);
@@ -93,13 +87,7 @@ void check_all_sizes() {
         for (int n : {1, 7, 8, 9, 16, 17, 31, 32, 33, 91}) check(m, n, 37, cpu::epi::store, false);
     }
     for (int k : {63, 64, 65, 129}) check(35, 40, k, cpu::epi::bias, false);
-    for (auto kind : {cpu::epi::accumulate, cpu::epi::bias, cpu::epi::bias_relu, cpu::epi::bias_gelu,
-                      cpu::epi::bias_scale_add, cpu::epi::bias_residual}) {
-        check(43, 75, 19, kind, false);
-    }
-    check(61, 45, 29, cpu::epi::bias, true);
-    check(97, 40, 1543, cpu::epi::bias_scale_add, false);
-    check(1031, 33, 101, cpu::epi::bias_gelu, true);
+    rfdetr::test::for_each_epilogue_case(check);
     check(2, 3, 1, cpu::epi::store, false);
 }
 
