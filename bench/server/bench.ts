@@ -285,7 +285,7 @@ const results: Record<string, unknown> = {
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
 const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
-// --shm-max-bytes Infinity: the B side sends 4000×3000 frames through shared memory too (the default stops at 8 MiB).
+// --shm-max-bytes N: the server's RFDETR_SHM_MAX_BYTES (8388608 keeps 4000×3000 frames on the socket; the default sends every size through shared memory).
 const sleep = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {});
 try {
   if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
