@@ -85,6 +85,11 @@ export interface DecodeOptions {
    * bench/server/fast-decode.ts (SERVING.md, `fast_decode`). Other formats and smaller JPEGs decode exactly.
    */
   fastDecode?: { size: number };
+  /**
+   * false: a large image is decoded on this thread's heap too, never through pixel-pool.ts (a benchmark's
+   * baseline: sharp's own decode, with no thread hop, copy or pool buffer).
+   */
+  thread?: boolean;
 }
 
 export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
@@ -115,7 +120,7 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);
     const n = width * height * 3;
-    if (n >= PIXEL_THREAD_MIN_BYTES && (process.env.RFDETR_DECODE_THREAD ?? '').toLowerCase() !== 'off') {
+    if (n >= PIXEL_THREAD_MIN_BYTES && opts.thread !== false && (process.env.RFDETR_DECODE_THREAD ?? '').toLowerCase() !== 'off') {
       const px = await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
         if (e instanceof PixelThreadError) return undefined;
         throw e;

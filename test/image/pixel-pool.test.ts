@@ -28,6 +28,9 @@ test('pixel-pool: a large JPEG decoded through the thread has every byte of the 
   assert.ok(Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb), 'pixels differ from sharp on the main path');
   assert.equal(typeof img.release, 'function');
   img.release!();
+  const here = await decodeImage(jpeg, { thread: false });
+  assert.ok(!(here.data.buffer instanceof SharedArrayBuffer), 'thread: false must decode on this thread');
+  assert.ok(Buffer.from(here.data.buffer, here.data.byteOffset, here.data.length).equals(rgb));
   process.env.RFDETR_DECODE_THREAD = 'off';
   try {
     const off = await decodeImage(jpeg);
