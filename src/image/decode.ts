@@ -18,10 +18,10 @@
 // plain PNG/JPEG, else sharp `metadata()`; no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
 // before anything is decoded; `limitInputPixels` is set from the same limit as a second line of defence.
 // Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode. Images of 8 MiB
-// of pixels and more are decoded from a worker thread into a reused buffer (pixel-pool.ts: the same pixels,
-// without a new 36 MB buffer for the event loop's GC per 12 MP photo); RFDETR_DECODE_THREAD=off decodes them
-// here like the rest.
-import sharp, { type Metadata, type SharpOptions } from 'sharp';
+// of pixels and more, while another such image is alive, are decoded from a worker thread into a reused buffer
+// (pixel-pool.ts: the same pixels, without a new 36 MB buffer for the event loop's GC per 12 MP photo);
+// RFDETR_DECODE_THREAD=off decodes them here like the rest, =on always through the thread.
+import sharp, { type Metadata, type OutputInfo, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
 import { readImageHeader } from './header.ts';
@@ -46,6 +46,18 @@ export interface RgbImage {
 
 /** The decode threads and their buffers, for images of PIXEL_THREAD_MIN_BYTES and more. */
 const pixelPool = new PixelPool();
+/**
+ * Large images decoding, or decoded and not yet released. The thread is taken only while another one is alive:
+ * the main heap's GC churn is a crowd's problem (8 clients × 12 MP: event-loop p99 15–17 → 7–9 ms), while a
+ * lone request would pay the thread's hop and copy (8–15 ms of decode) for nothing (bench/server/RESULTS.md §6).
+ */
+let largeAlive = 0;
+
+/** RFDETR_DECODE_THREAD: `off` never, `on` for every large image, else (`auto`) while another large image is alive. */
+function threadMode(): 'off' | 'on' | 'auto' {
+  const v = (process.env.RFDETR_DECODE_THREAD ?? '').toLowerCase();
+  return v === 'off' || v === 'on' ? v : 'auto';
+}
 
 /** Formats decoded; SVG/PDF and the rest are refused (SVG rendering is not what the reference does). */
 const ACCEPTED_FORMATS = new Set(['jpeg', 'png', 'webp', 'gif', 'tiff']);
@@ -120,26 +132,44 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);
     const n = width * height * 3;
-    if (n >= PIXEL_THREAD_MIN_BYTES && opts.thread !== false && (process.env.RFDETR_DECODE_THREAD ?? '').toLowerCase() !== 'off') {
-      const px = await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
+    let lease: (() => void) | undefined;
+    if (n >= PIXEL_THREAD_MIN_BYTES) {
+      const mode = opts.thread === false ? 'off' : threadMode();
+      const viaThread = mode === 'on' || (mode === 'auto' && largeAlive > 0);
+      largeAlive++;
+      let leased = true;
+      lease = () => {
+        if (leased) (leased = false), largeAlive--;
+      };
+      const px = viaThread ? await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
         if (e instanceof PixelThreadError) return undefined;
+        lease!();
         throw e;
-      });
+      }) : undefined;
       if (px) {
         if (px.channels !== 3 || px.width !== width || px.height !== height || px.data.length !== n) {
           px.release();
+          lease();
           throw new Error(`sharp returned ${px.width}x${px.height}x${px.channels} for a ${width}x${height} ${format}`);
         }
-        return { data: px.data, width, height, release: px.release };
+        const done = lease;
+        return { data: px.data, width, height, release: () => (px.release(), done()) };
       }
     }
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
-    const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    let data: Buffer, info: OutputInfo;
+    try {
+      ({ data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true }));
+    } catch (e) {
+      lease?.();
+      throw e;
+    }
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
+      lease?.();
       throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }
-    return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height };
+    return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height, ...(lease ? { release: lease } : {}) };
   } catch (e) {
     if (e instanceof RfdetrError) throw e;
     throw undecodable(`the ${format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);

@@ -19,27 +19,40 @@ async function bigJpeg(): Promise<{ jpeg: Buffer; rgb: Buffer; width: number; he
   return { jpeg, rgb, width, height };
 }
 
-test('pixel-pool: a large JPEG decoded through the thread has every byte of the main-path decode, in a pool buffer', async () => {
+test('pixel-pool: a large JPEG goes through the thread while another large image is alive, with every byte of the main-path decode', async () => {
   const { jpeg, rgb, width, height } = await bigJpeg();
+  const same = (img: { data: Uint8Array }) => Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb);
+  const pooled = (img: { data: Uint8Array }) => img.data.buffer instanceof SharedArrayBuffer;
+  // Alone: decoded here (a lone request would pay the thread's copy for nothing), still with a release.
+  const alone = await decodeImage(jpeg);
+  assert.ok(!pooled(alone), 'a lone large image must decode on the main path');
+  assert.ok(same(alone));
+  assert.equal(typeof alone.release, 'function');
+  // While it is alive (not released), the next one goes through the thread into a pool buffer.
   const img = await decodeImage(jpeg);
   assert.equal(img.width, width);
   assert.equal(img.height, height);
-  assert.ok(img.data.buffer instanceof SharedArrayBuffer, 'expected the pixels in a pool buffer (SharedArrayBuffer): the thread path was not taken');
-  assert.ok(Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb), 'pixels differ from sharp on the main path');
-  assert.equal(typeof img.release, 'function');
-  img.release!();
+  assert.ok(pooled(img), 'expected the second image in a pool buffer (SharedArrayBuffer): the thread path was not taken');
+  assert.ok(same(img), 'pixels differ from sharp on the main path');
   const here = await decodeImage(jpeg, { thread: false });
-  assert.ok(!(here.data.buffer instanceof SharedArrayBuffer), 'thread: false must decode on this thread');
-  assert.ok(Buffer.from(here.data.buffer, here.data.byteOffset, here.data.length).equals(rgb));
+  assert.ok(!pooled(here), 'thread: false must decode on this thread');
+  assert.ok(same(here));
+  here.release!();
   process.env.RFDETR_DECODE_THREAD = 'off';
   try {
     const off = await decodeImage(jpeg);
-    assert.ok(!(off.data.buffer instanceof SharedArrayBuffer), 'RFDETR_DECODE_THREAD=off must decode on the main path');
-    assert.equal(off.release, undefined);
-    assert.ok(Buffer.from(off.data.buffer, off.data.byteOffset, off.data.length).equals(rgb));
+    assert.ok(!pooled(off), 'RFDETR_DECODE_THREAD=off must decode on the main path');
+    assert.ok(same(off));
+    off.release!();
   } finally {
     delete process.env.RFDETR_DECODE_THREAD;
   }
+  img.release!();
+  alone.release!();
+  alone.release!(); // twice is once
+  const again = await decodeImage(jpeg);
+  assert.ok(!pooled(again), 'once every large image was released, the next is alone again');
+  again.release!();
 });
 
 test('pixel-pool: a released buffer is reused for the next image of about its size, an unreleased one is not', async () => {
@@ -81,9 +94,10 @@ test('pixel-pool: a truncated large JPEG fails with the same E_IMAGE_UNDECODABLE
     }
     assert.fail('a truncated JPEG decoded');
   };
-  const threaded = await message();
-  process.env.RFDETR_DECODE_THREAD = 'off';
   try {
+    process.env.RFDETR_DECODE_THREAD = 'on';
+    const threaded = await message();
+    process.env.RFDETR_DECODE_THREAD = 'off';
     assert.equal(threaded, await message());
   } finally {
     delete process.env.RFDETR_DECODE_THREAD;
