@@ -51,7 +51,7 @@ const pixelPool = new PixelPool();
  * the main heap's GC churn is a crowd's problem (8 clients × 12 MP: event-loop p99 15–17 → 7–9 ms), while a
  * lone request would pay the thread's hop and copy (8–15 ms of decode) for nothing (bench/server/RESULTS.md §6).
  */
-let largeAlive = 0;
+let largeAlive = 0; // an owner that never calls release() leaves it up: its later large images take the thread (same pixels)
 
 /** RFDETR_DECODE_THREAD: `off` never, `on` for every large image, else (`auto`) while another large image is alive. */
 function threadMode(): 'off' | 'on' | 'auto' {

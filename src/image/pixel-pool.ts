@@ -4,9 +4,9 @@
 // incremental-marking steps (5–10 ms each by design) and a mark-compact roughly every other request. Under
 // 8 clients sending 12 MP JPEGs that was the event loop's p99 delay (trace-gc: ~0.6 mark-compacts per
 // request, steps up to 48 ms on the loaded host; bench/server/RESULTS.md §6). Here sharp's buffer is the
-// thread's garbage, and the main thread only ever sees pool buffers, allocated once and reused. The price, paid
-// by every large image: the hop and a 36 MB copy into the pool buffer, 8–15 ms of a lone 12 MP request's
-// decode stage (RESULTS.md §6).
+// thread's garbage, and the main thread only ever sees pool buffers, allocated once and reused. The price: the hop
+// and a 36 MB copy into the pool buffer, 8–15 ms of a 12 MP decode (RESULTS.md §6), which is why decode.ts
+// takes this path only while another large image is alive.
 //
 // The pixels are bit-identical to decode.ts's own call (the same sharp pipeline; test/image/pixel-pool.test.ts).
 // A thread that dies fails only its pending decodes with PixelThreadError, which decode.ts answers by decoding
