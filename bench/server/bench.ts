@@ -1,6 +1,6 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
-//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR]
+//        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR] [--server-node-args=--trace-gc]
 //        [--baseline DIR] [--client-gc auto|full] [--out FILE]
 // --baseline DIR: the overhead scenario also runs on a server started from another checkout (DIR, e.g. an
 // extracted `git archive main` with node_modules linked and its sidecar built), block by block alternating
@@ -37,7 +37,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' }, 'client-gc': { type: 'string', default: 'auto' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' }, 'client-gc': { type: 'string', default: 'auto' }, 'server-node-args': { type: 'string' } } });
 // The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
 // client library inside it; what the accounting target is measured with) and `undici` (pool.request +
 // body.json() inside the round trip, as a real client sees it).
@@ -59,14 +59,17 @@ interface Server {
 async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}, root?: string): Promise<Server> {
   const child = fork(root ? path.join(root, 'bench', 'server', 'serve.ts') : path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
     // --cpu-prof-dir DIR: the server writes a V8 CPU profile there when it stops (open it in devtools).
-    execArgv: ['--import', 'tsx', ...(values['cpu-prof-dir'] ? ['--cpu-prof', '--cpu-prof-interval', '200', `--cpu-prof-dir=${values['cpu-prof-dir']}`] : [])], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
+    // --server-node-args "--trace-gc ...": more node flags for the server (its stdout after LISTENING goes to ours).
+    execArgv: ['--import', 'tsx', ...(values['cpu-prof-dir'] ? ['--cpu-prof', '--cpu-prof-interval', '200', `--cpu-prof-dir=${values['cpu-prof-dir']}`] : []), ...(values['server-node-args']?.split(' ').filter(Boolean) ?? [])], stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env: { ...process.env, ...env },
   });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
+    let listening = false;
     child.stdout!.on('data', (d: Buffer) => {
+      if (listening) return void process.stdout.write(d);
       buf += d.toString();
       const m = /LISTENING (.*)\n/.exec(buf);
-      if (m) resolve(m[1]!);
+      if (m) (listening = true), resolve(m[1]!);
     });
     child.once('exit', (c) => reject(new Error(`serve.ts exited with ${c}`)));
   });
@@ -170,7 +173,8 @@ async function overheadAb(servers: Array<{ srv: Server; label: string }>, n: num
         let clientCpu = 0;
         for (let i = 0; i < n; i++) {
           const d0 = performance.now();
-          const pixelBytes = (await decodeImage(bytes)).data.byteLength;
+          // sharp's own decode on this thread (not the server's decode thread and pool buffer).
+          const pixelBytes = (await decodeImage(bytes, { thread: false })).data.byteLength;
           dec.push(performance.now() - d0);
           // The baseline's pixels (36 MB at 4000×3000) are this process's garbage: collected now, not during the round trip.
           clientGc(pixelBytes);
@@ -303,7 +307,7 @@ const results: Record<string, unknown> = {
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
 const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
-// --shm-max-bytes Infinity: the B side sends 4000×3000 frames through shared memory too (the default stops at 8 MiB).
+// --shm-max-bytes N: the server's RFDETR_SHM_MAX_BYTES (8388608 keeps 4000×3000 frames on the socket; the default sends every size through shared memory).
 const sleep = await startServer('test-sleep', 8, values['shm-max-bytes'] ? { RFDETR_SHM_MAX_BYTES: values['shm-max-bytes'] } : {});
 try {
   if (want('overhead') && values.baseline) {
@@ -326,13 +330,18 @@ try {
     }
   } else if (want('overhead')) results.overhead_test_sleep_8ms = { engine: sleep.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(sleep, 'test-sleep 8 ms', N, KINDS)) };
   if (want('crowd')) {
-    results.crowd = {
-      'jpeg-4000x3000-json': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, false),
-      'jpeg-4000x3000-raw': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true),
-      'jpeg-4000x3000-raw-fast_decode': await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true, '?fast_decode=true'),
-      'jpeg-640x480-json': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, false),
-      'jpeg-640x480-raw': await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, true),
-    };
+    // --images narrows the crowds too (a crowd of an image not listed is skipped).
+    const c: Record<string, unknown> = {};
+    if (images['jpeg-4000x3000']) {
+      c['jpeg-4000x3000-json'] = await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, false);
+      c['jpeg-4000x3000-raw'] = await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true);
+      c['jpeg-4000x3000-raw-fast_decode'] = await crowd(sleep, 'jpeg-4000x3000', big, 8, 8 * 8, true, '?fast_decode=true');
+    }
+    if (images['jpeg-640x480']) {
+      c['jpeg-640x480-json'] = await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, false);
+      c['jpeg-640x480-raw'] = await crowd(sleep, 'jpeg-640x480', jpeg, 8, 400, true);
+    }
+    results.crowd = c;
   }
   if (want('memory')) results.memory = await memory(sleep, 1000);
 } finally {
@@ -344,10 +353,10 @@ if (want('overhead-noshm') || want('crowd-noshm')) {
   try {
     if (want('overhead-noshm')) results.overhead_test_sleep_8ms_noshm = { engine: noShm.engine, load_avg_before: os.loadavg().map(r2), ...(await overhead(noShm, 'test-sleep 8 ms, RFDETR_SHM=off', N, KINDS)) };
     if (want('crowd-noshm')) {
-      results.crowd_noshm = {
+      results.crowd_noshm = images['jpeg-4000x3000'] ? {
         'jpeg-4000x3000-json': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, false),
         'jpeg-4000x3000-raw': await crowd(noShm, 'jpeg-4000x3000', big, 8, 8 * 8, true),
-      };
+      } : {};
     }
   } finally {
     await noShm.stop();

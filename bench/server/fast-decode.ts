@@ -107,7 +107,7 @@ try {
     for (const [w, h] of [[4000, 3000], [2400, 1800], [1920, 1080]] as const) {
       // A photo-sized JPEG of the fixture, with mild noise so it is not unrealistically smooth after upscaling.
       const jpg = await sharp(png).resize(w, h, { fit: 'fill', kernel: 'cubic' }).sharpen({ sigma: 1 }).jpeg({ quality: 90 }).toBuffer();
-      const exact = await decodeImage(jpg);
+      const exact = await decodeImage(jpg, { thread: false });
       const fast = await decodeImage(jpg, { fastDecode: { size: SIZE } });
       // The yardstick for how far a pixel change moves this model's output: the same picture at JPEG q91.
       const other = await decodeImage(await sharp(png).resize(w, h, { fit: 'fill', kernel: 'cubic' }).sharpen({ sigma: 1 }).jpeg({ quality: 91 }).toBuffer());
@@ -121,7 +121,7 @@ try {
         image: `${name} as ${w}x${h} JPEG q90`, bytes: jpg.length,
         fast_applies: fast.source !== undefined,
         decoded_fast: `${fast.width}x${fast.height} from ${w}x${h}`,
-        decode_cpu_ms: { exact: await cpuMs(() => decodeImage(jpg)), fast: await cpuMs(() => decodeImage(jpg, { fastDecode: { size: SIZE } })) },
+        decode_cpu_ms: { exact: await cpuMs(() => decodeImage(jpg, { thread: false })), fast: await cpuMs(() => decodeImage(jpg, { fastDecode: { size: SIZE } })) },
         fast_vs_exact: await vs(fast),
         q91_vs_exact: await vs(other),
       };

@@ -143,6 +143,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     // A batch's images overlap each other: its timeline has the request's stages only.
     const tl = inBatch ? undefined : r.timeline;
     const releases: Array<() => void> = [];
+    // Its pixels' buffer goes back to the decode pool when this image is done (a large image's, pixel-pool.ts).
+    let decodedImage: RgbImage | undefined;
     let decodedCalled = false;
     const decodeDone = () => {
       if (!decodedCalled) (decodedCalled = true), decoded();
@@ -157,7 +159,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       let reservedMs = 0;
       let image: RgbImage;
       try {
-        image = await d.decode(bytes, {
+        image = decodedImage = await d.decode(bytes, {
           // The drawing of return_image needs the stored pixels: the exact decode then.
           ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
           reserve: async (n, size) => {
@@ -226,6 +228,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         throw inferenceError(e);
       }
     } finally {
+      decodedImage?.release?.();
       decodeDone();
       leaveQueue();
       for (const release of releases) release();

@@ -17,11 +17,15 @@
 // Limits: sides up to MAX_IMAGE_SIDE and input up to MAX_IMAGE_BYTES. The header is read first (header.ts for
 // plain PNG/JPEG, else sharp `metadata()`; no pixel allocation), so a decompression bomb (a tiny file declaring 20000x20000) is refused
 // before anything is decoded; `limitInputPixels` is set from the same limit as a second line of defence.
-// Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode.
-import sharp, { type Metadata, type SharpOptions } from 'sharp';
+// Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode. Images of 8 MiB
+// of pixels and more, while another such image is alive, are decoded from a worker thread into a reused buffer
+// (pixel-pool.ts: the same pixels, without a new 36 MB buffer for the event loop's GC per 12 MP photo);
+// RFDETR_DECODE_THREAD=off decodes them here like the rest, =on always through the thread.
+import sharp, { type Metadata, type OutputInfo, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
 import { readImageHeader } from './header.ts';
+import { PIXEL_THREAD_MIN_BYTES, PixelPool, PixelThreadError } from './pixel-pool.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
 
 export { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE };
@@ -33,6 +37,26 @@ export interface RgbImage {
   height: number;
   /** Set when the pixels are a scaled-down decode (`fastDecode`): the stored image's size, which boxes refer to. */
   source?: { width: number; height: number };
+  /**
+   * Set when the pixels are in a reused buffer (a large decode, pixel-pool.ts): gives it back for the next
+   * image. The owner calls it once nothing reads `data` any more; never calling it only forgoes the reuse.
+   */
+  release?: () => void;
+}
+
+/** The decode threads and their buffers, for images of PIXEL_THREAD_MIN_BYTES and more. */
+const pixelPool = new PixelPool();
+/**
+ * Large images decoding, or decoded and not yet released. The thread is taken only while another one is alive:
+ * the main heap's GC churn is a crowd's problem (8 clients × 12 MP: event-loop p99 15–17 → 7–9 ms), while a
+ * lone request would pay the thread's hop and copy (8–15 ms of decode) for nothing (bench/server/RESULTS.md §7).
+ */
+let largeAlive = 0; // an owner that never calls release() leaves it up: its later large images take the thread (same pixels)
+
+/** RFDETR_DECODE_THREAD: `off` never, `on` for every large image, else (`auto`) while another large image is alive. */
+function threadMode(): 'off' | 'on' | 'auto' {
+  const v = (process.env.RFDETR_DECODE_THREAD ?? '').toLowerCase();
+  return v === 'off' || v === 'on' ? v : 'auto';
 }
 
 /** Formats decoded; SVG/PDF and the rest are refused (SVG rendering is not what the reference does). */
@@ -73,6 +97,11 @@ export interface DecodeOptions {
    * bench/server/fast-decode.ts (SERVING.md, `fast_decode`). Other formats and smaller JPEGs decode exactly.
    */
   fastDecode?: { size: number };
+  /**
+   * false: a large image is decoded on this thread's heap too, never through pixel-pool.ts (a benchmark's
+   * baseline: sharp's own decode, with no thread hop, copy or pool buffer).
+   */
+  thread?: boolean;
 }
 
 export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
@@ -102,13 +131,45 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
   try {
     if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);
+    const n = width * height * 3;
+    let lease: (() => void) | undefined;
+    if (n >= PIXEL_THREAD_MIN_BYTES) {
+      const mode = opts.thread === false ? 'off' : threadMode();
+      const viaThread = mode === 'on' || (mode === 'auto' && largeAlive > 0);
+      largeAlive++;
+      let leased = true;
+      lease = () => {
+        if (leased) (leased = false), largeAlive--;
+      };
+      const px = viaThread ? await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
+        if (e instanceof PixelThreadError) return undefined;
+        lease!();
+        throw e;
+      }) : undefined;
+      if (px) {
+        if (px.channels !== 3 || px.width !== width || px.height !== height || px.data.length !== n) {
+          px.release();
+          lease();
+          throw new Error(`sharp returned ${px.width}x${px.height}x${px.channels} for a ${width}x${height} ${format}`);
+        }
+        const done = lease;
+        return { data: px.data, width, height, release: () => (px.release(), done()) };
+      }
+    }
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
-    const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    let data: Buffer, info: OutputInfo;
+    try {
+      ({ data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true }));
+    } catch (e) {
+      lease?.();
+      throw e;
+    }
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
+      lease?.();
       throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }
-    return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height };
+    return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height, ...(lease ? { release: lease } : {}) };
   } catch (e) {
     if (e instanceof RfdetrError) throw e;
     throw undecodable(`the ${format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);

@@ -18,8 +18,11 @@ type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?:
 /**
  * The decoded-image sizes (bytes) sent through the sidecar's shared-memory slots when it offers them; others
  * go in the frame. RFDETR_SHM=off: none. bench/server (RESULTS.md) measured a 640×480 frame's send + sidecar
- * I/O 1.0–1.4 ms through a slot against 1.8–2.4 ms in the frame, but a 4000×3000 one slower in the server
- * (43–46 ms against 28–34, with more GC), so the default stops at 8 MiB (RFDETR_SHM_MAX_BYTES moves it).
+ * I/O 1.0–1.4 ms through a slot against 1.8–2.4 ms in the frame. A 4000×3000 one was slower through a slot
+ * while sharp's 36 MB buffer was the event loop's garbage (43–46 ms against 28–34, more GC); decoded in a
+ * thread into a reused buffer (src/image/pixel-pool.ts) it is faster: send 15–22 ms against 26–53 and the
+ * sidecar's CPU 14–17 ms per request against 21–24 (RESULTS.md §7), so by default every size goes through
+ * the slots (RFDETR_SHM_MAX_BYTES caps it).
  */
 export function shmRange(env: NodeJS.ProcessEnv = process.env): { min: number; max: number } {
   if ((env.RFDETR_SHM ?? '').toLowerCase() === 'off') return { min: Infinity, max: 0 };
@@ -27,7 +30,7 @@ export function shmRange(env: NodeJS.ProcessEnv = process.env): { min: number; m
     const n = Number(v ?? d);
     return Number.isNaN(n) || n < 0 ? d : n;
   };
-  return { min: num(env.RFDETR_SHM_MIN_BYTES, 1), max: num(env.RFDETR_SHM_MAX_BYTES, 8 << 20) };
+  return { min: num(env.RFDETR_SHM_MIN_BYTES, 1), max: num(env.RFDETR_SHM_MAX_BYTES, Infinity) };
 }
 
 interface Pending {

@@ -137,8 +137,9 @@ test('shm: a slot write that fails (ENOSPC) hands the frame back for the socket,
 });
 
 test('shm: which image sizes go through the slots (RFDETR_SHM, RFDETR_SHM_MIN_BYTES, RFDETR_SHM_MAX_BYTES)', () => {
-  assert.deepEqual(shmRange({}), { min: 1, max: 8 << 20 });
+  assert.deepEqual(shmRange({}), { min: 1, max: Infinity });
   assert.deepEqual(shmRange({ RFDETR_SHM: 'off' }), { min: Infinity, max: 0 });
   assert.deepEqual(shmRange({ RFDETR_SHM_MIN_BYTES: '4096', RFDETR_SHM_MAX_BYTES: 'Infinity' }), { min: 4096, max: Infinity });
-  assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: 'lots' }), { min: 1, max: 8 << 20 }, 'a value that is not a number keeps the default');
+  assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: 'lots' }), { min: 1, max: Infinity }, 'a value that is not a number keeps the default');
+  assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: String(8 << 20) }), { min: 1, max: 8 << 20 });
 });
