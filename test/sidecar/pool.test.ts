@@ -5,7 +5,8 @@
 // READY channel surviving an engine that logs to stdout.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -28,7 +29,7 @@ const until = (what: string, check: () => boolean | Promise<boolean>) => waitFor
 
 /** A card directory holding `cards` (one empty file per card index), and a pool over `devices` on it. */
 function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], devices: number[],
-  extra: { forwardMs?: number; minReady?: number; ping?: { pingIntervalMs: number; pingTimeoutMs: number; maxMissedPings: number } } = {}) {
+  extra: { forwardMs?: number; minReady?: number; ping?: { pingIntervalMs: number; pingTimeoutMs: number; maxMissedPings: number }; gate?: { device: string; fifo: string } } = {}) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-pool-'));
   const dev = path.join(root, 'dev');
   const weights = path.join(root, 'weights');
@@ -39,7 +40,7 @@ function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], de
   const pool = createPool({
     members: members.map((m) => ({
       label: m.label, engine: 'test-sleep', weightsDir: weights, command: { file: testBinary },
-      env: { ...m.env, RFDETR_TT_DEVICE_DIR: dev, RFDETR_TEST_FORWARD_MS: String(extra.forwardMs ?? 20) },
+      env: { ...m.env, RFDETR_TT_DEVICE_DIR: dev, RFDETR_TEST_FORWARD_MS: String(extra.forwardMs ?? 20), ...(extra.gate?.device === m.label ? { RFDETR_TEST_GATE: extra.gate.fifo } : {}) },
       restart: { initialDelayMs: 20 }, ...extra.ping,
     })),
     minReady: extra.minReady,
@@ -113,7 +114,16 @@ test('pool: each sidecar\'s environment names its own card; a missing card is re
 
 test('pool over HTTP: kill -9 of one sidecar under 16 clients — /ready stays 200, at most its in-flight requests fail, it comes back', async (t) => {
   if (!needBinary(t)) return;
-  const { pool } = cardPool(t, [0, 1, 2, 3], [0, 1, 2, 3], { forwardMs: 20 });
+  // Device 1's forwards wait at a FIFO (the test engine's RFDETR_TEST_GATE) until the test writes a byte per
+  // forward, so it surely has requests in flight when it is killed (with free-running 20 ms forwards its last
+  // reply could beat the kill, and the case was flaky); the restarted process reads the same FIFO.
+  const gateDir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-gate-'));
+  const fifo = path.join(gateDir, 'gate');
+  execFileSync('mkfifo', [fifo]);
+  const gate = openSync(fifo, constants.O_RDWR);
+  t.after(() => (closeSync(gate), rmSync(gateDir, { recursive: true, force: true })));
+  const { pool } = cardPool(t, [0, 1, 2, 3], [0, 1, 2, 3], { forwardMs: 20, gate: { device: '1', fifo } });
+  writeSync(gate, Buffer.alloc(2, 1)); // its two warm-up forwards (sidecar-main.cpp, warm_up)
   const srv = createServer({ backend: pool, engineConcurrency: 8, queueSize: 64, logger: createJsonLogger('error', () => {}), defaultMetrics: false });
   const { url } = await srv.listen('127.0.0.1', 0);
   t.after(() => srv.drain(5_000));
@@ -146,6 +156,8 @@ test('pool over HTTP: kill -9 of one sidecar under 16 clients — /ready stays 2
   });
   const okBefore = statuses.filter((s) => s === 200).length;
   process.kill(pid, 'SIGKILL');
+  // The gate opens for the new process (its warm-up and every forward until the test ends; a FIFO holds 64 KiB).
+  writeSync(gate, Buffer.alloc(60_000, 1));
   await until('device 1 back with a new process', () => victim.state === 'ready' && victim.pid !== pid);
   const atReturn = statuses.length;
   await until('more load after the return', () => statuses.length >= atReturn + 20);
