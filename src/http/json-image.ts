@@ -12,6 +12,13 @@ const KEY = Buffer.from('"image"');
 
 const isWs = (c: number | undefined) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
+/** Whether the byte at `q` is escaped: an odd number of backslashes right before it. */
+function escapedAt(b: Buffer, q: number): boolean {
+  let n = 0;
+  while (q - 1 - n >= 0 && b[q - 1 - n] === BACKSLASH) n++;
+  return n % 2 === 1;
+}
+
 /**
  * Where the top-level `"image"` key's string value lies: [start, end) between its quotes. Walks the members
  * before it (strings with escapes, nesting) so a nested or quoted "image" is never taken; the value itself is
@@ -38,8 +45,11 @@ function locateImage(b: Buffer, from: number): { start: number; end: number } | 
           return { start, end };
         }
       }
-      // Skip a string (a key or a value), honouring escapes.
-      for (i++; i < b.length && b[i] !== QUOTE; i++) if (b[i] === BACKSLASH) i++;
+      // Skip a string (a key or a value): it ends at the first quote not escaped. indexOf, not a loop over the
+      // bytes: a batch's 4 MB of base64 strings took the event loop ~4 ms per body byte by byte (bench/redteam).
+      let q = b.indexOf(QUOTE, i + 1);
+      while (q > 0 && escapedAt(b, q)) q = b.indexOf(QUOTE, q + 1);
+      i = q < 0 ? b.length : q;
       continue;
     }
     if (c === 0x7b || c === 0x5b) depth++;

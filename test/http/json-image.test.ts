@@ -24,6 +24,7 @@ test('json-image: the plain body takes the fast path and gives what the full par
     JSON.stringify({ threshold: 0.3, nested: { a: [1, { image: 'AAAA' }] }, text: 'a "quoted \\" image" : x', image: b64, max_detections: 5 }),
     ` \n {  "image" :  "${b64}" , "return_raw": true }  `,
     JSON.stringify({ image: png.subarray(0, 2999).toString('base64') }), // '=' padding
+    JSON.stringify({ path: 'C:\\dir\\', note: '\\"image\\":', image: b64 }), // a string ending in an escaped backslash, escaped quotes
   ]) {
     const quick = extractJsonImage(Buffer.from(body), MAX);
     assert.ok(quick, `fast path for ${body.slice(0, 60)}…`);
