@@ -30,7 +30,7 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void, admissible?: (images: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
   decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
@@ -116,7 +116,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     req.once('end', onEnd);
     try {
       // A compressed body is counted as it arrives and again as it inflates.
-      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost)), refused, abortedBy(signal)]);
+      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost), (n) => admission.check(client, n)), refused, abortedBy(signal)]);
       const parsedAt = performance.now();
       tl.mark('parsed', parsedAt);
       // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms).
