@@ -10,7 +10,8 @@ import express from 'express';
 import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import { bodyEncodingOf, readDecoded } from './content-encoding.ts';
-import { extractJsonImage } from './json-image.ts';
+import { countBatchImages, extractJsonImage } from './json-image.ts';
+import { MAX_BATCH_IMAGES } from './schema.ts';
 import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
 /**
@@ -168,6 +169,9 @@ export function createBodyReader(limits: BodyLimits) {
         const { params } = parsePredictJson({ ...quick.fields, image: 'x' });
         return { image: quick.image, params, form: 'json' };
       }
+      // A plain batch that cannot fit in the queue is refused on its count, before its megabytes are parsed.
+      const n = admissible ? countBatchImages(req.body) : undefined;
+      if (n !== undefined && n >= 1 && n <= MAX_BATCH_IMAGES) admissible!(n);
       req.body = parseJsonBytes(req.body);
     }
     const body: unknown = req.body;

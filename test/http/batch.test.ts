@@ -91,6 +91,9 @@ test('admitted together: every image counts in the queue from admission; a batch
     const unread = await postJson(q.url, { images: ['!!', '!!'] }, as('b'));
     assert.equal(unread.status, 503, unread.text.slice(0, 300));
     assert.match(unread.json.detail, /you already have 2 images queued and one client may have 2/);
+    // ... and before its body is parsed: a field the schema refuses (422 when it fits) is not looked at.
+    const unparsed = await postJson(q.url, { images: [b64(0)], threshold: 2 }, as('b'));
+    assert.equal(unparsed.status, 503, unparsed.text.slice(0, 300));
     assert.equal(q.backend.calls, 1, 'no refused image reached the engine');
     release();
     assert.equal((await first).status, 200);

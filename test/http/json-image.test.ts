@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { extractJsonImage } from '../../src/http/json-image.ts';
+import { countBatchImages, extractJsonImage } from '../../src/http/json-image.ts';
 import { decodeBase64Image } from '../../src/http/params.ts';
 
 const MAX = 32 * 1024 * 1024;
@@ -63,4 +63,25 @@ test('json-image: every other body is left to the full parse (undefined), never 
   for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 15]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
   // Over the image limit: left to the full path (which words the 400).
   assert.equal(extractJsonImage(Buffer.from(JSON.stringify({ image: b64 })), 100), undefined);
+});
+
+test('countBatchImages: the items of a plain top-level images array, else undefined (the full parse decides)', () => {
+  const count = (body: string) => countBatchImages(Buffer.from(body));
+  assert.equal(count(JSON.stringify({ images: [b64, b64, 'AAAA'] })), 3);
+  assert.equal(count(` { "threshold" : 0.3, "images" : [ "${b64}" , "x\\"y" ], "note": "\\\\", "classes": ["cat"] } `), 2);
+  assert.equal(count(JSON.stringify({ images: [] })), 0);
+  for (const body of [
+    JSON.stringify({ a: { images: [b64] } }), // nested only
+    JSON.stringify({ images: [b64], image: b64 }),
+    JSON.stringify({ images: [b64], image_url: 'http://x/' }),
+    JSON.stringify({ images: [b64, 7] }),
+    JSON.stringify({ images: [[b64]] }),
+    `{"images":["a"],"images":["b","c"]}`,
+    `{"images":["a"]} x`,
+    `{"images":["a"]`,
+    `["images", "a"]`,
+    JSON.stringify({ image: b64 }),
+  ]) {
+    assert.equal(count(body), undefined, body.slice(0, 60));
+  }
 });
