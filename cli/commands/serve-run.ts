@@ -72,7 +72,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     : undefined;
   // Before the first decode; the sidecar is spawned by the main thread, which keeps its priority.
   const decodePriority = await lowerDecodePriority(f.decodeNice);
-  if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the main thread and the sidecar keep ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}`);
+  if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the main thread and the sidecar keep ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}${decodePriority.autogroup ? '; the kernel\'s autogroup scheduling is on: the sidecar\'s session gets an even share of the CPU against the server\'s whatever their threads\' nice (SERVING.md, --decode-nice)' : ''}`);
   else if (f.decodeNice !== 0) logger.log('warn', `--decode-nice ${f.decodeNice}: not applied: ${decodePriority.note}`, { event: 'decode_nice_unsupported' });
   const backend = await ctx.openBackend({
     engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false, pool,

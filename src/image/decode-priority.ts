@@ -22,6 +22,14 @@ export interface DecodePriority {
   threads: number;
   /** Why nothing (or not everything) was changed; absent when every helper thread got `nice`. */
   note?: string;
+  /**
+   * The kernel's autogroup scheduling is on (kernel.sched_autogroup_enabled = 1): outside a cpu cgroup (a
+   * container's), the CPU is first shared evenly between sessions, and nice values order threads only within
+   * one. The sidecar runs in a session of its own (its own process group, for Ctrl-C), so it gets a session's
+   * share however the server's threads are niced; lowering the server's whole session is the operator's
+   * choice (SERVING.md, --decode-nice).
+   */
+  autogroup?: true;
 }
 
 export const DEFAULT_DECODE_NICE = 10;
@@ -63,5 +71,17 @@ export async function lowerDecodePriority(delta: number): Promise<DecodePriority
       if ((e as NodeJS.ErrnoException).code !== 'ESRCH' && !/ESRCH|no such process/i.test((e as Error).message)) failed.push(`${tid}: ${(e as Error).message}`);
     }
   }
-  return { delta, nice, threads, ...(failed.length ? { note: `${failed.length} thread(s) kept their priority (${failed.slice(0, 3).join('; ')})` } : {}) };
+  return {
+    delta, nice, threads,
+    ...(failed.length ? { note: `${failed.length} thread(s) kept their priority (${failed.slice(0, 3).join('; ')})` } : {}),
+    ...(autogroupOn() ? { autogroup: true as const } : {}),
+  };
+}
+
+function autogroupOn(): boolean {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+  } catch {
+    return false;
+  }
 }

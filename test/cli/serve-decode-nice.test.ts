@@ -68,7 +68,8 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   const main = threads.find((th) => th.tid === pid)!;
   const want = Math.min(19, main.nice + 7);
   const info = (await (await fetch(`${base}/info`)).json()) as { serving: { decode_nice: unknown } };
-  assert.deepEqual(info.serving.decode_nice, { delta: 7, nice: want, threads: (info.serving.decode_nice as { threads: number }).threads });
+  const autogroup = fs.existsSync('/proc/sys/kernel/sched_autogroup_enabled') && fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+  assert.deepEqual(info.serving.decode_nice, { delta: 7, nice: want, threads: (info.serving.decode_nice as { threads: number }).threads, ...(autogroup ? { autogroup: true } : {}) });
   const helpers = threads.filter((th) => th.tid !== pid);
   assert.ok(helpers.some((th) => th.comm === 'libvips worker'), `the decodes started libvips workers: ${JSON.stringify(helpers)}`);
   assert.deepEqual(helpers.filter((th) => th.nice !== want), [], `every helper thread at nice ${want}`);
