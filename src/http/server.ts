@@ -75,6 +75,8 @@ export interface CreateServerOptions {
   trustProxy?: boolean;
   /** What `lowerDecodePriority` (src/image/decode-priority.ts) did at start-up, for /info; absent: not called. */
   decodePriority?: DecodePriority;
+  /** serve --engine-nice: the nice value the spawned sidecar was asked for (null: an external sidecar). */
+  engineNice?: number | null;
   /** Requests in flight on one connection (pipelining); more → 503 and the connection closes. Default 2. */
   maxRequestsPerConnection?: number;
   /** A response must be written within this many ms of its first byte, else the connection is dropped. Default 30000. */
@@ -204,6 +206,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
       api_keys: apiKeys.enabled, trust_proxy: opts.trustProxy === true,
       decode_nice: opts.decodePriority ?? null,
+      engine_nice: opts.engineNice ?? null,
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,

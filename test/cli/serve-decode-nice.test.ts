@@ -49,7 +49,7 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
   const weights = await synthWeights();
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--log-level', 'warn'], {
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--log-level', 'warn'], {
     env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let log = '';
