@@ -247,6 +247,8 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   clearInterval(sampler);
   const alive = (await fetch(`${s.url}/tt-liveness`).then((r) => r.status).catch(() => 0)) === 200 && s.proc.exitCode === null;
   const after = await request(s.port, '127.0.0.2', '/predict', valid, { 'content-type': 'application/json' });
+  // What the sidecar did with --engine-nice (null from a build without it).
+  const engineNice = await fetch(`${s.url}/info`).then(async (r) => ((await r.json()) as { sidecar?: { nice?: unknown } }).sidecar?.nice ?? null).catch(() => null);
   await s.stop();
   const ok = results.filter((r) => r.status === 200);
   return {
@@ -261,7 +263,7 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
       errors,
     },
     attack: { connections: a.connections, counts: a.counts },
-    server: { rss_start_mib: Math.round(base), rss_peak_mib: Math.round(peakUnderAttack), rss_after_idle_mib: Math.round(idle), idle_s: Number(values.idle), cpu_s_during_attack: Math.round(cpuAttack), cpu_split_during_attack: cpuSplitAttack, alive, request_after: after.status },
+    server: { rss_start_mib: Math.round(base), rss_peak_mib: Math.round(peakUnderAttack), rss_after_idle_mib: Math.round(idle), idle_s: Number(values.idle), cpu_s_during_attack: Math.round(cpuAttack), cpu_split_during_attack: cpuSplitAttack, engine_nice: engineNice, alive, request_after: after.status },
     loadavg_end_of_attack: loadavg,
     server_log_tail: stderrTails.at(-1)?.(),
   };
