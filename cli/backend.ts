@@ -12,6 +12,7 @@ export const openSidecarBackend: BackendFactory = async (req) => {
     weightsDir: req.weightsDir || undefined,
     threads: req.threads,
     precision: req.precision,
+    nice: req.nice,
     socketPath: req.socketPath,
     external: req.socketPath !== undefined,
     logger,

@@ -12,6 +12,8 @@ export interface BackendRequest {
   threads?: number | undefined;
   /** Engine precision: fp32 | bf16 (tt-host) | int8 (cpu). */
   precision?: 'fp32' | 'bf16' | 'int8' | undefined;
+  /** The sidecar's `--nice` (-20..0): its priority raised at start where permitted; 0 / absent = as started. */
+  nice?: number | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
   /** Warnings and errors, one line each (stderr). */

@@ -17,7 +17,7 @@ export function parseThreshold(v: string): number {
 export function intParser(min: number, max: number): (v: string) => number {
   return (v: string) => {
     const n = Number(v);
-    if (!/^\s*\d+\s*$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
+    if (!/^\s*-?\d+\s*$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
       throw new InvalidArgumentError(`expected an integer from ${min} to ${max} but received ${received(v)}`);
     }
     return n;

@@ -8,7 +8,8 @@
 //   3. API keys: 401 without / with a wrong key, 200 with the right one, probes open;
 //   4. the CLI: `detect -r` on a symlink loop, `detect -` on /dev/zero: exit status, message, time.
 //   node --import tsx bench/redteam/bench.ts [--out bench/redteam/results.json] [--label NAME] [--env K=V ...]
-//     [--only attack,return,keys,cli] [--seconds 40] [--idle 60] [--server-log FILE] [--node-arg ARG ...] [--no-attack]
+//     [--only attack,return,keys,cli] [--seconds 40] [--idle 60] [--server-log FILE] [--node-arg ARG ...]
+//     [--serve-arg ARG ...] [--no-attack]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -32,6 +33,8 @@ const { values } = parseArgs({
     'server-log': { type: 'string' },
     // e.g. --node-arg=--cpu-prof --node-arg=--cpu-prof-dir=/tmp/prof: where the server's own CPU goes
     'node-arg': { type: 'string', multiple: true, default: [] },
+    // e.g. --serve-arg=--decode-nice=0: a flag for every `rfdetr serve` the bench starts (the A/B of one setting)
+    'serve-arg': { type: 'string', multiple: true, default: [] },
     // the legitimate client alone: what the engine gives it at this load with nobody attacking (the control)
     'no-attack': { type: 'boolean', default: false },
   },
@@ -54,6 +57,24 @@ const cpuSeconds = (pid: number) => {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(f[11]) + Number(f[12])) / 100; // utime + stime in clock ticks (100 Hz)
 };
+/** CPU seconds of `pid`'s main thread, of its other threads, and of its child processes (the sidecar), with their nice values. */
+function cpuSplit(pid: number): { main: number; helpers: number; sidecar: number; helper_nice: number[]; sidecar_nice: number[] } {
+  const threads = (p: number) => fs.readdirSync(`/proc/${p}/task`).flatMap((tid) => {
+    try {
+      const st = fs.readFileSync(`/proc/${p}/task/${tid}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      return [{ tid: Number(tid), cpu: (Number(f[11]) + Number(f[12])) / 100, nice: Number(f[16]) }];
+    } catch {
+      return []; // the thread ended meanwhile
+    }
+  });
+  const own = threads(pid);
+  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const side = kids.flatMap((k) => { try { return threads(k); } catch { return []; } });
+  const sum = (a: Array<{ cpu: number }>) => a.reduce((n, t) => n + t.cpu, 0);
+  const helpers = own.filter((t) => t.tid !== pid);
+  return { main: sum(own.filter((t) => t.tid === pid)), helpers: sum(helpers), sidecar: sum(side), helper_nice: [...new Set(helpers.map((t) => t.nice))], sidecar_nice: [...new Set(side.map((t) => t.nice))] };
+}
 
 function weights(): string {
   const dir = path.join(os.tmpdir(), 'rfdetr-redteam-weights');
@@ -75,7 +96,7 @@ interface Server {
 
 async function serve(args: string[], env: Record<string, string> = {}): Promise<Server> {
   const port = 21000 + Math.floor(Math.random() * 3000);
-  const proc = spawn(process.execPath, [...values['node-arg']!, bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', values['server-log'] ? 'info' : 'warn', ...args], {
+  const proc = spawn(process.execPath, [...values['node-arg']!, bin, 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights(), '--engine', 'cpu', '--log-level', values['server-log'] ? 'info' : 'warn', ...values['serve-arg']!, ...args], {
     env: { ...process.env, ...extraEnv, ...env }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
@@ -204,6 +225,7 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   const t0 = performance.now();
   const until = t0 + seconds * 1000 + 2000;
   const cpu0 = cpuSeconds(pid);
+  const split0 = cpuSplit(pid);
   const a = values['no-attack'] ? { done: Promise.resolve([]), counts: {}, connections: 0 } : attack(s.port, img, until);
   await sleep(2000);
   const valid = json({ image: img.valid.toString('base64') });
@@ -216,6 +238,8 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   const errors = Object.values(Object.fromEntries(results.filter((r) => r.status !== 200).map((r) => [r.status, `${r.status} ${r.detail ?? ''}`])));
   await a.done;
   const cpuAttack = cpuSeconds(pid) - cpu0;
+  const split1 = cpuSplit(pid);
+  const cpuSplitAttack = { main_s: Math.round(split1.main - split0.main), helpers_s: Math.round(split1.helpers - split0.helpers), sidecar_s: Math.round(split1.sidecar - split0.sidecar), helper_nice: split1.helper_nice, sidecar_nice: split1.sidecar_nice };
   const peakUnderAttack = peak;
   const loadavg = fs.readFileSync('/proc/loadavg', 'utf8').trim();
   await sleep(Number(values.idle) * 1000);
@@ -223,6 +247,8 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
   clearInterval(sampler);
   const alive = (await fetch(`${s.url}/tt-liveness`).then((r) => r.status).catch(() => 0)) === 200 && s.proc.exitCode === null;
   const after = await request(s.port, '127.0.0.2', '/predict', valid, { 'content-type': 'application/json' });
+  // What the sidecar did with --engine-nice (null from a build without it).
+  const engineNice = await fetch(`${s.url}/info`).then(async (r) => ((await r.json()) as { sidecar?: { nice?: unknown } }).sidecar?.nice ?? null).catch(() => null);
   await s.stop();
   const ok = results.filter((r) => r.status === 200);
   return {
@@ -237,7 +263,7 @@ async function underAttack(img: Awaited<ReturnType<typeof images>>) {
       errors,
     },
     attack: { connections: a.connections, counts: a.counts },
-    server: { rss_start_mib: Math.round(base), rss_peak_mib: Math.round(peakUnderAttack), rss_after_idle_mib: Math.round(idle), idle_s: Number(values.idle), cpu_s_during_attack: Math.round(cpuAttack), alive, request_after: after.status },
+    server: { rss_start_mib: Math.round(base), rss_peak_mib: Math.round(peakUnderAttack), rss_after_idle_mib: Math.round(idle), idle_s: Number(values.idle), cpu_s_during_attack: Math.round(cpuAttack), cpu_split_during_attack: cpuSplitAttack, engine_nice: engineNice, alive, request_after: after.status },
     loadavg_end_of_attack: loadavg,
     server_log_tail: stderrTails.at(-1)?.(),
   };
@@ -295,7 +321,7 @@ function cli() {
 
 const img = await images();
 const only = values.only!;
-const result: Record<string, unknown> = { label: values.label, env: extraEnv, date: new Date().toISOString(), cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), loadavg_start: fs.readFileSync('/proc/loadavg', 'utf8').trim() };
+const result: Record<string, unknown> = { label: values.label, env: extraEnv, serve_args: values['serve-arg'], date: new Date().toISOString(), cpu: os.cpus()[0]?.model, cores: os.availableParallelism(), loadavg_start: fs.readFileSync('/proc/loadavg', 'utf8').trim() };
 if (only === 'all' || only.includes('attack')) result.under_attack = await underAttack(img);
 if (only === 'all' || only.includes('return')) result.return_image = await returnImage(img);
 if (only === 'all' || only.includes('keys')) result.api_keys = await apiKeys(img);

@@ -10,6 +10,7 @@ import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { syntheticWarning } from '../../src/weights/synthetic.ts';
 import { checkpointVariant } from '../../src/weights/verify.ts';
+import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
 
 import { planMembers } from '../../src/sidecar/devices.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
@@ -38,6 +39,8 @@ export interface ServeFlags extends EngineFlags {
   openMetrics?: boolean;
   openDocs?: boolean;
   trustProxy?: boolean;
+  decodeNice: number;
+  engineNice: number;
 }
 
 
@@ -68,8 +71,12 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const weights: WeightsInfo | undefined = w
     ? { repo: w.repo ?? 'local', revision: w.revision, commit: w.commit, source: w.source, dir: w.dir, files: w.files, synthetic: w.synthetic }
     : undefined;
+  // Before the first decode; the sidecar is spawned by the main thread, which keeps its priority.
+  const decodePriority = await lowerDecodePriority(f.decodeNice);
+  if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the main thread and the sidecar keep ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}${decodePriority.autogroup ? '; the kernel\'s autogroup scheduling is on: the sidecar\'s session gets an even share of the CPU against the server\'s whatever their threads\' nice (SERVING.md, --decode-nice)' : ''}`);
+  else if (f.decodeNice !== 0) logger.log('warn', `--decode-nice ${f.decodeNice}: not applied: ${decodePriority.note}`, { event: 'decode_nice_unsupported' });
   const backend = await ctx.openBackend({
-    engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, socketPath: f.sidecarSocket, waitReady: false, pool,
+    engine: f.engine, weightsDir: w?.dir ?? '', threads: f.threads, precision: f.precision, nice: f.engineNice, socketPath: f.sidecarSocket, waitReady: false, pool,
     log: (line) => logger.log('warn', line),
     logger: withFields(logger, { component: 'sidecar' }),
   });
@@ -87,7 +94,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
-    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy,
+    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy, decodePriority, engineNice: f.sidecarSocket ? null : f.engineNice,
     videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,

@@ -6,6 +6,8 @@ import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
 import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
 import { parseAllowedHost } from '../../src/image/allowed-host.ts';
+import { DEFAULT_DECODE_NICE } from '../../src/image/decode-priority.ts';
+import { DEFAULT_ENGINE_NICE } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';
@@ -69,6 +71,8 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--workers <n>', 'N sidecars of the host engine (cpu, tt-host) behind one queue; --threads N each, or with --threads 0 (the default) the physical cores split among them').argParser(intParser(1, 256)))
     .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))
     .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from HOST (ports 80/443) or HOST:PORT (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
+    .addOption(new Option('--decode-nice <n>', `the server's decode threads (sharp, libuv's pool) run this much nicer than its main thread and the sidecar's engine, so one client's huge decodes do not slow every client's forward; 0 = off (Linux only)`).argParser(intParser(0, 19)).default(DEFAULT_DECODE_NICE))
+    .addOption(new Option('--engine-nice <n>', `-20..0: the spawned sidecar raises its CPU priority (every thread, and its session's autogroup) to this nice value at start, where the host permits it (root, CAP_SYS_NICE, RLIMIT_NICE; else a warning and it runs as started; /info sidecar.nice says which); 0 = off (Linux only)`).argParser(intParser(-20, 0)).default(DEFAULT_ENGINE_NICE))
     .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
   addEngineOptions(cmd);
   return cmd

@@ -113,6 +113,15 @@ export class Admission {
    * already queued (over all clients, and this client's share), or none is admitted.
    */
   admit(client: string, n: number): QueuePlaces {
+    this.check(client, n);
+    const mine = this.queuedBy(client);
+    this.#queued += n;
+    this.#queuedBy.set(client, mine + n);
+    return new QueuePlaces(this, client, n);
+  }
+
+  /** Throws the 503 admit() would throw for `n` images now; takes nothing. */
+  check(client: string, n: number): void {
     const { queueSize, clientShare } = this.limits;
     const mine = this.queuedBy(client);
     if (n > clientShare) {
@@ -124,9 +133,6 @@ export class Admission {
     if (this.#queued + n > queueSize) {
       throw new RfdetrError('E_QUEUE_FULL', `the request queue cannot take this request's ${n} image${n === 1 ? '' : 's'} (${this.#queued} of ${queueSize} places taken, --queue-size): retry after the Retry-After delay`, { queue_size: queueSize });
     }
-    this.#queued += n;
-    this.#queuedBy.set(client, mine + n);
-    return new QueuePlaces(this, client, n);
   }
 
   /** @internal */

@@ -30,7 +30,7 @@ export interface PredictDeps {
   metrics: ServerMetrics;
   errors: ErrorResponder;
   deadlineMs: number;
-  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
+  readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void, admissible?: (images: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
   decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
@@ -77,6 +77,17 @@ function bodyTimeoutError(ms: number): RfdetrError {
   return new RfdetrError('E_BODY_TIMEOUT', `the request body did not arrive completely within ${ms} ms: send the whole body promptly (the connection is closed)`, { body_timeout_ms: ms });
 }
 
+/**
+ * What an image's decode is charged against its client's share of the engine (engine-queue.ts charge()): its
+ * time, at most what its pixels cost a free core. With --decode-nice the decode threads wait for the cores the
+ * engine is using, and that wait is no work taken from the engine: a 640×480 PNG's decode took 6–8 ms of CPU
+ * and 45 ms → 281 ms of wall time under the red-team attack, 8192² ones 190–340 ms of CPU (this host), hence
+ * 5 ms + 4 ns per pixel.
+ */
+export function decodeCharge(decodeMs: number, header: { width: number; height: number } | undefined): number {
+  return header ? Math.min(decodeMs, 5 + 4e-6 * header.width * header.height) : decodeMs;
+}
+
 /** Rejects when `signal` aborts; never resolves otherwise. */
 function abortedBy(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
@@ -116,7 +127,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     req.once('end', onEnd);
     try {
       // A compressed body is counted as it arrives and again as it inflates.
-      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost)), refused, abortedBy(signal)]);
+      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost), (n) => admission.check(client, n)), refused, abortedBy(signal)]);
       const parsedAt = performance.now();
       tl.mark('parsed', parsedAt);
       // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms).
@@ -157,6 +168,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       const tDecode0 = performance.now();
       tl?.mark('decode_started', tDecode0);
       let reservedMs = 0;
+      let header: { width: number; height: number } | undefined;
       let image: RgbImage;
       try {
         image = decodedImage = await d.decode(bytes, {
@@ -167,6 +179,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose
             // output waits in the response count too (else the request would wait for room only its own
             // response can free).
+            header = size;
             const need = n + (returnImage && size ? annotateCost(size.width, size.height) : 0);
             if (need + r.outputBytes > admission.memory.maxWorkPerImage) throw admission.memory.tooLargeFor(size?.width ?? 0, size?.height ?? 0, need, returnImage !== undefined, r.outputBytes);
             const r0 = performance.now();
@@ -187,7 +200,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       const tDecoded = performance.now();
       tl?.mark('decode_done', tDecoded);
       const decodeMs = tDecoded - tDecode0 - reservedMs;
-      engine.charge(client, decodeMs);
+      engine.charge(client, decodeCharge(decodeMs, header));
       if (signal.aborted) throw signal.reason;
       try {
         const result = await detectDecoded(

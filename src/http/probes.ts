@@ -124,7 +124,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
         host_cores: os.availableParallelism(),
       },
       weights: weightsForInfo(d.weights, debug),
-      sidecar: info ? { version: info.sidecarVersion, protocol_version: info.protocolVersion } : null,
+      sidecar: info ? { version: info.sidecarVersion, protocol_version: info.protocolVersion, nice: info.enginePriority ?? null } : null,
       source: {
         server: 'rfdetr-serve',
         reference: { repo: 'roboflow/rf-detr', commit: '35ac6ab64634e188bbb0fa3fc5135132f0df45fc' },

@@ -17,6 +17,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
 import { createUrlFetcher } from '../image/fetch-url.ts';
+import type { DecodePriority } from '../image/decode-priority.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import { Admission, DEFAULT_LIMITS, clientShareOf } from './admission.ts';
 import { ApiKeys, requireApiKey } from './auth.ts';
@@ -72,6 +73,10 @@ export interface CreateServerOptions {
   openDocs?: boolean;
   /** X-Forwarded-For's last entry names the client (a proxy in front sets it). Default false. */
   trustProxy?: boolean;
+  /** What `lowerDecodePriority` (src/image/decode-priority.ts) did at start-up, for /info; absent: not called. */
+  decodePriority?: DecodePriority;
+  /** serve --engine-nice: the nice value the spawned sidecar was asked for (null: an external sidecar). */
+  engineNice?: number | null;
   /** Requests in flight on one connection (pipelining); more → 503 and the connection closes. Default 2. */
   maxRequestsPerConnection?: number;
   /** A response must be written within this many ms of its first byte, else the connection is dropped. Default 30000. */
@@ -200,6 +205,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       max_image_work_bytes: admission.memory.maxWorkPerImage,
       allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
       api_keys: apiKeys.enabled, trust_proxy: opts.trustProxy === true,
+      decode_nice: opts.decodePriority ?? null,
+      engine_nice: opts.engineNice ?? null,
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,

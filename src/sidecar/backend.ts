@@ -16,6 +16,28 @@ export interface SidecarInfo {
   numClasses: number;
   /** Label per class index (COCO-91 ids for the published model); "N/A" for unused ids. */
   labels: string[];
+  /** What the spawned sidecar did with `--nice` (its READY line); absent for an external one. */
+  enginePriority?: EnginePriority;
+}
+
+/**
+ * `serve --engine-nice`'s default: the spawned sidecar asks for nice -10 (process and autogroup), applied only
+ * where the host permits it (bench/README.md, "Engine priority", has the numbers that chose it).
+ */
+export const DEFAULT_ENGINE_NICE = -10;
+
+/** The sidecar's `--nice` outcome (PROTOCOL.md, the READY line). */
+export interface EnginePriority {
+  /** The nice value asked for (-20..0; 0 = leave as started). */
+  requested: number;
+  /** The process's nice value after the attempt. */
+  nice: number;
+  /** Every thread got `requested`. */
+  applied: boolean;
+  /** Its session's autogroup: "applied", "off", "not a session leader", "not requested", or why it failed. */
+  autogroup: string;
+  /** Why it was not applied. */
+  note?: string;
 }
 
 export interface InferOptions {

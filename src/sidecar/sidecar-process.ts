@@ -4,6 +4,7 @@
 import { execa, type ResultPromise } from 'execa';
 import { RfdetrError } from '../errors.ts';
 import type { Logger } from './logger.ts';
+import type { EnginePriority } from './backend.ts';
 
 export interface ExitInfo {
   exitCode: number | undefined;
@@ -15,6 +16,8 @@ export type ExitPhase = 'before it was ready' | 'while serving';
 /** What the READY line carries that the supervisor uses. */
 export interface ReadyLine {
   socket?: string;
+  /** The `--nice` outcome (absent from a sidecar older than it). */
+  nice?: EnginePriority;
 }
 
 export interface SidecarProcessOptions {

@@ -15,7 +15,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import type { BackendState, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
+import type { BackendState, EnginePriority, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
 import { silentLogger, type Logger } from './logger.ts';
 import { SidecarProcess, type ExitInfo } from './sidecar-process.ts';
@@ -30,6 +30,8 @@ export interface SidecarBackendOptions {
   weightsDir?: string;
   /** `--threads` (0 = physical cores). */
   threads?: number;
+  /** `--nice`: the sidecar raises its priority to this (-20..0) at start when the host permits it; 0 or absent: not asked. */
+  nice?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
   /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
@@ -335,6 +337,7 @@ export class SidecarBackend implements InferenceBackend {
     if (o.threads !== undefined) args.push('--threads', String(o.threads));
     if (o.deviceId !== undefined) args.push('--device-id', String(o.deviceId));
     if (o.precision !== undefined) args.push('--precision', o.precision);
+    if (o.nice !== undefined && o.nice !== 0) args.push('--nice', String(o.nice));
     return args;
   }
 
@@ -372,6 +375,7 @@ export class SidecarBackend implements InferenceBackend {
 
   async #launch(attempt: Attempt): Promise<void> {
     let conn: SidecarConnection;
+    let priority: EnginePriority | undefined;
     try {
       const connectOpts = {
         helloTimeoutMs: this.#o.startupTimeoutMs,
@@ -383,6 +387,7 @@ export class SidecarBackend implements InferenceBackend {
       } else {
         const proc = this.#spawn(attempt);
         const ready = await proc.waitReady(this.#o.startupTimeoutMs);
+        priority = ready.nice;
         conn = await SidecarConnection.connect(ready.socket ?? this.#socketPath, connectOpts);
       }
     } catch (e) {
@@ -397,7 +402,10 @@ export class SidecarBackend implements InferenceBackend {
       conn.close();
       return;
     }
-    this.#info = conn.info;
+    this.#info = priority ? { ...conn.info, enginePriority: priority } : conn.info;
+    if (priority && priority.requested !== 0 && (!priority.applied || priority.autogroup.startsWith('/proc'))) {
+      this.#log.warn(`the sidecar's --nice ${priority.requested} was not applied (it runs at nice ${priority.nice}; autogroup: ${priority.autogroup}): ${priority.note ?? 'no reason given'}`, { event: 'engine_nice_not_applied', ...this.#fields });
+    }
     if (conn.info.sidecarVersion !== packageVersion && !this.#o.external) {
       // Same protocol, different builds: it works, but a stale sidecar build is worth knowing about.
       this.#log.warn(`sidecar ${conn.info.sidecarVersion} differs from this package ${packageVersion}; rebuild with npm install`, this.#fields);

@@ -86,6 +86,14 @@ test('admitted together: every image counts in the queue from admission; a batch
     const tooMany = await postJson(q.url, { images: [b64(0), b64(0), b64(0)] }, as('e'));
     assert.equal(tooMany.status, 503);
     assert.match(tooMany.json.detail, /3 images are more than one client may have queued \(2, half of --queue-size 4\)/);
+    // Refused on its count before its items are decoded from base64: items that are not base64 at all would
+    // otherwise each get their own 400 in a 200 (none of them needs a place).
+    const unread = await postJson(q.url, { images: ['!!', '!!'] }, as('b'));
+    assert.equal(unread.status, 503, unread.text.slice(0, 300));
+    assert.match(unread.json.detail, /you already have 2 images queued and one client may have 2/);
+    // ... and before its body is parsed: a field the schema refuses (422 when it fits) is not looked at.
+    const unparsed = await postJson(q.url, { images: [b64(0)], threshold: 2 }, as('b'));
+    assert.equal(unparsed.status, 503, unparsed.text.slice(0, 300));
     assert.equal(q.backend.calls, 1, 'no refused image reached the engine');
     release();
     assert.equal((await first).status, 200);

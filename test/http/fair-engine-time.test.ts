@@ -4,6 +4,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { EngineQueue, PIPELINE_MAX_FRAME_BYTES } from '../../src/http/engine-queue.ts';
+import { decodeCharge } from '../../src/http/predict.ts';
 import type { InferInput, InferResult } from '../../src/sidecar/backend.ts';
 import { FakeBackend } from './helpers.ts';
 
@@ -105,4 +106,12 @@ test('engine queue: work charged outside the engine (a parse, a decode) counts a
   await Promise.all(jobs);
   // a1 went first (both at 0); with its 30 ms and its 10 ms forward, a waits until b's forwards reach 40 ms.
   assert.deepEqual(s.started, ['a1', 'b1', 'b2', 'b3', 'b4', 'a2', 'b5']);
+});
+
+test('a decode is charged its time, at most what its pixels cost a free core (5 ms + 4 ns per pixel)', () => {
+  // A 640×480 decode that waited for the engine's cores (--decode-nice) costs the client what its pixels do.
+  assert.equal(decodeCharge(281, { width: 640, height: 480 }), 5 + 4e-6 * 640 * 480);
+  assert.equal(decodeCharge(3, { width: 640, height: 480 }), 3);
+  assert.equal(decodeCharge(2000, { width: 8192, height: 8192 }), 5 + 4e-6 * 8192 * 8192);
+  assert.equal(decodeCharge(50, undefined), 50, 'no header read: its time');
 });

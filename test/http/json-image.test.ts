@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { extractJsonImage } from '../../src/http/json-image.ts';
+import { countBatchImages, extractJsonImage } from '../../src/http/json-image.ts';
 import { decodeBase64Image } from '../../src/http/params.ts';
 
 const MAX = 32 * 1024 * 1024;
@@ -24,6 +24,7 @@ test('json-image: the plain body takes the fast path and gives what the full par
     JSON.stringify({ threshold: 0.3, nested: { a: [1, { image: 'AAAA' }] }, text: 'a "quoted \\" image" : x', image: b64, max_detections: 5 }),
     ` \n {  "image" :  "${b64}" , "return_raw": true }  `,
     JSON.stringify({ image: png.subarray(0, 2999).toString('base64') }), // '=' padding
+    JSON.stringify({ path: 'C:\\dir\\', note: '\\"image\\":', image: b64 }), // a string ending in an escaped backslash, escaped quotes
   ]) {
     const quick = extractJsonImage(Buffer.from(body), MAX);
     assert.ok(quick, `fast path for ${body.slice(0, 60)}…`);
@@ -86,5 +87,26 @@ test('json-image: base64 that Node decodes but the full path refuses is left to 
     const quick = extractJsonImage(Buffer.from(body), MAX);
     assert.ok(quick, `fast path for ${image.slice(-8)}`);
     assert.deepEqual(quick, fullPath(body));
+  }
+});
+
+test('countBatchImages: the items of a plain top-level images array, else undefined (the full parse decides)', () => {
+  const count = (body: string) => countBatchImages(Buffer.from(body));
+  assert.equal(count(JSON.stringify({ images: [b64, b64, 'AAAA'] })), 3);
+  assert.equal(count(` { "threshold" : 0.3, "images" : [ "${b64}" , "x\\"y" ], "note": "\\\\", "classes": ["cat"] } `), 2);
+  assert.equal(count(JSON.stringify({ images: [] })), 0);
+  for (const body of [
+    JSON.stringify({ a: { images: [b64] } }), // nested only
+    JSON.stringify({ images: [b64], image: b64 }),
+    JSON.stringify({ images: [b64], image_url: 'http://x/' }),
+    JSON.stringify({ images: [b64, 7] }),
+    JSON.stringify({ images: [[b64]] }),
+    `{"images":["a"],"images":["b","c"]}`,
+    `{"images":["a"]} x`,
+    `{"images":["a"]`,
+    `["images", "a"]`,
+    JSON.stringify({ image: b64 }),
+  ]) {
+    assert.equal(count(body), undefined, body.slice(0, 60));
   }
 });

@@ -39,6 +39,7 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         {"--device-id", "TT_DEVICE_ID", &out.device_id, 0, 1023, "a device index from 0 to 1023"},
         {"--frame-timeout-ms", "RFDETR_FRAME_TIMEOUT_MS", &out.frame_timeout_ms, 1, 3600000,
          "a time in milliseconds from 1 to 3600000"},
+        {"--nice", "RFDETR_NICE", &out.nice, -20, 0, "a nice value from -20 (highest priority) to 0 (as started)"},
     };
     struct str_source {
         const char *  flag;
@@ -162,6 +163,10 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --frame-timeout-ms N a client that stops for N ms in the middle of a frame gets E_FRAME and is\n"
            "                       closed; idle clients between frames are never timed out (env\n"
            "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"
+           "  --nice N             -20..0: at start, the process (every thread) at nice N and, when it leads its\n"
+           "                       session, its autogroup too; needs CAP_SYS_NICE or RLIMIT_NICE, else said\n"
+           "                       once on stderr and in READY's \"nice\", and it carries on (env RFDETR_NICE;\n"
+           "                       default 0 = as started)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"

@@ -16,6 +16,7 @@ struct sidecar_options {
     bool        exit_with_parent = false;
     bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
     int         frame_timeout_ms = 30000;  // --frame-timeout-ms / RFDETR_FRAME_TIMEOUT_MS: a half-sent frame's stall limit
+    int         nice             = 0;      // --nice / RFDETR_NICE: -20..0, raised at start when permitted (priority.h)
 };
 
 enum class options_status {

@@ -6,6 +6,7 @@
 #include "server/listen.h"
 #include "server/notify.h"
 #include "server/options.h"
+#include "server/priority.h"
 #include "server/server.h"
 
 #include <nlohmann/json.hpp>
@@ -107,6 +108,9 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }
+    // Before any thread exists (the engine's pool, the pipeline): they inherit the main thread's nice value.
+    const priority_result prio = priority_raise(opts.nice);
+
     // Stdout is the READY channel, but engine libraries log there too (ttnn's logger writes to stdout): keep
     // the channel on a saved descriptor and point stdout at stderr, so their lines land with the other logs.
     std::FILE * ready_out = ready_channel_take(err);
@@ -178,6 +182,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         {"warmup_ms", std::round(warmup_ms * 10.0) / 10.0},
         {"socket", lst.path},
         {"pid", static_cast<long long>(getpid())},
+        {"nice", nlohmann::json::parse(priority_json(prio))},
     };
     std::fprintf(ready_out, "READY %s\n", ready.dump().c_str());
     std::fflush(ready_out);

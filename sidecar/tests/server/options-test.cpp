@@ -93,4 +93,23 @@ TEST(options, frame_timeout_defaults_to_30_s_and_takes_env_and_flag) {
     g_env.clear();
 }
 
+TEST(options, nice_defaults_to_0_takes_minus_20_to_0_env_and_flag) {
+    g_env = {{"TT_RF_DETR_WEIGHTS", "/w"}};
+    rfdetr::sidecar_options d;
+    std::string             err;
+    ASSERT_EQ(parse({}, d, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(d.nice, 0);
+    g_env["RFDETR_NICE"] = "-3";
+    rfdetr::sidecar_options e;
+    ASSERT_EQ(parse({}, e, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(e.nice, -3);
+    rfdetr::sidecar_options f;
+    ASSERT_EQ(parse({"--nice", "-20"}, f, err), rfdetr::options_status::OPTIONS_OK) << err;
+    EXPECT_EQ(f.nice, -20);
+    rfdetr::sidecar_options b;
+    EXPECT_EQ(parse({"--nice=5"}, b, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
+    EXPECT_NE(err.find("--nice '5' is not a nice value from -20 (highest priority) to 0 (as started)"), std::string::npos) << err;
+    g_env.clear();
+}
+
 }  // namespace

@@ -1,0 +1,84 @@
+// `rfdetr serve --decode-nice N`: after a decode, every thread of the server but its main one (libuv's pool,
+// the libvips workers the decode started) runs at the main thread's nice + N, while the main thread and every
+// thread of the sidecar keep the main thread's; /info reports what was done. Read from /proc/PID/task/*/stat,
+// the kernel's own record of each thread's nice value.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
+import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
+import { skipOrFail } from '../helpers/skip.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+interface ThreadNice { tid: number; comm: string; nice: number }
+
+function threadsOf(pid: number): ThreadNice[] {
+  return fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
+    try {
+      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      return [{ tid: Number(tid), comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), nice: Number(fields[16]) }];
+    } catch {
+      return []; // ended between the listing and the read
+    }
+  });
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+test('lowerDecodePriority: 0 changes nothing; outside 0–19 is a RangeError naming the value', async () => {
+  const before = threadsOf(process.pid).map((t) => t.nice);
+  assert.deepEqual(await lowerDecodePriority(0), { delta: 0, nice: null, threads: 0, note: 'off (--decode-nice 0)' });
+  assert.deepEqual(threadsOf(process.pid).map((t) => t.nice).slice(0, before.length), before);
+  await assert.rejects(lowerDecodePriority(20), /Expected an integer 0–19 for the decode nice increment but received 20/);
+  await assert.rejects(lowerDecodePriority(1.5), /but received 1\.5/);
+});
+
+test('serve --decode-nice 7: the server\'s helper threads (libvips workers included) at +7, its main thread and the sidecar\'s threads not', { timeout: 300_000 }, async (t) => {
+  if (process.platform !== 'linux') return skipOrFail(t, 'per-thread nice values are read from Linux\'s /proc; run on Linux');
+  assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
+  const weights = await synthWeights();
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--log-level', 'warn'], {
+    env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let log = '';
+  child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));
+  t.after(() => void (child.exitCode === null && child.kill('SIGKILL')));
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`rfdetr serve's /ready (log: ${log})`, async () => child.exitCode === null ? (await fetch(`${base}/ready`).then((r) => r.status === 200).catch(() => false)) : assert.fail(`serve exited ${child.exitCode}: ${log}`), 240_000);
+
+  // Decodes run on libuv's pool and start libvips's workers: several at once, so that more than one is needed.
+  const image = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')).toString('base64');
+  const statuses = await Promise.all(Array.from({ length: 3 }, () => fetch(`${base}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image }) }).then((r) => r.status)));
+  assert.deepEqual(statuses, [200, 200, 200], log);
+
+  const pid = child.pid!;
+  const threads = threadsOf(pid);
+  const main = threads.find((th) => th.tid === pid)!;
+  const want = Math.min(19, main.nice + 7);
+  const info = (await (await fetch(`${base}/info`)).json()) as { serving: { decode_nice: unknown } };
+  const autogroup = fs.existsSync('/proc/sys/kernel/sched_autogroup_enabled') && fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+  assert.deepEqual(info.serving.decode_nice, { delta: 7, nice: want, threads: (info.serving.decode_nice as { threads: number }).threads, ...(autogroup ? { autogroup: true } : {}) });
+  const helpers = threads.filter((th) => th.tid !== pid);
+  assert.ok(helpers.some((th) => th.comm === 'libvips worker'), `the decodes started libvips workers: ${JSON.stringify(helpers)}`);
+  assert.deepEqual(helpers.filter((th) => th.nice !== want), [], `every helper thread at nice ${want}`);
+
+  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
+  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
+  const engine = threadsOf(sidecar);
+  assert.ok(engine.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(engine)}`);
+  assert.deepEqual(engine.filter((th) => th.nice !== main.nice), [], `every sidecar thread at the main thread's nice ${main.nice}`);
+  assert.equal(main.nice, threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice, 'the main thread keeps the nice it was started with');
+});

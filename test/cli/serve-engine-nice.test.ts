@@ -1,0 +1,133 @@
+// `rfdetr serve --engine-nice N` / `rfdetr-sidecar --nice N`: where the host permits raising a priority (root
+// or CAP_SYS_NICE), every thread of the spawned sidecar runs at nice N and its session's autogroup too, and
+// /info's sidecar.nice says so; without CAP_SYS_NICE (setpriv drops it) the sidecar says "not applied", why,
+// and serves at the nice it was started with. Read from /proc/PID/task/*/stat and /proc/PID/autogroup, the
+// kernel's own record.
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
+import { createBackend, silentLogger } from '../../src/sidecar/index.ts';
+import { DEFAULT_ENGINE_NICE, type EnginePriority } from '../../src/sidecar/backend.ts';
+import { skipOrFail } from '../helpers/skip.ts';
+import { synthWeights } from '../helpers/synth-weights.ts';
+import { waitFor } from '../helpers/wait-for.ts';
+
+function nicesOf(pid: number): number[] {
+  return fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
+    try {
+      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return [Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[16])];
+    } catch {
+      return []; // ended between the listing and the read
+    }
+  });
+}
+
+/** The rfdetr-sidecar among `parent`'s children (every thread's children: node spawns from its main thread). */
+function sidecarChildOf(parent: number): number | undefined {
+  const kids = fs.readdirSync(`/proc/${parent}/task`).flatMap((tid) => {
+    try {
+      return fs.readFileSync(`/proc/${parent}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    } catch {
+      return [];
+    }
+  });
+  return kids.find((k) => {
+    try {
+      return fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar';
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** CAP_SYS_NICE (bit 23) in this process's effective set: raising a priority is permitted. */
+function maySetNice(): boolean {
+  const line = fs.readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('CapEff:'));
+  return line !== undefined && (BigInt(`0x${line.split(/\s+/)[1]}`) & (1n << 23n)) !== 0n;
+}
+
+function autogroupOn(): boolean {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+  } catch {
+    return false;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+function needsLinux(t: TestContext): boolean {
+  if (process.platform === 'linux') return true;
+  skipOrFail(t, 'nice values and autogroups are read from Linux\'s /proc; run on Linux');
+  return false;
+}
+
+test(`serve (default --engine-nice ${DEFAULT_ENGINE_NICE}), permitted: every sidecar thread and its autogroup at ${DEFAULT_ENGINE_NICE}, /info says applied`, { timeout: 300_000 }, async (t) => {
+  if (!needsLinux(t)) return;
+  if (!maySetNice()) return skipOrFail(t, 'this test process lacks CAP_SYS_NICE, so a raised priority cannot be permitted here; run it as root (the not-permitted case is the next test)');
+  assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
+  const weights = await synthWeights();
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--log-level', 'warn'], {
+    env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let log = '';
+  child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));
+  t.after(() => void (child.exitCode === null && child.kill('SIGKILL')));
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`rfdetr serve's /ready (log: ${log})`, async () => child.exitCode === null ? (await fetch(`${base}/ready`).then((r) => r.status === 200).catch(() => false)) : assert.fail(`serve exited ${child.exitCode}: ${log}`), 240_000);
+
+  const info = (await (await fetch(`${base}/info`)).json()) as { serving: { engine_nice: unknown }; sidecar: { nice: EnginePriority } };
+  assert.equal(info.serving.engine_nice, DEFAULT_ENGINE_NICE);
+  assert.deepEqual(info.sidecar.nice, { requested: DEFAULT_ENGINE_NICE, nice: DEFAULT_ENGINE_NICE, applied: true, autogroup: autogroupOn() ? 'applied' : 'off' });
+  const sidecar = sidecarChildOf(child.pid!);
+  assert.ok(sidecar !== undefined, 'the server has an rfdetr-sidecar child');
+  const nices = nicesOf(sidecar);
+  assert.ok(nices.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(nices)}`);
+  assert.deepEqual(nices.filter((n) => n !== DEFAULT_ENGINE_NICE), [], `every sidecar thread at ${DEFAULT_ENGINE_NICE}: ${JSON.stringify(nices)}`);
+  if (autogroupOn()) assert.match(fs.readFileSync(`/proc/${sidecar}/autogroup`, 'utf8'), new RegExp(`nice ${DEFAULT_ENGINE_NICE}\\b`));
+  // The server itself is not raised: only the engine is.
+  assert.deepEqual(nicesOf(child.pid!).filter((n) => n < 0), [], 'no server thread below nice 0');
+});
+
+test('sidecar --nice -5 without CAP_SYS_NICE (setpriv): "not applied", why, and it serves at nice 0', { timeout: 300_000 }, async (t) => {
+  if (!needsLinux(t)) return;
+  if (spawnSync('setpriv', ['--version']).status !== 0) return skipOrFail(t, 'setpriv (util-linux) is not installed: it drops CAP_SYS_NICE for this case; install util-linux');
+  if (process.getuid?.() !== 0 && Number(spawnSync('sh', ['-c', 'ulimit -e']).stdout.toString().trim()) > 20) {
+    return skipOrFail(t, 'RLIMIT_NICE (ulimit -e) above 20 permits raising a priority without CAP_SYS_NICE; run with ulimit -e 0');
+  }
+  assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
+  const weights = await synthWeights();
+  const lines: string[] = [];
+  const logger = { ...silentLogger, warn: (m: string) => void lines.push(m) };
+  const b = createBackend({
+    engine: 'cpu', weightsDir: weights, threads: 2, nice: -5, logger,
+    command: { file: 'setpriv', args: ['--inh-caps=-all', '--bounding-set=-sys_nice', sidecarBinary()] },
+  });
+  t.after(() => b.close());
+  await b.ready();
+  const p = b.info?.enginePriority;
+  assert.ok(p, `backend.info carries the READY line's nice: ${JSON.stringify(b.info)}`);
+  assert.equal(p.requested, -5);
+  assert.equal(p.applied, false);
+  assert.equal(p.nice, 0);
+  assert.match(p.note ?? '', /Permission denied: raising a priority needs CAP_SYS_NICE/);
+  // Spawned detached, it leads its session: the autogroup was tried and refused too.
+  if (autogroupOn()) assert.match(p.autogroup, /^\/proc\/self\/autogroup: .*raising a priority needs CAP_SYS_NICE/);
+  assert.ok(lines.some((l) => /--nice -5 was not applied \(it runs at nice 0/.test(l)), `one warning says so: ${JSON.stringify(lines)}`);
+  const sidecar = await waitFor('the setpriv\'d sidecar among this process\'s children', () => sidecarChildOf(process.pid));
+  assert.deepEqual(nicesOf(sidecar).filter((n) => n !== 0), [], 'every thread kept nice 0');
+  const r = await b.infer({ image: { width: 2, height: 2, data: new Uint8Array(12) } });
+  assert.ok(r.logits.length > 0, 'it serves');
+});
