@@ -63,6 +63,11 @@ export class PixelPool {
     this.#maxThreads = maxThreads;
   }
 
+  /** Decode threads running (for tests). */
+  get threads(): number {
+    return this.#threads.length;
+  }
+
   /** Buffers waiting for reuse (for tests and the bench). */
   get idleBuffers(): number {
     return this.#free.length;
@@ -171,11 +176,21 @@ export class PixelPool {
 
   #dropIdle(): void {
     this.#trim = undefined;
-    const old = performance.now() - IDLE_MS;
+    // 1 ms of slack: the timer fires IDLE_MS after the buffer came back, and the float subtraction can land a hair short of it.
+    const old = performance.now() - IDLE_MS + 1;
     for (let i = this.#free.length - 1; i >= 0; i--) if (this.#free[i]!.since <= old) this.#free.splice(i, 1);
     if (this.#free.length > 0) {
       this.#trim = setTimeout(() => this.#dropIdle(), IDLE_MS);
       this.#trim.unref();
+      return;
+    }
+    // Nothing kept: the idle threads go too. A thread's isolate still references the buffers it wrote into
+    // until its own GC, which an idle thread never runs, and its image library keeps its working memory; in
+    // the red-team bench that held ~500 MB of the server's RSS after 60 s idle (bench/README.md). The next
+    // large decode starts a new thread.
+    for (const t of this.#threads.filter((x) => x.pending.size === 0)) {
+      this.#threads.splice(this.#threads.indexOf(t), 1);
+      void t.worker.terminate();
     }
   }
 }

@@ -121,3 +121,32 @@ test('pixel-pool: a thread that dies fails its decode with PixelThreadError, and
     await pool.close();
   }
 });
+
+test('pixel-pool: after IDLE_MS unused, the idle buffers and then the idle threads are dropped (their memory goes back)', async (t) => {
+  const { jpeg, rgb } = await bigJpeg();
+  const pool = new PixelPool(1);
+  try {
+    const a = await pool.decode(jpeg, OPTIONS, rgb.length);
+    assert.equal(pool.threads, 1);
+    // The pool's clock and its timer under the test's control from here on.
+    let now = performance.now();
+    t.mock.method(performance, 'now', () => now);
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    a.release();
+    assert.equal(pool.idleBuffers, 1);
+    now += 9_999;
+    t.mock.timers.tick(9_999);
+    assert.deepEqual([pool.idleBuffers, pool.threads], [1, 1], 'kept before IDLE_MS');
+    now += 1;
+    t.mock.timers.tick(1);
+    assert.deepEqual([pool.idleBuffers, pool.threads], [0, 0], 'buffer and thread dropped at IDLE_MS');
+    t.mock.timers.reset();
+    // The next large decode starts a new thread and gives the same pixels.
+    const b = await pool.decode(jpeg, OPTIONS, rgb.length);
+    assert.equal(pool.threads, 1);
+    assert.ok(Buffer.from(b.data.buffer, 0, b.data.length).equals(rgb));
+    b.release();
+  } finally {
+    await pool.close();
+  }
+});
