@@ -5,14 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
-import { packageRoot, sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
+import { sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
 import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
 import { skipOrFail } from '../helpers/skip.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
-import { waitFor } from '../helpers/wait-for.ts';
+import { startServe } from '../helpers/serve-child.ts';
 
 interface ThreadNice { tid: number; comm: string; nice: number }
 
@@ -28,14 +26,6 @@ function threadsOf(pid: number): ThreadNice[] {
   });
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 test('lowerDecodePriority: 0 changes nothing; outside 0–19 is a RangeError naming the value', async () => {
   const before = threadsOf(process.pid).map((t) => t.nice);
   assert.deepEqual(await lowerDecodePriority(0), { delta: 0, nice: null, threads: 0, note: 'off (--decode-nice 0)' });
@@ -48,20 +38,12 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   if (process.platform !== 'linux') return skipOrFail(t, 'per-thread nice values are read from Linux\'s /proc; run on Linux');
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
   const weights = await synthWeights();
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--log-level', 'warn'], {
-    env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let log = '';
-  child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));
-  t.after(() => void (child.exitCode === null && child.kill('SIGKILL')));
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`rfdetr serve's /ready (log: ${log})`, async () => child.exitCode === null ? (await fetch(`${base}/ready`).then((r) => r.status === 200).catch(() => false)) : assert.fail(`serve exited ${child.exitCode}: ${log}`), 240_000);
+  const { child, base, log: serveLog } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--log-level', 'warn']);
 
   // Decodes run on libuv's pool and start libvips's workers: several at once, so that more than one is needed.
   const image = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')).toString('base64');
   const statuses = await Promise.all(Array.from({ length: 3 }, () => fetch(`${base}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image }) }).then((r) => r.status)));
-  assert.deepEqual(statuses, [200, 200, 200], log);
+  assert.deepEqual(statuses, [200, 200, 200], serveLog());
 
   const pid = child.pid!;
   const threads = threadsOf(pid);

@@ -6,15 +6,14 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
-import path from 'node:path';
-import { spawn, spawnSync } from 'node:child_process';
-import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
+import { spawnSync } from 'node:child_process';
+import { sidecarBinary } from '../../src/config/paths.ts';
 import { createBackend, silentLogger } from '../../src/sidecar/index.ts';
 import { DEFAULT_ENGINE_NICE, type EnginePriority } from '../../src/sidecar/backend.ts';
 import { skipOrFail } from '../helpers/skip.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { startServe } from '../helpers/serve-child.ts';
 
 function nicesOf(pid: number): number[] {
   return fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
@@ -59,14 +58,6 @@ function autogroupOn(): boolean {
   }
 }
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
 function needsLinux(t: TestContext): boolean {
   if (process.platform === 'linux') return true;
   skipOrFail(t, 'nice values and autogroups are read from Linux\'s /proc; run on Linux');
@@ -78,15 +69,7 @@ test(`serve (default --engine-nice ${DEFAULT_ENGINE_NICE}), permitted: every sid
   if (!maySetNice()) return skipOrFail(t, 'this test process lacks CAP_SYS_NICE, so a raised priority cannot be permitted here; run it as root (the not-permitted case is the next test)');
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
   const weights = await synthWeights();
-  const port = await freePort();
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--weights', weights, '--engine', 'cpu', '--threads', '2', '--log-level', 'warn'], {
-    env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let log = '';
-  child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));
-  t.after(() => void (child.exitCode === null && child.kill('SIGKILL')));
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`rfdetr serve's /ready (log: ${log})`, async () => child.exitCode === null ? (await fetch(`${base}/ready`).then((r) => r.status === 200).catch(() => false)) : assert.fail(`serve exited ${child.exitCode}: ${log}`), 240_000);
+  const { child, base } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--log-level', 'warn']);
 
   const info = (await (await fetch(`${base}/info`)).json()) as { serving: { engine_nice: unknown }; sidecar: { nice: EnginePriority } };
   assert.equal(info.serving.engine_nice, DEFAULT_ENGINE_NICE);

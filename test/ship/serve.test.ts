@@ -4,7 +4,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
@@ -13,14 +12,7 @@ import { packageRoot, sidecarBinary } from '../../src/config/paths.ts';
 import { ROUTES, readText } from './ship-helpers.ts';
 import { KINDS } from './tt-model-rules.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
+import { freePort } from '../helpers/serve-child.ts';
 
 test('serve: the staged tree prints tt-model\'s ready text once, serves /ready, exits 0 on SIGTERM', { timeout: 600_000 }, async (t) => {
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
