@@ -21,7 +21,7 @@
 // of pixels and more, while another such image is alive, are decoded from a worker thread into a reused buffer
 // (pixel-pool.ts: the same pixels, without a new 36 MB buffer for the event loop's GC per 12 MP photo);
 // RFDETR_DECODE_THREAD=off decodes them here like the rest, =on always through the thread.
-import sharp, { type Metadata, type OutputInfo, type SharpOptions } from 'sharp';
+import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
 import { readImageHeader } from './header.ts';
@@ -128,11 +128,12 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
   const fast = opts.fastDecode && format === 'jpeg' && Math.min(width, height) >= 3 * opts.fastDecode.size ? opts.fastDecode.size : 0;
   // The size is the decoded one (what a drawing of it would cover).
   if (opts.reserve) await opts.reserve(fast ? fast * fast * 3 : width * height * (grey16 ? 5 : 3), fast ? { width: fast, height: fast } : { width, height });
+  // A large image's place in largeAlive: given up by release() once decoded, or by the catch below on any failure.
+  let lease: (() => void) | undefined;
   try {
     if (fast) return await decodeScaled(bytes, options, width, height, fast);
     if (grey16) return await decodeGrey16(bytes, options, width, height);
     const n = width * height * 3;
-    let lease: (() => void) | undefined;
     if (n >= PIXEL_THREAD_MIN_BYTES) {
       const mode = opts.thread === false ? 'off' : threadMode();
       const viaThread = mode === 'on' || (mode === 'auto' && largeAlive > 0);
@@ -141,15 +142,14 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
       lease = () => {
         if (leased) (leased = false), largeAlive--;
       };
+      // A dead thread: decoded below on this thread's path instead.
       const px = viaThread ? await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
         if (e instanceof PixelThreadError) return undefined;
-        lease!();
         throw e;
       }) : undefined;
       if (px) {
         if (px.channels !== 3 || px.width !== width || px.height !== height || px.data.length !== n) {
           px.release();
-          lease();
           throw new Error(`sharp returned ${px.width}x${px.height}x${px.channels} for a ${width}x${height} ${format}`);
         }
         const done = lease;
@@ -158,19 +158,13 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
     }
     // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
     // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
-    let data: Buffer, info: OutputInfo;
-    try {
-      ({ data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true }));
-    } catch (e) {
-      lease?.();
-      throw e;
-    }
+    const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
-      lease?.();
       throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }
     return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width, height, ...(lease ? { release: lease } : {}) };
   } catch (e) {
+    lease?.();
     if (e instanceof RfdetrError) throw e;
     throw undecodable(`the ${format} data is corrupt or truncated (${(e as Error).message.trim()})`, e);
   }

@@ -102,6 +102,10 @@ test('pixel-pool: a truncated large JPEG fails with the same E_IMAGE_UNDECODABLE
   } finally {
     delete process.env.RFDETR_DECODE_THREAD;
   }
+  // The failed decodes gave their place back: the next large image is alone, so it decodes on the main path.
+  const next = await decodeImage(jpeg);
+  assert.ok(!(next.data.buffer instanceof SharedArrayBuffer), 'a failed large decode still counts as alive: the next lone image took the thread');
+  next.release!();
 });
 
 test('pixel-pool: a thread that dies fails its decode with PixelThreadError, and the next decode gets a new thread', async () => {
