@@ -10,6 +10,8 @@ import { FakeBackend } from './helpers.ts';
 
 const none = new AbortController().signal;
 const turn = () => new Promise<void>((r) => setImmediate(r));
+/** A run's options: a deadline a minute off on the (scripted) clock, never reached in these tests. */
+const opts = (client: string) => ({ signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client });
 
 /** A backend whose forwards end only when the test says, on a performance.now() the test moves. */
 function scripted(t: TestContext) {
@@ -42,7 +44,7 @@ test('engine queue: a client whose forwards cost 6x less gets 6 forwards per for
   const s = scripted(t);
   const q = new EngineQueue(s.b, 1);
   const cost: Record<string, number> = { a: 30, b: 5 };
-  const run = (client: string, n: number) => Array.from({ length: n }, (_, i) => q.run(small(`${client}${i + 1}`), { signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client }));
+  const run = (client: string, n: number) => Array.from({ length: n }, (_, i) => q.run(small(`${client}${i + 1}`), opts(client)));
   const jobs = [...run('a', 3), ...run('b', 14)];
   while (s.inFlight.length > 0) await s.finish(cost[s.inFlight[0]!.tag[0]!]!);
   await Promise.all(jobs);
@@ -54,7 +56,7 @@ test('engine queue: a client whose forwards cost 6x less gets 6 forwards per for
 test('engine queue: a client back from idle starts level with the busy one, banking no credit for its idle time', async (t) => {
   const s = scripted(t);
   const q = new EngineQueue(s.b, 1);
-  const job = (tag: string, client: string) => q.run(small(tag), { signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client });
+  const job = (tag: string, client: string) => q.run(small(tag), opts(client));
   const jobs = [job('b0', 'b'), ...Array.from({ length: 12 }, (_, i) => job(`a${i + 1}`, 'a'))];
   // b's one forward, then a alone for eight forwards: a has had 80 ms of engine time more than b.
   for (let i = 0; i < 9; i++) await s.finish(10);
@@ -70,7 +72,6 @@ test('engine queue: a large frame is handed over only to an idle engine; a small
   const s = scripted(t);
   const q = new EngineQueue(s.b, 2);
   assert.ok(2400 * 2400 * 3 > PIPELINE_MAX_FRAME_BYTES);
-  const opts = (client: string) => ({ signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client });
   const jobs = [q.run(large('a1'), opts('a')), q.run(large('a2'), opts('a'))];
   await turn();
   assert.deepEqual(s.started, ['a1'], 'a2 is large: it waits for the engine to be idle instead of queueing behind a1 in the sidecar');
@@ -98,7 +99,7 @@ test('engine queue: a large frame is handed over only to an idle engine; a small
 test('engine queue: work charged outside the engine (a parse, a decode) counts against the client\'s share', async (t) => {
   const s = scripted(t);
   const q = new EngineQueue(s.b, 1);
-  const run = (client: string, n: number) => Array.from({ length: n }, (_, i) => q.run(small(`${client}${i + 1}`), { signal: none, deadlineAt: performance.now() + 60_000, deadlineMs: 60_000, client }));
+  const run = (client: string, n: number) => Array.from({ length: n }, (_, i) => q.run(small(`${client}${i + 1}`), opts(client)));
   const jobs = [...run('a', 2), ...run('b', 5)];
   q.charge('a', 30); // a's images took 30 ms of the cores to decode
   q.charge('b', -5); // nothing: a charge is never a credit
