@@ -13,6 +13,7 @@ import { checkpointVariant } from '../../src/weights/verify.ts';
 import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
 
 import { planMembers } from '../../src/sidecar/devices.ts';
+import { deviceParamsFor } from './serve-device-params.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
 import type { EngineFlags } from '../engine-flags.ts';
@@ -98,10 +99,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
-    deviceParams: {
-      engine: f.engine, threads: f.threads ?? 0, precision: f.precision ?? 'fp32', sidecar_socket: f.sidecarSocket ?? null,
-      devices: pool?.members.map((m) => m.label) ?? null, min_ready_devices: pool?.minReady ?? 1,
-    },
+    deviceParams: deviceParamsFor(f, pool),
   });
   try {
     await server.listen(f.host, f.port);
