@@ -136,8 +136,16 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       forwardMs += line.timing_ms.inference;
       await write(line);
     };
+    // ffmpeg's decoding is work on the host's cores for this client, as a still's decode is: its CPU time is
+    // charged to the client's share of the engine as it accrues (a still's decode is charged in predict.ts).
+    let decoderCharged = 0;
     for await (const frame of video) {
       if (signal.aborted) throw signal.reason;
+      const decoderMs = video.decoderCpuMs?.() ?? null;
+      if (decoderMs !== null && decoderMs > decoderCharged) {
+        engine.charge(client, decoderMs - decoderCharged);
+        decoderCharged = decoderMs;
+      }
       // the container's frame count can be missing or wrong: the decoded frames are what counts
       if (frame.index >= limits.maxFrames) {
         while (pending.length > 0) await emit(await pending.shift()!);

@@ -19,6 +19,7 @@ import { RfdetrError } from '../errors.ts';
 import { MAX_IMAGE_SIDE } from '../image/limits.ts';
 import { ffmpegMissing, ffmpegPrograms, isMissingExecutable } from './ffmpeg.ts';
 import { lastLine, probeVideo, type VideoInfo } from './probe.ts';
+import { processCpuMs } from './process-cpu.ts';
 
 export interface VideoFrame {
   /** Index in the decoded sequence (from --start, counting the frames --vid-stride skips). */
@@ -72,6 +73,11 @@ export interface VideoSource extends AsyncIterable<VideoFrame> {
   readonly frames: number;
   /** Ends ffmpeg (if running) and removes the temporary files; safe to call more than once. */
   close(): Promise<void>;
+  /**
+   * The CPU time the decoder has used so far, ms (ffmpeg's every thread; ~10 ms steps), or null where it cannot
+   * be known (not Linux, not started, already reaped: the last figure read stays).
+   */
+  decoderCpuMs?(): number | null;
 }
 
 interface FrameHeader {
@@ -234,6 +240,14 @@ class FfmpegSource implements VideoSource {
     const w = this.#headerWaiter;
     this.#headerWaiter = null;
     w?.();
+  }
+
+  #cpuMs: number | null = null;
+
+  decoderCpuMs(): number | null {
+    const now = processCpuMs(this.#proc?.pid);
+    if (now !== null) this.#cpuMs = now;
+    return this.#cpuMs;
   }
 
   #stop(why: RfdetrError): void {

@@ -21,6 +21,8 @@ interface Script {
   /** What the "container" claims (default: the truth). */
   claimFrames?: number | null;
   durationMs?: number | null;
+  /** The decoder's CPU time after each frame it has handed out, ms (decoderCpuMs); absent: not known. */
+  decoderMsPerFrame?: number;
 }
 
 interface Observed {
@@ -69,6 +71,7 @@ function scriptedVideo(script: Script): { open: OpenVideo; seen: Observed } {
       async close() {
         seen.closed++;
       },
+      ...(script.decoderMsPerFrame === undefined ? {} : { decoderCpuMs: () => yielded * script.decoderMsPerFrame! }),
     };
     return source;
   };
@@ -111,6 +114,25 @@ test('POST /predict/video: one NDJSON line per frame, in order, then the summary
     assert.deepEqual(seen.bytes, [VIDEO_BYTES.length]);
     assert.equal(seen.closed, 1);
     assert.deepEqual(fs.readdirSync(root), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('POST /predict/video: the decoder\'s CPU time is charged to the video\'s client in the fair share', { timeout: 60_000 }, async () => {
+  const { open } = scriptedVideo({ frames: 20, decoderMsPerFrame: 7 });
+  const s = await start({ openVideo: open });
+  const charged = new Map<string, number>();
+  const charge = s.srv.engine.charge.bind(s.srv.engine);
+  s.srv.engine.charge = (client, ms) => {
+    charged.set(client, (charged.get(client) ?? 0) + ms);
+    charge(client, ms);
+  };
+  try {
+    const res = await postVideo(s.url, '');
+    assert.equal(lines(await res.text()).length, 21);
+    // read before each frame goes to the engine: 7 ms for each of the 20 frames, all to the one client
+    assert.deepEqual([...charged.values()], [7 * 20]);
   } finally {
     await s.stop();
   }
