@@ -1,7 +1,8 @@
 // `rfdetr serve --engine-nice N` / `rfdetr-sidecar --nice N`: where the host permits raising a priority (root
 // or CAP_SYS_NICE), every thread of the spawned sidecar runs at nice N and its session's autogroup too, and
 // /info's sidecar.nice says so; without CAP_SYS_NICE (setpriv drops it) the sidecar says "not applied", why,
-// and serves at the nice it was started with. Read from /proc/PID/task/*/stat and /proc/PID/autogroup, the
+// and serves at the nice it was started with; with RLIMIT_NICE allowing it (prlimit) it is applied without the
+// capability. Read from /proc/PID/task/*/stat and /proc/PID/autogroup, the
 // kernel's own record.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -44,11 +45,14 @@ function sidecarChildOf(parent: number): number | undefined {
   });
 }
 
-/** CAP_SYS_NICE (bit 23) in this process's effective set: raising a priority is permitted. */
-function maySetNice(): boolean {
+/** Capability `bit` in this process's effective set (/proc/self/status CapEff). */
+function hasCapability(bit: number): boolean {
   const line = fs.readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('CapEff:'));
-  return line !== undefined && (BigInt(`0x${line.split(/\s+/)[1]}`) & (1n << 23n)) !== 0n;
+  return line !== undefined && (BigInt(`0x${line.split(/\s+/)[1]}`) & (1n << BigInt(bit))) !== 0n;
 }
+
+/** CAP_SYS_NICE (bit 23): raising a priority is permitted. */
+const maySetNice = () => hasCapability(23);
 
 function autogroupOn(): boolean {
   try {
@@ -111,6 +115,35 @@ test('sidecar --nice -5 without CAP_SYS_NICE (setpriv): "not applied", why, and 
   assert.ok(lines.some((l) => /--nice -5 was not applied \(it runs at nice 0/.test(l)), `one warning says so: ${JSON.stringify(lines)}`);
   const sidecar = await waitFor('the setpriv\'d sidecar among this process\'s children', () => sidecarChildOf(process.pid));
   assert.deepEqual(nicesOf(sidecar).filter((n) => n !== 0), [], 'every thread kept nice 0');
+  const r = await b.infer({ image: { width: 2, height: 2, data: new Uint8Array(12) } });
+  assert.ok(r.logits.length > 0, 'it serves');
+});
+
+test('sidecar --nice -5 without CAP_SYS_NICE but RLIMIT_NICE 25 (prlimit + setpriv): applied, every thread and its autogroup at -5', { timeout: 300_000 }, async (t) => {
+  if (!needsLinux(t)) return;
+  for (const tool of ['setpriv', 'prlimit']) {
+    if (spawnSync(tool, ['--version']).status !== 0) return skipOrFail(t, `${tool} (util-linux) is not installed: this case needs it to drop CAP_SYS_NICE and set RLIMIT_NICE; install util-linux`);
+  }
+  // Raising RLIMIT_NICE's hard limit needs CAP_SYS_RESOURCE (bit 24); without it the hard limit must allow 25 already.
+  const hard = /^Max nice priority\s+\S+\s+(\S+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? '0';
+  if (!hasCapability(24) && hard !== 'unlimited' && Number(hard) < 25) {
+    return skipOrFail(t, `RLIMIT_NICE's hard limit is ${hard} and this process lacks CAP_SYS_RESOURCE to raise it to 25 (a container's default); run where it may (a VM, or docker --cap-add SYS_RESOURCE)`);
+  }
+  assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
+  const weights = await synthWeights();
+  const b = createBackend({
+    engine: 'cpu', weightsDir: weights, threads: 2, nice: -5, logger: silentLogger,
+    // RLIMIT_NICE 25 permits nice down to 20 - 25 = -5 without the capability (setrlimit(2)).
+    command: { file: 'prlimit', args: ['--nice=25:25', '--', 'setpriv', '--inh-caps=-all', '--bounding-set=-sys_nice', sidecarBinary()] },
+  });
+  t.after(() => b.close());
+  await b.ready();
+  const p = b.info?.enginePriority;
+  assert.deepEqual(p, { requested: -5, nice: -5, applied: true, autogroup: autogroupOn() ? 'applied' : 'off' });
+  const sidecar = await waitFor('the prlimit\'d sidecar among this process\'s children', () => sidecarChildOf(process.pid));
+  const nices = nicesOf(sidecar);
+  assert.deepEqual(nices.filter((n) => n !== -5), [], `every thread at -5: ${JSON.stringify(nices)}`);
+  if (autogroupOn()) assert.match(fs.readFileSync(`/proc/${sidecar}/autogroup`, 'utf8'), /nice -5\b/);
   const r = await b.infer({ image: { width: 2, height: 2, data: new Uint8Array(12) } });
   assert.ok(r.logits.length > 0, 'it serves');
 });
