@@ -1,7 +1,9 @@
 // The AVX-512 (F+BW) kernels: 16 values per instruction, each lane its own ascending fmaf chain. The width
 // pass runs 16 image rows at once with lanes across rows (the rows transposed to f32 first), so its taps are
 // plain loads: on the 2-core EPYC this took 4000x3000 -> 560 from 18 ms (lanes across outputs, one 4-byte
-// gather per tap) to 11 ms of CPU; bench/preprocess.
+// gather per tap) to 11 ms of CPU; bench/preprocess. Scales up to ~1.9 (widths to 1054 for 560) take the
+// narrow form instead: lanes across outputs from a per-row f32 copy through a two-register permute, with no
+// transposes (640x480: 0.87 -> 0.65 ms of CPU, one thread, same run, loaded host).
 #include "preprocess/kernels.h"
 
 // GCC 12's avx512fintrin.h initialises _mm512_undefined_ps() from itself, which -Wmaybe-uninitialized flags
@@ -140,6 +142,66 @@ RFDETR_AVX512 void width_rows16_avx512(const width_plan & p, const uint8_t * con
     }
 }
 
+// k_pick[c]: in every 128-bit lane, byte 4p is byte 3p + c of the lane (pixel p's channel c), the rest zero.
+struct alignas(64) pick_table {
+    int8_t b[64];
+};
+constexpr pick_table pick_make(int c) {
+    pick_table t{};
+    for (int i = 0; i < 64; i++) {
+        t.b[i] = i % 4 == 0 ? static_cast<int8_t>((i % 16) / 4 * 3 + c) : int8_t{-1};
+    }
+    return t;
+}
+constexpr pick_table k_pick[3] = {pick_make(0), pick_make(1), pick_make(2)};
+
+// One image row to three f32 channel rows (R, G, B; 16 pixels per step, the row's tail zero-filled): each
+// 128-bit lane gets the 12 bytes of its 4 pixels (a dword permute), then one byte shuffle per channel puts
+// each pixel's byte in the low byte of its dword, zeros above.
+RFDETR_AVX512 void row_to_planes(const uint8_t * row, size_t row_bytes, float * planes, size_t plane) {
+    const __m512i spread = _mm512_setr_epi32(0, 1, 2, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 10, 11, 11);
+    const __m512i pick[3] = {_mm512_load_si512(k_pick[0].b), _mm512_load_si512(k_pick[1].b),
+                             _mm512_load_si512(k_pick[2].b)};
+    for (size_t b0 = 0, x = 0; b0 < row_bytes; b0 += 48, x += 16) {
+        const size_t    left = row_bytes - b0;
+        const __mmask64 m    = left >= 48 ? (__mmask64{1} << 48) - 1 : (__mmask64{1} << left) - 1;
+        const __m512i   v    = _mm512_permutexvar_epi32(spread, _mm512_maskz_loadu_epi8(m, row + b0));
+        for (int c = 0; c < 3; c++) {
+            _mm512_storeu_ps(planes + c * plane + x, _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v, pick[c])));
+        }
+    }
+}
+
+// Lanes across 16 outputs of one channel: every tap of the block lies in a 32-pixel window of the channel's
+// f32 row, so one two-register permute replaces the gather; each lane is its output's ascending fmaf chain.
+RFDETR_AVX512 void width_row_narrow_avx512(const width_plan & p, const uint8_t * row, size_t row_bytes,
+                                           float * planes, float * r, float * g, float * b) {
+    const size_t plane = narrow_plane_floats(p);
+    row_to_planes(row, row_bytes, planes, plane);
+    float * const out[3] = {r, g, b};
+    const int     blocks = p.out_padded / k_lanes;
+    for (int bl = 0; bl < blocks; bl++) {
+        const int32_t * idx = p.lane_index.data() + p.base[bl];
+        const float *   wt  = p.weight.data() + p.base[bl];
+        __m512          lo[3], hi[3], acc[3];
+        for (int c = 0; c < 3; c++) {
+            lo[c]  = _mm512_loadu_ps(planes + c * plane + p.narrow_base[bl]);
+            hi[c]  = _mm512_loadu_ps(planes + c * plane + p.narrow_base[bl] + 16);
+            acc[c] = _mm512_setzero_ps();
+        }
+        for (int j = 0; j < p.taps[bl]; j++) {
+            const __m512i ix = _mm512_loadu_si512(idx + j * k_lanes);
+            const __m512  w  = _mm512_loadu_ps(wt + j * k_lanes);
+            for (int c = 0; c < 3; c++) {
+                acc[c] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo[c], ix, hi[c]), w, acc[c]);
+            }
+        }
+        for (int c = 0; c < 3; c++) {
+            _mm512_storeu_ps(out[c] + bl * k_lanes, acc[c]);
+        }
+    }
+}
+
 RFDETR_AVX512 void height_row_avx512(const float * src, size_t stride, int n, const float * w, int out_size,
                                      float mean, float std, float * out) {
     const __m512 inv255 = _mm512_set1_ps(1.0f / 255.0f);
@@ -160,7 +222,7 @@ RFDETR_AVX512 void height_row_avx512(const float * src, size_t stride, int n, co
 
 }  // namespace
 
-const kernel_table k_kernels_avx512 = {nullptr, width_rows16_avx512, height_row_avx512};
+const kernel_table k_kernels_avx512 = {nullptr, width_row_narrow_avx512, width_rows16_avx512, height_row_avx512};
 
 }  // namespace rfdetr
 
