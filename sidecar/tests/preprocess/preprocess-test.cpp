@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -187,6 +188,45 @@ TEST_P(level_test, equals_the_reference_on_odd_sizes_in_both_width_forms) {
 INSTANTIATE_TEST_SUITE_P(levels, level_test,
                          ::testing::Values(simd_level::SIMD_SCALAR, simd_level::SIMD_AVX2, simd_level::SIMD_AVX512),
                          [](const ::testing::TestParamInfo<simd_level> & i) { return rfdetr::simd_level_name(i.param); });
+
+TEST(levels, avx512_normalise_equals_the_divide) {
+    // The AVX-512 height pass rounds centred/std by a reciprocal and one fma step instead of a divide; this
+    // checks it for every float a width/height chain can end on (0 .. 256: the weights sum to 1) against the
+    // scalar kernel's plain divide, per channel.
+    if (!rfdetr::simd_level_supported(simd_level::SIMD_AVX512)) {
+        RFDETR_SKIP_OR_FAIL("this CPU cannot run the avx512 kernels; run on one that can to test them");
+    }
+    const auto &       scalar = rfdetr::kernels_for(simd_level::SIMD_SCALAR);
+    const auto &       avx512 = rfdetr::kernels_for(simd_level::SIMD_AVX512);
+    constexpr int      chunk  = 1 << 20;
+    const uint32_t     last   = 0x43800000u;  // 256.0f
+    const float        one    = 1.0f;
+    std::vector<float> acc(chunk), want(chunk), got(chunk);
+    size_t bad[3] = {0, 0, 0};
+    for (uint64_t b0 = 0; b0 <= last; b0 += chunk) {
+        for (int i = 0; i < chunk; i++) {
+            const uint32_t bits = static_cast<uint32_t>(std::min<uint64_t>(b0 + i, last));
+            std::memcpy(&acc[i], &bits, 4);
+        }
+        for (int c = 0; c < 3; c++) {
+            const float mean = rfdetr::k_imagenet_mean[c], std = rfdetr::k_imagenet_std[c];
+            scalar.height_row(acc.data(), 0, 1, &one, chunk, mean, std, want.data());
+            avx512.height_row(acc.data(), 0, 1, &one, chunk, mean, std, got.data());
+            if (std::memcmp(want.data(), got.data(), chunk * sizeof(float)) == 0) {
+                continue;
+            }
+            for (int i = 0; i < chunk; i++) {
+                if (std::memcmp(&want[i], &got[i], 4) != 0 && bad[c]++ == 0) {
+                    ADD_FAILURE() << "channel " << c << ": acc " << acc[i] << " gives " << got[i] << ", the divide "
+                                  << want[i];
+                }
+            }
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        EXPECT_EQ(bad[c], 0u) << "channel " << c;
+    }
+}
 
 TEST(levels, extreme_pixel_values_saturated_and_black) {
     for (uint8_t v : {uint8_t{0}, uint8_t{255}}) {
