@@ -1,7 +1,9 @@
 // The AVX-512 (F+BW) kernels: 16 values per instruction, each lane its own ascending fmaf chain. The width
-// pass runs 16 image rows at once with lanes across rows (the rows transposed to f32 first), so its taps are
-// plain loads: on the 2-core EPYC this took 4000x3000 -> 560 from 18 ms (lanes across outputs, one 4-byte
-// gather per tap) to 11 ms of CPU; bench/preprocess. Scales up to ~1.9 (widths to 1054 for 560) take the
+// pass runs 16 image rows at once with lanes across rows (the rows transposed first), so its taps are plain
+// loads: on the 2-core EPYC this took 4000x3000 -> 560 from 18 ms (lanes across outputs, one 4-byte gather
+// per tap) to 11 ms of CPU. The transposed columns stay bytes and each tap widens its 16 bytes to floats as
+// it loads them (a column is read by about two outputs): 0.76-0.80x the CPU of storing them as floats, which
+// wrote and re-read 4x the bytes and spent a third of its shuffles extracting lanes; bench/preprocess. Scales up to ~1.9 (widths to 1054 for 560) take the
 // narrow form instead: lanes across outputs from a per-row f32 copy through a two-register permute, with no
 // transposes (640x480: 0.87 -> 0.65 ms of CPU, one thread, same run, loaded host).
 #include "preprocess/kernels.h"
@@ -19,8 +21,8 @@ namespace rfdetr {
 namespace {
 
 // Transposes 16 rows of 64 bytes (four 16x16 byte blocks, one per 128-bit lane) and stores each byte
-// column as 16 floats: scratch[(b0 + col) * 16 + k] = rows[k][b0 + col], for col < count (<= 64).
-RFDETR_AVX512 void transpose_u8_to_f32(const uint8_t * const * rows, size_t b0, size_t count, float * scratch) {
+// column as 16 bytes: scratch[(b0 + col) * 16 + k] = rows[k][b0 + col], for col < count (<= 64).
+RFDETR_AVX512 void transpose_u8(const uint8_t * const * rows, size_t b0, size_t count, uint8_t * scratch) {
     const __mmask64 m = count >= 64 ? ~__mmask64{0} : ((__mmask64{1} << count) - 1);
     __m512i         r[16];
     for (int k = 0; k < 16; k++) {
@@ -53,11 +55,16 @@ RFDETR_AVX512 void transpose_u8_to_f32(const uint8_t * const * rows, size_t b0, 
             for (int lane = 0; lane < 4; lane++) {
                 const size_t cc = static_cast<size_t>(lane) * 16 + 2 * mm + h;
                 if (cc < count) {
-                    _mm512_storeu_ps(scratch + (b0 + cc) * 16, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lanes[lane])));
+                    _mm_storeu_si128(reinterpret_cast<__m128i *>(scratch + (b0 + cc) * 16), lanes[lane]);
                 }
             }
         }
     }
+}
+
+// One transposed column: 16 rows' bytes as floats.
+RFDETR_AVX512 inline __m512 column(const uint8_t * p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))));
 }
 
 // 16x16 float transpose: in[i] holds element k of column i at lane k; out[k] holds lane i = in[i][k].
@@ -88,9 +95,9 @@ RFDETR_AVX512 void transpose_16x16(__m512 * r) {
 // Lanes across 16 rows: every output's taps are contiguous vector loads from the transposed rows, and each
 // lane's chain is that row's ascending fmaf chain; 16 outputs of a channel are transposed back to rows.
 RFDETR_AVX512 void width_rows16_avx512(const width_plan & p, const uint8_t * const * rows, size_t row_bytes,
-                                       float * scratch, float * r, float * g, float * b, size_t stride) {
+                                       uint8_t * bytes, float * r, float * g, float * b, size_t stride) {
     for (size_t b0 = 0; b0 < row_bytes; b0 += 64) {
-        transpose_u8_to_f32(rows, b0, row_bytes - b0 < 64 ? row_bytes - b0 : 64, scratch);
+        transpose_u8(rows, b0, row_bytes - b0 < 64 ? row_bytes - b0 : 64, bytes);
     }
     const axis_weights & a       = p.axis;
     float * const        planes[3] = {r, g, b};
@@ -100,7 +107,7 @@ RFDETR_AVX512 void width_rows16_avx512(const width_plan & p, const uint8_t * con
         for (int k = 0; k < 16; k += 2) {
             __m512        v[2][3];
             const float * w[2];
-            const float * src[2];
+            const uint8_t * src[2];
             int           n[2];
             for (int e = 0; e < 2; e++) {
                 const int x = x0 + k + e;
@@ -109,7 +116,7 @@ RFDETR_AVX512 void width_rows16_avx512(const width_plan & p, const uint8_t * con
                 }
                 n[e]   = x < a.out_size ? a.count[x] : 0;
                 w[e]   = x < a.out_size ? a.weights.data() + static_cast<size_t>(x) * a.max_taps : nullptr;
-                src[e] = x < a.out_size ? scratch + static_cast<size_t>(a.start[x]) * 3 * 16 : nullptr;
+                src[e] = x < a.out_size ? bytes + static_cast<size_t>(a.start[x]) * 3 * 16 : nullptr;
             }
             const int both = n[0] < n[1] ? n[0] : n[1];
             int       j    = 0;
@@ -117,15 +124,15 @@ RFDETR_AVX512 void width_rows16_avx512(const width_plan & p, const uint8_t * con
                 const __m512 w0 = _mm512_set1_ps(w[0][j]);
                 const __m512 w1 = _mm512_set1_ps(w[1][j]);
                 for (int ch = 0; ch < 3; ch++) {
-                    v[0][ch] = _mm512_fmadd_ps(_mm512_loadu_ps(src[0] + (j * 3 + ch) * 16), w0, v[0][ch]);
-                    v[1][ch] = _mm512_fmadd_ps(_mm512_loadu_ps(src[1] + (j * 3 + ch) * 16), w1, v[1][ch]);
+                    v[0][ch] = _mm512_fmadd_ps(column(src[0] + (j * 3 + ch) * 16), w0, v[0][ch]);
+                    v[1][ch] = _mm512_fmadd_ps(column(src[1] + (j * 3 + ch) * 16), w1, v[1][ch]);
                 }
             }
             for (int e = 0; e < 2; e++) {
                 for (int jj = j; jj < n[e]; jj++) {
                     const __m512 we = _mm512_set1_ps(w[e][jj]);
                     for (int ch = 0; ch < 3; ch++) {
-                        v[e][ch] = _mm512_fmadd_ps(_mm512_loadu_ps(src[e] + (jj * 3 + ch) * 16), we, v[e][ch]);
+                        v[e][ch] = _mm512_fmadd_ps(column(src[e] + (jj * 3 + ch) * 16), we, v[e][ch]);
                     }
                 }
                 for (int ch = 0; ch < 3; ch++) {

@@ -54,7 +54,7 @@ width_plan width_plan_make(const axis_weights & a);
 //
 // A level has exactly one of width_row and width_rows16 (the other is null). width_rows16: 16 image rows at
 // once with lanes across rows, so the taps are plain loads instead of gathers. `rows[k]` is image row k (row_bytes = width*3 readable bytes);
-// `scratch` holds width*3*16 floats; output row k of each plane is at r/g/b + k*stride (out_padded values).
+// `scratch` holds width*3*16 bytes; output row k of each plane is at r/g/b + k*stride (out_padded values).
 //
 // width_row_narrow (null where a level has none; used only when p.narrow): one image row (row_bytes readable)
 // through `planes`, 3 channel rows of narrow_plane_floats(p) floats, to r/g/b as width_row.
@@ -62,7 +62,7 @@ struct kernel_table {
     void (*width_row)(const width_plan & p, const uint8_t * row, float * r, float * g, float * b);
     void (*width_row_narrow)(const width_plan & p, const uint8_t * row, size_t row_bytes, float * planes, float * r,
                              float * g, float * b);
-    void (*width_rows16)(const width_plan & p, const uint8_t * const * rows, size_t row_bytes, float * scratch,
+    void (*width_rows16)(const width_plan & p, const uint8_t * const * rows, size_t row_bytes, uint8_t * scratch,
                          float * r, float * g, float * b, size_t stride);
     void (*height_row)(const float * src, size_t stride, int n, const float * w, int out_size, float mean,
                        float std, float * out);
@@ -79,6 +79,10 @@ extern const kernel_table k_kernels_scalar;
 extern const kernel_table k_kernels_avx2;
 extern const kernel_table k_kernels_avx512;
 
+// height_row's std: the AVX-512 level divides by a reciprocal and an fma step, proved equal to the divide
+// for the k_imagenet_std values only (preprocess-test levels.avx512_normalise_equals_the_divide); a new std
+// needs that test run on it.
+//
 // The normalisation of one value, shared so every level spells it the same way (no FMA: built with
 // -ffp-contract=off).
 inline float normalise_value(float acc, float mean, float std) {

@@ -54,9 +54,9 @@ class preprocessor {
 
   private:
     struct scratch {
-        std::vector<float> band;        // 3 planes of the width-pass rows one band of output rows needs
-        std::vector<float> transposed;  // width*3*16 floats: 16 rows with lanes across rows
-        std::vector<float> planes;      // one image row as 3 f32 channel rows, for the narrow kernels
+        std::vector<float>   band;        // 3 planes of the width-pass rows one band of output rows needs
+        std::vector<uint8_t> transposed;  // width*3*16 bytes: 16 rows with lanes across rows
+        std::vector<float>   planes;      // one image row as 3 f32 channel rows, for the narrow kernels
     };
     struct job;
     const width_plan &   width_for(int in_size);
