@@ -1,18 +1,12 @@
-
-
-
-
-
-
-
 // The AVX-512 (F+BW) kernels: 16 values per instruction, each lane its own ascending fmaf chain. The width
 // pass runs 16 image rows at once with lanes across rows (the rows transposed first), so its taps are plain
 // loads: on the 2-core EPYC this took 4000x3000 -> 560 from 18 ms (lanes across outputs, one 4-byte gather
 // per tap) to 11 ms of CPU. The transposed columns stay bytes and each tap widens its 16 bytes to floats as
 // it loads them (a column is read by about two outputs): 0.76-0.80x the CPU of storing them as floats, which
-// wrote and re-read 4x the bytes and spent a third of its shuffles extracting lanes; bench/preprocess. Scales up to ~1.9 (widths to 1054 for 560) take the
-// narrow form instead: lanes across outputs from a per-row f32 copy through a two-register permute, with no
-// transposes (640x480: 0.87 -> 0.65 ms of CPU, one thread, same run, loaded host).
+// wrote and re-read 4x the bytes and spent a third of its shuffles extracting lanes; bench/preprocess.
+// Scales up to ~1.9 (widths to 1054 for 560) take the narrow form instead: lanes across outputs from a
+// per-row f32 copy through a two-register permute, with no transposes (640x480: 0.87 -> 0.65 ms of CPU, one
+// thread, same run, loaded host).
 #include "preprocess/kernels.h"
 
 // GCC 12's avx512fintrin.h initialises _mm512_undefined_ps() from itself, which -Wmaybe-uninitialized flags
