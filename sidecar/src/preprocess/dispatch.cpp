@@ -55,6 +55,7 @@ width_plan width_plan_make(const axis_weights & a) {
     p.out_size      = a.out_size;
     p.out_padded    = (a.out_size + k_lanes - 1) / k_lanes * k_lanes;
     const int blocks = p.out_padded / k_lanes;
+    p.narrow         = true;
     for (int bl = 0; bl < blocks; bl++) {
         int taps = 1;
         for (int k = 0; k < k_lanes; k++) {
@@ -65,6 +66,8 @@ width_plan width_plan_make(const axis_weights & a) {
         }
         p.taps.push_back(taps);
         p.base.push_back(static_cast<int32_t>(p.offset.size()));
+        const int32_t first = a.start[bl * k_lanes];  // starts ascend: the block's lowest pixel
+        p.narrow_base.push_back(first);
         for (int j = 0; j < taps; j++) {
             for (int k = 0; k < k_lanes; k++) {
                 const int x = bl * k_lanes + k;
@@ -77,6 +80,9 @@ width_plan width_plan_make(const axis_weights & a) {
                 }
                 p.offset.push_back(off);
                 p.weight.push_back(w);
+                const int32_t lane = x < a.out_size ? off / 3 - first : 0;
+                p.narrow           = p.narrow && lane < k_narrow_window;
+                p.lane_index.push_back(lane);
             }
         }
     }

@@ -60,6 +60,6 @@ RFDETR_AVX2 void height_row_avx2(const float * src, size_t stride, int n, const 
 
 }  // namespace
 
-const kernel_table k_kernels_avx2 = {width_row_avx2, nullptr, height_row_avx2};
+const kernel_table k_kernels_avx2 = {width_row_avx2, nullptr, nullptr, height_row_avx2};
 
 }  // namespace rfdetr

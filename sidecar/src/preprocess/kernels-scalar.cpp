@@ -43,6 +43,6 @@ void height_row_scalar(const float * src, size_t stride, int n, const float * w,
 
 }  // namespace
 
-const kernel_table k_kernels_scalar = {width_row_scalar, nullptr, height_row_scalar};
+const kernel_table k_kernels_scalar = {width_row_scalar, nullptr, nullptr, height_row_scalar};
 
 }  // namespace rfdetr

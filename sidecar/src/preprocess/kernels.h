@@ -36,7 +36,15 @@ struct width_plan {
     std::vector<int32_t> base;
     std::vector<int32_t> offset;
     std::vector<float>   weight;
+    // The narrow form of the same taps, for scales up to ~1.8 (640 -> 560): block b's outputs read only the
+    // 32 pixels from narrow_base[b], so tap j of lane k is pixel narrow_base[b] + lane_index[base[b] + j*16 + k]
+    // of a channel's f32 row: a two-register permute instead of a gather. `narrow` is set when every block fits.
+    bool                 narrow = false;
+    std::vector<int32_t> narrow_base;
+    std::vector<int32_t> lane_index;
 };
+
+constexpr int k_narrow_window = 32;  // pixels one block of the narrow form may span
 
 width_plan width_plan_make(const axis_weights & a);
 
@@ -46,14 +54,24 @@ width_plan width_plan_make(const axis_weights & a);
 //
 // A level has exactly one of width_row and width_rows16 (the other is null). width_rows16: 16 image rows at
 // once with lanes across rows, so the taps are plain loads instead of gathers. `rows[k]` is image row k (row_bytes = width*3 readable bytes);
-// `scratch` holds width*3*16 floats; output row k of each plane is at r/g/b + k*stride (out_padded values).
+// `scratch` holds width*3*16 bytes; output row k of each plane is at r/g/b + k*stride (out_padded values).
+//
+// width_row_narrow (null where a level has none; used only when p.narrow): one image row (row_bytes readable)
+// through `planes`, 3 channel rows of narrow_plane_floats(p) floats, to r/g/b as width_row.
 struct kernel_table {
     void (*width_row)(const width_plan & p, const uint8_t * row, float * r, float * g, float * b);
-    void (*width_rows16)(const width_plan & p, const uint8_t * const * rows, size_t row_bytes, float * scratch,
+    void (*width_row_narrow)(const width_plan & p, const uint8_t * row, size_t row_bytes, float * planes, float * r,
+                             float * g, float * b);
+    void (*width_rows16)(const width_plan & p, const uint8_t * const * rows, size_t row_bytes, uint8_t * scratch,
                          float * r, float * g, float * b, size_t stride);
     void (*height_row)(const float * src, size_t stride, int n, const float * w, int out_size, float mean,
                        float std, float * out);
 };
+
+// One channel row of the narrow form's f32 copy: the width rounded up to 16, plus a window of slack.
+inline size_t narrow_plane_floats(const width_plan & p) {
+    return static_cast<size_t>((p.in_size + 15) / 16 * 16 + k_narrow_window);
+}
 
 const kernel_table & kernels_for(simd_level l);  // throws std::invalid_argument when this CPU cannot run l
 
@@ -61,6 +79,10 @@ extern const kernel_table k_kernels_scalar;
 extern const kernel_table k_kernels_avx2;
 extern const kernel_table k_kernels_avx512;
 
+// height_row's std: the AVX-512 level divides by a reciprocal and an fma step, proved equal to the divide
+// for the k_imagenet_std values only (preprocess-test levels.avx512_normalise_equals_the_divide); a new std
+// needs that test run on it.
+//
 // The normalisation of one value, shared so every level spells it the same way (no FMA: built with
 // -ffp-contract=off).
 inline float normalise_value(float acc, float mean, float std) {

@@ -35,9 +35,10 @@ void preprocess_reference(const uint8_t * rgb, int width, int height, int out_si
 class preprocessor {
   public:
     // 4000x3000 -> 560: 17.6 ms on one Sapphire Rapids core, 8.1 ms with the helper on the second (idle) one.
-    // 640x480 (0.3 MP, 0.75-1.1 ms on one Zen 4 core) splits too: 0.56-0.62 ms with the helper when the
+    // 640x480 (0.3 MP, 0.75-1.1 ms on one Zen 4 core then) splits too: 0.56-0.62 ms with the helper when the
     // second core was free (bench/server/RESULTS.md section 6); below ~0.25 MP the helper's wake-up
-    // (tens of us) would be a large part of the work.
+    // (tens of us) would be a large part of the work. Not re-measured since the narrow width form made
+    // 640x480 0.77-0.85x as costly on one core (section 9).
     static constexpr size_t k_split_pixels = 1u << 18;
 
     explicit preprocessor(int out_size, simd_level level = simd_level_best(), bool use_helper = true);
@@ -54,8 +55,9 @@ class preprocessor {
 
   private:
     struct scratch {
-        std::vector<float> band;        // 3 planes of the width-pass rows one band of output rows needs
-        std::vector<float> transposed;  // width*3*16 floats: 16 rows with lanes across rows
+        std::vector<float>   band;        // 3 planes of the width-pass rows one band of output rows needs
+        std::vector<uint8_t> transposed;  // width*3*16 bytes: 16 rows with lanes across rows
+        std::vector<float>   planes;      // one image row as 3 f32 channel rows, for the narrow kernels
     };
     struct job;
     const width_plan &   width_for(int in_size);

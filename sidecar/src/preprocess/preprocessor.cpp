@@ -91,6 +91,7 @@ struct preprocessor::job {
     size_t               stride;
     size_t               row_bytes;
     bool                 by16;
+    bool                 narrow;
     float *              out;
 };
 
@@ -104,8 +105,10 @@ void preprocessor::run(const uint8_t * rgb, int width, int height, float * out) 
     const int            s      = out_size_;
     const size_t         stride = static_cast<size_t>(wp.out_padded);
 
-    // Kernels with lanes across rows write rows in groups of 16: a band's planes are rounded up to that.
-    const bool by16     = kernels_->width_rows16 != nullptr;
+    // Narrow scales take the level's permute kernel where it has one. Kernels with lanes across rows write
+    // rows in groups of 16: a band's planes are rounded up to that.
+    const bool narrow   = wp.narrow && kernels_->width_row_narrow != nullptr;
+    const bool by16     = !narrow && kernels_->width_rows16 != nullptr;
     const auto rounded  = [by16](size_t rows) { return by16 ? (rows + 15) / 16 * 16 : rows; };
     size_t     max_rows = 0;
     for (int oy0 = 0; oy0 < s; oy0 += k_band_rows) {
@@ -122,16 +125,19 @@ void preprocessor::run(const uint8_t * rgb, int width, int height, float * out) 
         if (by16 && sc.transposed.size() < static_cast<size_t>(width) * 3 * 16) {
             sc.transposed.resize(static_cast<size_t>(width) * 3 * 16);
         }
+        if (narrow && sc.planes.size() < 3 * narrow_plane_floats(wp)) {
+            sc.planes.resize(3 * narrow_plane_floats(wp));
+        }
     }
     // The gather kernels read a 4-byte word at each pixel; only the image's last pixel has no byte after it.
     const size_t row_bytes = static_cast<size_t>(width) * 3;
-    if (!by16) {
+    if (!by16 && !narrow) {
         if (last_row_.size() < row_bytes + 4) {
             last_row_.assign(row_bytes + 4, 0);
         }
         std::memcpy(last_row_.data(), rgb + (static_cast<size_t>(height) - 1) * row_bytes, row_bytes);
     }
-    const job jb{rgb, height, wp, hy, stride, row_bytes, by16, out};
+    const job jb{rgb, height, wp, hy, stride, row_bytes, by16, narrow, out};
     if (!split) {
         bands(jb, 0, n_bands, scratch_[0]);
         return;
@@ -185,6 +191,11 @@ void preprocessor::bands(const job & jb, int band0, int band1, scratch & sc) con
                 }
                 kernels_->width_rows16(jb.wp, rows, jb.row_bytes, sc.transposed.data(), band + o, band + plane + o,
                                        band + 2 * plane + o, stride);
+                continue;
+            }
+            if (jb.narrow) {
+                kernels_->width_row_narrow(jb.wp, jb.rgb + static_cast<size_t>(y) * jb.row_bytes, jb.row_bytes,
+                                           sc.planes.data(), band + o, band + plane + o, band + 2 * plane + o);
                 continue;
             }
             const uint8_t * row =

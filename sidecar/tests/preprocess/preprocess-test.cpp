@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -147,19 +148,83 @@ rgb_image noise(int width, int height, uint32_t seed) {
     return img;
 }
 
-TEST(levels, equal_the_reference_on_odd_sizes) {
+// One test per level, so a level this CPU lacks shows as a skip (a failure under RFDETR_REQUIRE_ALL=1).
+class level_test : public ::testing::TestWithParam<simd_level> {};
+
+TEST_P(level_test, equals_the_reference_on_odd_sizes_in_both_width_forms) {
+    const simd_level l = GetParam();
+    if (!rfdetr::simd_level_supported(l)) {
+        RFDETR_SKIP_OR_FAIL(std::string("this CPU cannot run the ") + rfdetr::simd_level_name(l) +
+                            " kernels; run on one that can to test them");
+    }
     struct shape {
         int w, h, s;
     };
     const shape shapes[] = {
         {1, 1, 560},     {1, 8192, 560},  {8192, 1, 560},  {2, 3, 17},     {7, 13, 31},   {13, 7, 31},
         {997, 3, 560},   {3, 997, 560},   {641, 479, 560}, {479, 641, 384}, {101, 103, 1}, {560, 560, 560},
-        {4001, 2999, 560}, {1021, 1019, 704}, {577, 83, 576}, {89, 509, 512},
+        {4001, 2999, 560}, {1021, 1019, 704}, {577, 83, 576}, {89, 509, 512}, {1054, 33, 560}, {1055, 35, 560},
+        {640, 480, 560}, {4000, 3000, 560},
     };
-    uint32_t seed = 1;
+    // The narrow (permute) form covers scales up to ~1.8 (1054 -> 560 is narrow, 1055 -> 560 is not): both
+    // forms must be among the shapes, or a level's narrow kernel could go untested.
+    int      narrow = 0, wide = 0;
+    uint32_t seed   = 1;
     for (const auto & sh : shapes) {
-        check_all_levels(noise(sh.w, sh.h, seed++), sh.s, nullptr,
-                         std::to_string(sh.w) + "x" + std::to_string(sh.h) + "->" + std::to_string(sh.s));
+        (rfdetr::width_plan_make(rfdetr::axis_weights_compute(sh.w, sh.s)).narrow ? narrow : wide)++;
+        const rgb_image    img = noise(sh.w, sh.h, seed++);
+        std::vector<float> ref(3u * sh.s * sh.s), got(3u * sh.s * sh.s, -7.0f);
+        preprocess_reference(img.rgb.data(), img.width, img.height, sh.s, ref.data());
+        preprocessor p(sh.s, l, /*use_helper=*/false);
+        p.run(img.rgb.data(), img.width, img.height, got.data());
+        EXPECT_TRUE(same_bits(got, ref)) << sh.w << "x" << sh.h << "->" << sh.s << ": " << rfdetr::simd_level_name(l);
+    }
+    EXPECT_GE(narrow, 5);
+    EXPECT_GE(wide, 5);
+    EXPECT_TRUE(rfdetr::width_plan_make(rfdetr::axis_weights_compute(1054, 560)).narrow);
+    EXPECT_FALSE(rfdetr::width_plan_make(rfdetr::axis_weights_compute(1055, 560)).narrow);
+}
+
+INSTANTIATE_TEST_SUITE_P(levels, level_test,
+                         ::testing::Values(simd_level::SIMD_SCALAR, simd_level::SIMD_AVX2, simd_level::SIMD_AVX512),
+                         [](const ::testing::TestParamInfo<simd_level> & i) { return rfdetr::simd_level_name(i.param); });
+
+TEST(levels, avx512_normalise_equals_the_divide) {
+    // The AVX-512 height pass rounds centred/std by a reciprocal and one fma step instead of a divide; this
+    // checks it for every float a width/height chain can end on (0 .. 256: the weights sum to 1) against the
+    // scalar kernel's plain divide, per channel.
+    if (!rfdetr::simd_level_supported(simd_level::SIMD_AVX512)) {
+        RFDETR_SKIP_OR_FAIL("this CPU cannot run the avx512 kernels; run on one that can to test them");
+    }
+    const auto &       scalar = rfdetr::kernels_for(simd_level::SIMD_SCALAR);
+    const auto &       avx512 = rfdetr::kernels_for(simd_level::SIMD_AVX512);
+    constexpr int      chunk  = 1 << 20;
+    const uint32_t     last   = 0x43800000u;  // 256.0f
+    const float        one    = 1.0f;
+    std::vector<float> acc(chunk), want(chunk), got(chunk);
+    size_t bad[3] = {0, 0, 0};
+    for (uint64_t b0 = 0; b0 <= last; b0 += chunk) {
+        for (int i = 0; i < chunk; i++) {
+            const uint32_t bits = static_cast<uint32_t>(std::min<uint64_t>(b0 + i, last));
+            std::memcpy(&acc[i], &bits, 4);
+        }
+        for (int c = 0; c < 3; c++) {
+            const float mean = rfdetr::k_imagenet_mean[c], std = rfdetr::k_imagenet_std[c];
+            scalar.height_row(acc.data(), 0, 1, &one, chunk, mean, std, want.data());
+            avx512.height_row(acc.data(), 0, 1, &one, chunk, mean, std, got.data());
+            if (std::memcmp(want.data(), got.data(), chunk * sizeof(float)) == 0) {
+                continue;
+            }
+            for (int i = 0; i < chunk; i++) {
+                if (std::memcmp(&want[i], &got[i], 4) != 0 && bad[c]++ == 0) {
+                    ADD_FAILURE() << "channel " << c << ": acc " << acc[i] << " gives " << got[i] << ", the divide "
+                                  << want[i];
+                }
+            }
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        EXPECT_EQ(bad[c], 0u) << "channel " << c;
     }
 }
 
