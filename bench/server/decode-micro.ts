@@ -6,7 +6,9 @@
 // Then the floor: the same bytes through libjpeg(-turbo)/libpng directly (decode-floor.c, built here with the
 // system's cc and libraries; skipped, saying why, when they are missing), its pixels compared with sharp's.
 //   node --expose-gc --import tsx bench/server/decode-micro.ts [--n 100] [--images png-640x480,...] [--variants a,b]
-//        [--gc] [--out FILE]
+//        [--gc] [--floor-identity] [--out FILE]
+// --floor-identity: also 32 JPEG variants of two fixture images (q50/90/100, 4:2:0/4:4:4, baseline/progressive,
+// odd sizes, grey, mozjpeg's defaults) through libjpeg-turbo directly, each compared with decodeImage's pixels.
 // --gc: a full GC before every call (off by default: a collection right before a decode made the 1×1 decode
 // 1.2–1.6 ms instead of 0.5–0.8, the cold caches charged to the decode).
 import { execFileSync } from 'node:child_process';
@@ -21,7 +23,7 @@ import { decodeImage } from '../../src/image/decode.ts';
 import { median, pct, r2 } from '../stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { n: { type: 'string', default: '100' }, images: { type: 'string' }, variants: { type: 'string' }, gc: { type: 'boolean' }, out: { type: 'string' } } });
+const { values } = parseArgs({ options: { n: { type: 'string', default: '100' }, images: { type: 'string' }, variants: { type: 'string' }, gc: { type: 'boolean' }, 'floor-identity': { type: 'boolean' }, out: { type: 'string' } } });
 const N = Number(values.n);
 const gc = values.gc ? (globalThis as { gc?: () => void }).gc : undefined;
 
@@ -117,7 +119,35 @@ if (floorBin instanceof Error) {
     floor[name] = { line, wall_ms_p50: Number(m?.[1]), cpu_ms_per_decode: Number(m?.[2]), same_pixels_as_server: same };
     console.log(`floor ${name}: ${line}${same ? ', the same pixels as decodeImage' : ', PIXELS DIFFER from decodeImage'}`);
   }
+  if (values['floor-identity']) floor.identity = await floorIdentity(floorBin);
   fs.rmSync(floorBin);
+}
+
+/** libjpeg-turbo's pixels against decodeImage's on JPEG variants sharp encodes from the fixture images. */
+async function floorIdentity(bin: string): Promise<{ identical: number; of: number; differ: string[] }> {
+  const cases: Array<[string, () => Promise<Buffer>]> = [];
+  for (const c of ['case-1', 'case-2']) {
+    const src = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', c, 'input.png'));
+    for (const q of [50, 90, 100]) for (const cs of ['4:2:0', '4:4:4']) for (const progressive of [false, true]) {
+      cases.push([`${c} q${q} ${cs}${progressive ? ' progressive' : ''}`, () => sharp(src).jpeg({ quality: q, chromaSubsampling: cs, progressive }).toBuffer()]);
+    }
+    cases.push([`${c} 641x479 q85`, () => sharp(src).resize(641, 479, { fit: 'fill' }).jpeg({ quality: 85 }).toBuffer()]);
+    cases.push([`${c} 333x17 q85 4:4:4`, () => sharp(src).resize(333, 17, { fit: 'fill' }).jpeg({ quality: 85, chromaSubsampling: '4:4:4' }).toBuffer()]);
+    cases.push([`${c} grey q90`, () => sharp(src).greyscale().jpeg({ quality: 90 }).toBuffer()]);
+    cases.push([`${c} mozjpeg defaults`, () => sharp(src).jpeg({ mozjpeg: true }).toBuffer()]);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-decode-floor-'));
+  const differ: string[] = [];
+  for (const [name, make] of cases) {
+    const bytes = await make();
+    fs.writeFileSync(path.join(dir, 'in.jpg'), bytes);
+    execFileSync(bin, [path.join(dir, 'in.jpg'), '1', path.join(dir, 'out.rgb')]);
+    const ref = await decodeImage(bytes, { thread: false });
+    if (!fs.readFileSync(path.join(dir, 'out.rgb')).equals(Buffer.from(ref.data.buffer, ref.data.byteOffset, ref.data.length))) differ.push(name);
+  }
+  fs.rmSync(dir, { recursive: true });
+  console.log(`floor identity: libjpeg-turbo gives decodeImage's pixels for ${cases.length - differ.length}/${cases.length} JPEG variants${differ.length ? `; differ: ${differ.join(', ')}` : ''}`);
+  return { identical: cases.length - differ.length, of: cases.length, differ };
 }
 const out = values.out ?? path.join(here, 'decode-micro.json');
 fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), load_before: load0.map(r2), load_after: os.loadavg().map(r2), n: N, sharp: sharp.versions, variants: Object.fromEntries(variants.map((v) => [v.name, v.what])), results, floor }, null, 2) + '\n');
