@@ -1,7 +1,9 @@
 // What the server adds to a forward, through the real sidecar (bench, not a test).
 //   node --expose-gc --import tsx bench/server/bench.ts [--weights DIR] [--n 30] [--only overhead,overhead-noshm,crowd,crowd-noshm,memory,overhead-cpu]
 //        [--images png-640x480,jpeg-640x480,jpeg-4000x3000] [--shm-max-bytes N] [--clients raw,undici] [--cpu-prof-dir DIR] [--server-node-args=--trace-gc]
-//        [--baseline DIR] [--client-gc auto|full] [--out FILE]
+//        [--baseline DIR] [--client-gc auto|full] [--server-env K=V,K=V] [--out FILE]
+// --server-env K=V,...: environment for this tree's servers only (not the baseline's nor this process's, so the
+// sharp baseline decode here is unchanged), e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
 // --baseline DIR: the overhead scenario also runs on a server started from another checkout (DIR, e.g. an
 // extracted `git archive main` with node_modules linked and its sidecar built), block by block alternating
 // with this tree's (baseline first, then this tree, per image × body × client), so both see the same load;
@@ -37,7 +39,7 @@ import { median, pct, r2 } from '../stats.ts';
 import type { TimelineRecord } from '../../src/http/timeline.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' }, 'client-gc': { type: 'string', default: 'auto' }, 'server-node-args': { type: 'string' } } });
+const { values } = parseArgs({ options: { weights: { type: 'string' }, n: { type: 'string', default: '30' }, out: { type: 'string' }, only: { type: 'string' }, images: { type: 'string' }, 'shm-max-bytes': { type: 'string' }, clients: { type: 'string', default: 'raw,undici' }, 'cpu-prof-dir': { type: 'string' }, baseline: { type: 'string' }, 'client-gc': { type: 'string', default: 'auto' }, 'server-node-args': { type: 'string' }, 'server-env': { type: 'string' } } });
 // The overhead scenario's clients: `raw` (raw-client.ts: the round trip ends at the last byte, nothing of a
 // client library inside it; what the accounting target is measured with) and `undici` (pool.request +
 // body.json() inside the round trip, as a real client sees it).
@@ -56,7 +58,13 @@ interface Server {
   stop(): Promise<void>;
 }
 
+const serverEnv = Object.fromEntries((values['server-env'] ?? '').split(',').filter(Boolean).map((kv) => {
+  const at = kv.indexOf('=');
+  if (at < 1) throw new Error(`--server-env: expected K=V items separated by commas but received '${kv}'`);
+  return [kv.slice(0, at), kv.slice(at + 1)];
+}));
 async function startServer(engine: string, forwardMs = 8, env: Record<string, string> = {}, root?: string): Promise<Server> {
+  if (!root) env = { ...serverEnv, ...env };
   const child = fork(root ? path.join(root, 'bench', 'server', 'serve.ts') : path.join(here, 'serve.ts'), ['--weights', weights, '--engine', engine, '--forward-ms', String(forwardMs)], {
     // --cpu-prof-dir DIR: the server writes a V8 CPU profile there when it stops (open it in devtools).
     // --server-node-args "--trace-gc ...": more node flags for the server (its stdout after LISTENING goes to ours).
@@ -304,6 +312,7 @@ const results: Record<string, unknown> = {
   date: new Date().toISOString(),
   host: `${os.cpus()[0]?.model} x${os.availableParallelism()}, load avg ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`,
   node: process.version,
+  ...(Object.keys(serverEnv).length ? { server_env: serverEnv } : {}),
   images: Object.fromEntries(Object.entries(images).map(([k, v]) => [k, v.length])),
 };
 const KINDS: BodyKind[] = ['json', 'multipart', 'raw'];
