@@ -8,6 +8,7 @@ import {
   type WireHello, type WireImage, type WireImageShm, type WireMessage,
 } from '../protocol/codec.ts';
 import { WIRE_ERRORS } from '../protocol/error-codes.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
 import { ShmSlots } from './shm-slots.ts';
 
@@ -221,14 +222,33 @@ export class SidecarConnection {
       .catch((e: Error) => off(e.message));
   }
 
+  /**
+   * A slot a large decode may write into (src/image/frame-decode.ts), when this connection has shared memory
+   * and frames of `bytes` go through it; an image decoded there is then sent by reference without a copy.
+   */
+  frameTarget(bytes: number): FrameTarget | undefined {
+    if (this.#closing || bytes < this.#shmRange.min || bytes > this.#shmRange.max) return undefined;
+    if (this.#shmState === 'unknown') this.#attachShm();
+    return this.#shm?.frameTarget(bytes);
+  }
+
   async infer(input: InferInput, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
     const fields: RequestFields = {};
     let slot: number | undefined;
     if ('image' in input) {
-      const { width, height, data } = input.image;
+      const { width, height, frame } = input.image;
       if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
         throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
       }
+      // Decoded into one of this connection's slots: sent by reference, its pixels never read here.
+      const framed = frame && this.#shm?.ref(frame, width, height);
+      if (framed) {
+        const t0 = performance.now();
+        this.#shmFrames++;
+        const { message: reply, writtenAt, readAt } = await this.#request('infer', { image_shm: framed.ref }, opts.deadlineMs, opts.signal, framed.slot);
+        return this.#result(reply, writtenAt, readAt, performance.now() - t0);
+      }
+      const data = input.image.data;
       if (data.length !== width * height * 3) {
         throw new RfdetrError('E_USAGE', `image data must hold ${width}×${height}×3 = ${width * height * 3} bytes (RGB u8), got ${data.length}`);
       }
@@ -254,7 +274,11 @@ export class SidecarConnection {
       }
     }
     const { message: reply, writtenAt, readAt } = await this.#request('infer', fields, opts.deadlineMs, opts.signal, slot);
-    const rtt = performance.now() - t0;
+    return this.#result(reply, writtenAt, readAt, performance.now() - t0);
+  }
+
+  /** An infer reply checked against the hello and turned into the domain result. */
+  #result(reply: WireMessage, writtenAt: number | undefined, readAt: number, rtt: number): InferResult {
     if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined || reply.preprocess_ms === undefined) {
       const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes, preprocess_ms or forward_ms');
       this.#fail(err);
@@ -379,6 +403,7 @@ export class SidecarConnection {
     this.#socket.destroy();
     for (const p of this.#pending.values()) {
       p.cleanup();
+      if (p.slot !== undefined) this.#shm?.release(p.slot);
       if (!p.abandoned) p.reject(err);
     }
     this.#pending.clear();
