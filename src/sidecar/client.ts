@@ -13,6 +13,8 @@ import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
 import { ShmSlots } from './shm-slots.ts';
 
 const MAX_ID = 0xffffffff;
+/** Bytes read from the socket at a time: an infer reply and its header in one read. */
+const READ_BUFFER_BYTES = 256 << 10;
 
 type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?: WireImageShm };
 
@@ -105,7 +107,22 @@ export class SidecarConnection {
   /** Connects, reads the hello and checks the protocol version. Rejects with E_PROTOCOL / E_VERSION_MISMATCH / E_SIDECAR_EXITED. */
   static connect(socketPath: string, opts: ConnectOptions): Promise<SidecarConnection> {
     return new Promise((resolve, reject) => {
-      const socket = net.createConnection(socketPath);
+      // Frames are read into one reused buffer, READ_BUFFER_BYTES at a time, and copied out: an infer reply
+      // (114 KB at 300×91) then arrives in one read, not in the two 64 KB reads of a plain socket an event-loop
+      // turn apart.
+      const readBuf = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+      const socket = net.createConnection({
+        path: socketPath,
+        onread: {
+          buffer: readBuf,
+          callback: (n: number, buf: Uint8Array) => {
+            const chunk = Buffer.allocUnsafe(n);
+            chunk.set(buf.subarray(0, n));
+            reader.push(chunk);
+            return true;
+          },
+        },
+      });
       let conn: SidecarConnection | undefined;
       let settled = false;
       const fail = (err: RfdetrError) => {
@@ -162,7 +179,6 @@ export class SidecarConnection {
         },
         (message) => fail(new RfdetrError('E_PROTOCOL', `sidecar sent a bad frame (${message}); closing the connection`)),
       );
-      socket.on('data', (chunk: Buffer) => reader.push(chunk));
       socket.on('error', (e: NodeJS.ErrnoException) => {
         fail(new RfdetrError('E_SIDECAR_EXITED', `sidecar socket ${socketPath}: ${e.code ?? ''} ${e.message}`, { socketPath, errno: e.code }));
       });
