@@ -220,4 +220,11 @@ test('shm: a frame whose write fails (ENOSPC) or whose file is not the image dec
   assert.equal(f.check(2, 2), false, '4 bands must fail');
   f.release();
   assert.equal(slots.held, 0);
+  // A frame the tmpfs has no room for is not lent (its write would fail and cost a second decode).
+  const vast = await ShmSlots.open(files, 2 ** 52);
+  t.after(() => vast.close());
+  assert.equal(vast.frameTarget(2 ** 51), undefined, 'a frame larger than the free space was lent');
+  const small = vast.frameTarget(4096);
+  assert.ok(small, 'a small frame must still be lent');
+  small.release();
 });
