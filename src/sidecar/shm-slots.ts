@@ -28,6 +28,41 @@ const PARALLEL_WRITE_BYTES = 8 << 20;
  */
 const SYNC_WRITE_BYTES = 1 << 20;
 
+/** The frame-link directories' names: rfdetr-frames-<pid>-XXXXXX in the temporary directory. */
+const LINK_DIR_PREFIX = 'rfdetr-frames-';
+let swept = false;
+
+/**
+ * Removes, once per process, the frame-link directories of servers that are gone (killed before their
+ * connections closed), as the sidecar removes the slot directories of dead sidecars.
+ */
+export function sweepStaleLinkDirs(dir = os.tmpdir(), force = false): void {
+  if (swept && !force) return;
+  swept = true;
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^rfdetr-frames-(\d+)-/.exec(name);
+    if (!m || Number(m[1]) === process.pid) continue;
+    try {
+      process.kill(Number(m[1]), 0);
+      continue; // alive (or another user's: EPERM below)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ESRCH') continue;
+    }
+    try {
+      const full = path.join(dir, name);
+      if (fs.lstatSync(full).isDirectory()) fs.rmSync(full, { recursive: true, force: true });
+    } catch {
+      // Another user's, or gone already.
+    }
+  }
+}
+
 /** A slot lent to a decode (frameTarget()); the connection sends it by reference when it is this one's. */
 class SlotFrame implements FrameTarget {
   readonly path: string;
@@ -106,7 +141,8 @@ export class ShmSlots {
     this.#slotBytes = slotBytes;
     let dir: string | undefined;
     try {
-      dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-frames-'));
+      sweepStaleLinkDirs();
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), `${LINK_DIR_PREFIX}${process.pid}-`));
       this.#links = handles.map((h, i) => {
         const link = path.join(dir!, `slot-${i}.v`);
         fs.symlinkSync(`/proc/self/fd/${h.fd}`, link);

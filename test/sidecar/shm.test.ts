@@ -9,7 +9,9 @@ import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
 import { SidecarConnection, shmRange } from '../../src/sidecar/client.ts';
-import { ShmSlots } from '../../src/sidecar/shm-slots.ts';
+import { ShmSlots, sweepStaleLinkDirs } from '../../src/sidecar/shm-slots.ts';
+import { execa as run } from 'execa';
+import { mkdirSync, symlinkSync } from 'node:fs';
 import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import sharp from 'sharp';
@@ -227,4 +229,21 @@ test('shm: a frame whose write fails (ENOSPC) or whose file is not the image dec
   const small = vast.frameTarget(4096);
   assert.ok(small, 'a small frame must still be lent');
   small.release();
+});
+
+test('shm: the frame-link directories of servers that are gone are removed, the others kept', async (t) => {
+  const parent = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-sweep-'));
+  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const child = run('true');
+  const gone = child.pid!;
+  await child; // exited and reaped: its pid names no process now
+  const dead = path.join(parent, `rfdetr-frames-${gone}-abc123`);
+  const mine = path.join(parent, `rfdetr-frames-${process.pid}-abc123`);
+  const other = path.join(parent, 'rfdetr-frames-abc123');
+  for (const d of [dead, mine, other]) mkdirSync(d);
+  symlinkSync('/proc/self/fd/31', path.join(dead, 'slot-0.v'));
+  sweepStaleLinkDirs(parent, true);
+  assert.equal(existsSync(dead), false, `${dead} of a dead server was left`);
+  assert.ok(existsSync(mine), 'this process\'s own directory was removed');
+  assert.ok(existsSync(other), 'a directory not named by a pid was removed');
 });
