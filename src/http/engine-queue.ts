@@ -57,7 +57,8 @@ export interface EngineQueueHooks {
 export const PIPELINE_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
 function frameBytes(input: InferInput): number {
-  return 'image' in input ? input.image.data.length : input.pixelValues.length * 4;
+  // From the sides: an image decoded into a slot file reads its `data` back only when asked.
+  return 'image' in input ? input.image.width * input.image.height * 3 : input.pixelValues.length * 4;
 }
 
 export function deadlineError(deadlineMs: number, where: string): RfdetrError {

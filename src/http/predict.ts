@@ -7,6 +7,7 @@
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
 import type { RgbImage } from '../image/decode.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
@@ -31,7 +32,7 @@ export interface PredictDeps {
   errors: ErrorResponder;
   deadlineMs: number;
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void, admissible?: (images: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number } }) => Promise<RgbImage>;
+  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number }; frameTarget?: (bytes: number) => FrameTarget | undefined }) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -174,6 +175,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         image = decodedImage = await d.decode(bytes, {
           // The drawing of return_image needs the stored pixels: the exact decode then.
           ...(params.fast_decode && !returnImage ? { fastDecode: { size: inputSizeOf(d.backend.info)[0] } } : {}),
+          // Straight into the sidecar's shared memory (src/image/frame-decode.ts); a drawing needs the pixels here.
+          ...(d.backend.frameTarget && !returnImage ? { frameTarget: (n: number) => d.backend.frameTarget?.(n) } : {}),
           reserve: async (n, size) => {
             // The drawing and its encodings are reserved with the pixels: an image too large to annotate within
             // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose

@@ -20,11 +20,14 @@
 // Everything runs in sharp's (libuv) thread pool: the event loop is never blocked for the decode. Images of 8 MiB
 // of pixels and more, while another such image is alive, are decoded from a worker thread into a reused buffer
 // (pixel-pool.ts: the same pixels, without a new 36 MB buffer for the event loop's GC per 12 MP photo);
-// RFDETR_DECODE_THREAD=off decodes them here like the rest, =on always through the thread.
+// RFDETR_DECODE_THREAD=off decodes them here like the rest, =on always through the thread. A large JPEG
+// is decoded straight into the sidecar's shared memory instead when the caller offers a slot (`frameTarget`,
+// frame-decode.ts): the same pixels, no buffer here and no copy after the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
 import { readImageHeader } from './header.ts';
+import { decodeToFrame, V_HEADER_BYTES, type FrameTarget } from './frame-decode.ts';
 import { PIXEL_THREAD_MIN_BYTES, PixelPool, PixelThreadError } from './pixel-pool.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
 
@@ -42,6 +45,8 @@ export interface RgbImage {
    * image. The owner calls it once nothing reads `data` any more; never calling it only forgoes the reuse.
    */
   release?: () => void;
+  /** Set when the pixels were decoded straight into a sidecar's slot file (frame-decode.ts); `data` reads them back. */
+  frame?: FrameTarget;
 }
 
 /** The decode threads and their buffers, for images of PIXEL_THREAD_MIN_BYTES and more. */
@@ -102,6 +107,11 @@ export interface DecodeOptions {
    * baseline: sharp's own decode, with no thread hop, copy or pool buffer).
    */
   thread?: boolean;
+  /**
+   * A slot file a large JPEG may be decoded straight into (frame-decode.ts), asked with the file's size in
+   * bytes; undefined: none free. The image then carries `frame`, and release() must be called.
+   */
+  frameTarget?: (bytes: number) => FrameTarget | undefined;
 }
 
 export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOptions = {}): Promise<RgbImage> {
@@ -142,6 +152,9 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
       lease = () => {
         if (leased) (leased = false), largeAlive--;
       };
+      const target = format === 'jpeg' && opts.thread !== false ? opts.frameTarget?.(V_HEADER_BYTES + n) : undefined;
+      const framed = target && (await decodeToFrame(bytes, options, width, height, target, lease));
+      if (framed) return framed;
       // A dead thread: decoded below on this thread's path instead.
       const px = viaThread ? await pixelPool.decode(bytes, options, n).catch((e: unknown) => {
         if (e instanceof PixelThreadError) return undefined;

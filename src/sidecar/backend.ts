@@ -2,6 +2,7 @@
 // client/supervisor that implements it. No wire (snake_case) shapes cross this file.
 
 import type { RgbImage } from '../image/decode.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 
 export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
 
@@ -108,6 +109,11 @@ export interface InferenceBackend {
   /** Calls `listener(state, previous)` on every state transition; returns the function that unsubscribes it. */
   onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
+  /**
+   * A shared-memory slot of the sidecar that will serve the next request, for a large decode to write into
+   * (src/image/frame-decode.ts); undefined when there is none to lend (a pool, no shared memory, none free).
+   */
+  frameTarget?(bytes: number): FrameTarget | undefined;
   /** Finish in-flight work, then stop the sidecar. */
   close(): Promise<void>;
   /** Reject everything at once and kill the sidecar. */

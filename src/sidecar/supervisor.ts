@@ -15,6 +15,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot, sidecarBinary } from '../config/paths.ts';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 import type { BackendState, EnginePriority, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { SidecarConnection } from './client.ts';
 import { silentLogger, type Logger } from './logger.ts';
@@ -273,6 +274,11 @@ export class SidecarBackend implements InferenceBackend {
       this.#calls.active--;
       if (this.#calls.active === 0) for (const d of this.#calls.drained.splice(0)) d();
     }
+  }
+
+  frameTarget(bytes: number): FrameTarget | undefined {
+    const p = this.#phase;
+    return p.state === 'ready' && !this.#closing ? p.conn.frameTarget(bytes) : undefined;
   }
 
   close(): Promise<void> {

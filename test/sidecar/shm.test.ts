@@ -2,16 +2,22 @@
 // through the socket, the sidecar's checks on a reference, and no slot file or directory left behind.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { packageRoot } from '../../src/config/paths.ts';
 import { SidecarConnection, shmRange } from '../../src/sidecar/client.ts';
-import { ShmSlots } from '../../src/sidecar/shm-slots.ts';
+import { ShmSlots, sweepStaleLinkDirs } from '../../src/sidecar/shm-slots.ts';
+import { execa as run } from 'execa';
+import { mkdirSync, symlinkSync } from 'node:fs';
 import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import sharp from 'sharp';
+import { decodeImage } from '../../src/image/decode.ts';
+import { PIXEL_THREAD_MIN_BYTES } from '../../src/image/pixel-pool.ts';
+import { isRfdetrError } from '../../src/errors.ts';
 
 const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
 
@@ -142,4 +148,102 @@ test('shm: which image sizes go through the slots (RFDETR_SHM, RFDETR_SHM_MIN_BY
   assert.deepEqual(shmRange({ RFDETR_SHM_MIN_BYTES: '4096', RFDETR_SHM_MAX_BYTES: 'Infinity' }), { min: 4096, max: Infinity });
   assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: 'lots' }), { min: 1, max: Infinity }, 'a value that is not a number keeps the default');
   assert.deepEqual(shmRange({ RFDETR_SHM_MAX_BYTES: String(8 << 20) }), { min: 1, max: 8 << 20 });
+});
+
+/** A noisy 2000×1500 JPEG (9 MB of pixels: a large image) and sharp's own decode of it. */
+async function bigJpeg(): Promise<{ jpeg: Buffer; rgb: Buffer; width: number; height: number }> {
+  const width = 2000, height = 1500;
+  const noise = await sharp({ create: { width, height, channels: 3, background: '#000', noise: { type: 'gaussian', mean: 128, sigma: 40 } } }).raw().toBuffer();
+  const jpeg = await sharp(noise, { raw: { width, height, channels: 3 } }).jpeg({ quality: 85 }).toBuffer();
+  const rgb = await sharp(jpeg, { failOn: 'error', ignoreIcc: true, autoOrient: false, sequentialRead: true }).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer();
+  assert.ok(rgb.length >= PIXEL_THREAD_MIN_BYTES);
+  return { jpeg, rgb, width, height };
+}
+
+test('shm: a large JPEG decoded straight into a slot is sent by reference, with the copied path\'s logits and sharp\'s pixels', async (t) => {
+  const { socket } = await startSidecar(t);
+  const conn = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
+  t.after(() => conn.close());
+  const { jpeg, rgb, width, height } = await bigJpeg();
+  const target = (n: number) => conn.frameTarget(n);
+  const first = await decodeImage(jpeg, { frameTarget: target }); // asks for slots: none to lend yet
+  assert.equal(first.frame, undefined, 'no slot before shm_attach was answered');
+  first.release!();
+  await waitFor('the shm_attach reply', () => conn.shmStatus === 'ready');
+  const copied = await conn.infer({ image: { width, height, data: rgb } });
+  const img = await decodeImage(jpeg, { frameTarget: target });
+  assert.ok(img.frame, 'expected the image decoded into a slot (frame-decode.ts)');
+  assert.equal(conn.frameTarget(img.width * img.height * 3 + 64), undefined, 'the last free slot is kept for copied frames');
+  const before = conn.framesViaShm;
+  const a = await conn.infer({ image: img });
+  assert.equal(conn.framesViaShm - before, 1);
+  assert.deepEqual(Buffer.from(a.logits.buffer), Buffer.from(copied.logits.buffer), 'a frame decoded into the slot gives other logits');
+  assert.ok(Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb), 'the pixels read back differ from sharp\'s raw decode');
+  // Another connection's frame is not its own: read back and copied (or sent in the frame), the same logits.
+  const other = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
+  t.after(() => other.close());
+  const b = await other.infer({ image: img });
+  assert.deepEqual(Buffer.from(b.logits.buffer), Buffer.from(copied.logits.buffer));
+  img.release!();
+  assert.throws(() => img.data, /released frame/);
+  const again = conn.frameTarget(64 + rgb.length);
+  assert.ok(again, 'released: the slot is lent again');
+  again.release();
+  // A corrupt image: the frame is given back and the usual path reports the image's error.
+  await assert.rejects(decodeImage(jpeg.subarray(0, jpeg.length >> 1), { frameTarget: target }), (e: unknown) => isRfdetrError(e, 'E_IMAGE_UNDECODABLE'));
+  const lent = conn.frameTarget(64 + rgb.length);
+  assert.ok(lent, 'the truncated image\'s frame was not given back');
+  lent.release();
+});
+
+test('shm: a frame whose write fails (ENOSPC) or whose file is not the image decodes on the usual path, and the slot is given back', async (t) => {
+  const full = await ShmSlots.open(['/dev/full', '/dev/full'], 64 << 20); // every write to /dev/full fails with ENOSPC
+  t.after(() => full.close());
+  const { jpeg, rgb } = await bigJpeg();
+  const img = await decodeImage(jpeg, { frameTarget: (n) => full.frameTarget(n) });
+  assert.equal(img.frame, undefined);
+  assert.ok(Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb));
+  img.release!();
+  assert.equal(full.held, 0, 'the failed frame still holds its slot');
+  // A file that is not the V image asked for: refused by its header check.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-vcheck-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const files = [path.join(dir, 'a'), path.join(dir, 'b')];
+  for (const f of files) writeFileSync(f, Buffer.alloc(4096));
+  const slots = await ShmSlots.open(files, 1 << 20);
+  t.after(() => slots.close());
+  const f = slots.frameTarget(64 + 12)!;
+  assert.ok(f);
+  await sharp({ create: { width: 2, height: 2, channels: 3, background: '#123456' } }).toFile(f.path);
+  assert.equal(f.check(2, 2), true, 'a 2×2 RGB V file written by sharp must pass');
+  assert.deepEqual([...f.read()], [0x12, 0x34, 0x56, 0x12, 0x34, 0x56, 0x12, 0x34, 0x56, 0x12, 0x34, 0x56]);
+  assert.equal(f.check(3, 2), false, 'a width that is not the file\'s must fail');
+  await sharp({ create: { width: 2, height: 2, channels: 4, background: '#12345678' } }).toFile(f.path);
+  assert.equal(f.check(2, 2), false, '4 bands must fail');
+  f.release();
+  assert.equal(slots.held, 0);
+  // A frame the tmpfs has no room for is not lent (its write would fail and cost a second decode).
+  const vast = await ShmSlots.open(files, 2 ** 52);
+  t.after(() => vast.close());
+  assert.equal(vast.frameTarget(2 ** 51), undefined, 'a frame larger than the free space was lent');
+  const small = vast.frameTarget(4096);
+  assert.ok(small, 'a small frame must still be lent');
+  small.release();
+});
+
+test('shm: the frame-link directories of servers that are gone are removed, the others kept', async (t) => {
+  const parent = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-sweep-'));
+  t.after(() => rmSync(parent, { recursive: true, force: true }));
+  const child = run('true');
+  const gone = child.pid!;
+  await child; // exited and reaped: its pid names no process now
+  const dead = path.join(parent, `rfdetr-frames-${gone}-abc123`);
+  const mine = path.join(parent, `rfdetr-frames-${process.pid}-abc123`);
+  const other = path.join(parent, 'rfdetr-frames-abc123');
+  for (const d of [dead, mine, other]) mkdirSync(d);
+  symlinkSync('/proc/self/fd/31', path.join(dead, 'slot-0.v'));
+  sweepStaleLinkDirs(parent, true);
+  assert.equal(existsSync(dead), false, `${dead} of a dead server was left`);
+  assert.ok(existsSync(mine), 'this process\'s own directory was removed');
+  assert.ok(existsSync(other), 'a directory not named by a pid was removed');
 });

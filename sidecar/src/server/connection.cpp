@@ -29,7 +29,26 @@ bool connection_flush(connection & c) {
 }
 
 void connection_send(connection & c, const std::vector<uint8_t> & frame) {
-    c.out.insert(c.out.end(), frame.begin(), frame.end());
+    size_t sent = 0;
+    if (!c.dead && !c.output_pending()) {
+        // Nothing queued before it: written from the frame itself, and only what the socket did not take is
+        // copied into the queue (a reply is 114 KB, usually taken whole).
+        while (sent < frame.size()) {
+            const ssize_t n = send(c.fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+            if (n < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                    c.dead = true;
+                    return;
+                }
+                break;
+            }
+            sent += static_cast<size_t>(n);
+        }
+    }
+    c.out.insert(c.out.end(), frame.begin() + static_cast<std::ptrdiff_t>(sent), frame.end());
     if (!c.dead && !connection_flush(c)) {
         c.dead = true;
     }

@@ -1,6 +1,7 @@
 // The sidecar's framing as transport behaviour on a real Unix socket: a declared length over the cap is
 // refused at the header before anything is allocated, a frame stalled half-way is ended by the frame
-// timeout, and connections idle between frames are left alone.
+// timeout, connections idle between frames are left alone, and replies a client does not read yet queue up
+// whole.
 #include "sidecar-harness.h"
 
 #include <fstream>
@@ -137,6 +138,33 @@ TEST_F(sidecar, idle_connections_and_slow_but_steady_frames_are_not_timed_out) {
     ASSERT_TRUE(idle.recv_msg(r, s)) << "an idle connection was closed";
     EXPECT_EQ(r.id, 4u);
     EXPECT_TRUE(r.ok);
+}
+
+TEST_F(sidecar, replies_a_client_reads_late_pile_up_and_arrive_whole_and_in_order) {
+    // 16 replies of 114 KB are far more than the socket holds: written straight from the frame until the
+    // socket is full, the rest queued, each byte once.
+    sidecar_proc p;
+    start(p);
+    client c;
+    ASSERT_TRUE(c.open(socket_));
+    const auto px = ramp_pixels();
+    constexpr uint64_t k_requests = 16;
+    for (uint64_t id = 1; id <= k_requests; id++) {
+        c.send_msg(make_infer(id, px));
+    }
+    for (uint64_t id = 1; id <= k_requests; id++) {
+        message              r;
+        std::vector<uint8_t> s;
+        ASSERT_TRUE(c.recv_msg(r, s)) << "reply " << id << " did not arrive whole";
+        ASSERT_EQ(r.id, id);
+        ASSERT_TRUE(r.ok) << r.error_message;
+        ASSERT_EQ(r.logits.size, 300u * 91u * 4u);
+        std::vector<float> logits(300 * 91);
+        std::memcpy(logits.data(), r.logits.data, r.logits.size);
+        for (size_t i = 0; i < logits.size(); i += 101) {
+            ASSERT_EQ(logits[i], px[i] + 1.0f) << "reply " << id << ", logit " << i;
+        }
+    }
 }
 
 }  // namespace
