@@ -181,3 +181,19 @@ test('postprocess: the queries it skips without a sigmoid could not pass the thr
   assert.equal(sigmoidSkipBelow(0), -Infinity);
   assert.equal(sigmoidSkipBelow(1), -Infinity);
 });
+
+test('postprocess: the order is the comparator sort of (score desc, query asc), with many equal scores, for odd query counts', () => {
+  for (const numQueries of [1, 7, 300, 513]) {
+    const numClasses = 5;
+    // Few distinct logits, so scores repeat across queries (and the saturated ones equal 1).
+    const logits = Float32Array.from({ length: numQueries * numClasses }, (_, i) => [0.25, 3, -1, 0.25, 40][(i * 7 + (i >> 3)) % 5]!);
+    const predBoxes = Float32Array.from({ length: numQueries * 4 }, (_, i) => ((i * 13) % 97) / 97);
+    const got = postprocess({ logits, predBoxes, numQueries, numClasses }, { ...opts, threshold: 0.1, maxDetections: 1000 });
+    const want = [...got].sort((a, b) => (b.score - a.score) || (a.query - b.query));
+    assert.deepEqual(got.map((d) => d.query), want.map((d) => d.query), `numQueries ${numQueries}`);
+    assert.equal(got.length, numQueries);
+    if (numQueries > 1) assert.ok(got.some((d, i) => i > 0 && d.score === got[i - 1]!.score), 'the case has ties');
+    const capped = postprocess({ logits, predBoxes, numQueries, numClasses }, { ...opts, threshold: 0.1, maxDetections: 3 });
+    assert.deepEqual(capped, got.slice(0, 3));
+  }
+});
