@@ -134,7 +134,19 @@ export function postprocess(raw: RawOutputs, opts: PostprocessOptions): Detectio
   const labelOf = new Int32Array(numQueries);
   const scoreOf = new Float32Array(numQueries);
   const bits = new Uint32Array(scoreOf.buffer);
+  const logitOf = new Float32Array(numQueries);
+  const logitBits = new Uint32Array(logitOf.buffer);
+  const candidates = new Int32Array(numQueries);
+  let numCandidates = 0;
   let kept = 0;
+  const keep = (q: number) => {
+    const logit = logitOf[q]!;
+    const score = q * numClasses + labelOf[q]! >= scalarFrom ? sigmoidScalarF32(logit) : sigmoidF32(logit);
+    if (!(score > thr)) return NaN;
+    scoreOf[q] = score;
+    keys[kept++] = bits[q]! * span + (span - 1 - q);
+    return score;
+  };
   for (let q = 0; q < numQueries; q++) {
     // sigmoid is monotone, so the argmax of the logits is the argmax of the scores; strict > keeps the lowest
     // index on ties. NaN logits never win (and a row of NaN keeps class 0 with a NaN score, which is not kept).
@@ -158,11 +170,31 @@ export function postprocess(raw: RawOutputs, opts: PostprocessOptions): Detectio
       }
     }
     if (bestLogit < skipBelow) continue;
-    const score = row + best >= scalarFrom ? sigmoidScalarF32(bestLogit) : sigmoidF32(bestLogit);
-    if (score > thr) {
-      scoreOf[q] = score;
-      labelOf[q] = best;
-      keys[kept++] = bits[q]! * span + (span - 1 - q);
+    logitOf[q] = bestLogit;
+    labelOf[q] = best;
+    candidates[numCandidates++] = q;
+  }
+  if (numCandidates <= maxDetections) {
+    for (let i = 0; i < numCandidates; i++) keep(candidates[i]!);
+  } else {
+    // More candidates than places: the sigmoids in descending logit order, stopping once no later query can
+    // reach the lowest of the first maxDetections scores kept: the f32 sigmoid is within 2^-22 of the exact one
+    // (test/detect/postprocess.test.ts) and the exact one falls with the logit, so a query whose exact sigmoid
+    // plus 2^-20 is below that score is below every kept one, as is everything after it. With test-sleep's
+    // logits (all 300 queries pass, 100 kept) that is ~100 sigmoids instead of 300 (bench/server/RESULTS.md §9).
+    // The logit's float32 bits made monotone over both signs (negatives reversed below the positives), times span.
+    for (let i = 0; i < numCandidates; i++) {
+      const q = candidates[i]!;
+      const u = logitBits[q]!;
+      keys[i] = (u >= 0x80000000 ? 0xffffffff - u : u + 0x80000000) * span + (span - 1 - q);
+    }
+    const byLogit = keys.slice(0, numCandidates).sort();
+    let lowestOfFirst = Infinity;
+    for (let i = numCandidates - 1; i >= 0; i--) {
+      const q = span - 1 - (byLogit[i]! % span);
+      if (kept >= maxDetections && 1 / (1 + Math.exp(-logitOf[q]!)) + 2 ** -20 < lowestOfFirst) break;
+      const score = keep(q);
+      if (kept <= maxDetections && score === score && score < lowestOfFirst) lowestOfFirst = score;
     }
   }
   const order = keys.subarray(0, kept).sort();

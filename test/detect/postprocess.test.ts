@@ -197,3 +197,17 @@ test('postprocess: the order is the comparator sort of (score desc, query asc), 
     assert.deepEqual(capped, got.slice(0, 3));
   }
 });
+
+test('postprocess: capped below the queries that pass, equal scores from different logits still go by query', () => {
+  // Every logit saturates the f32 sigmoid to 1, the larger logits on the later queries: the three kept are
+  // queries 0, 1, 2 (score ties go by query), not the three largest logits.
+  const numQueries = 40;
+  const logits = Array.from({ length: numQueries }, (_, q) => [30 + (q % 5) + q / 100, -9]);
+  const boxes = Array.from({ length: numQueries }, () => [0.5, 0.5, 0.1, 0.1]);
+  const top = postprocess(raw(logits, boxes), { ...opts, maxDetections: 3 });
+  assert.deepEqual(top.map((d) => [d.query, d.score]), [[0, 1], [1, 1], [2, 1]]);
+  // Scores that differ: the cap keeps the best, as the uncapped order says.
+  const graded = Array.from({ length: numQueries }, (_, q) => [((q * 17) % 40) / 8 - 1, -9]);
+  const all = postprocess(raw(graded, boxes), { ...opts, threshold: 0.3, maxDetections: 300 });
+  for (const k of [0, 1, 5, 17]) assert.deepEqual(postprocess(raw(graded, boxes), { ...opts, threshold: 0.3, maxDetections: k }), all.slice(0, k), `maxDetections ${k}`);
+});
