@@ -52,7 +52,7 @@ if (values.child) {
   };
   const stages: Record<string, number[]> = {};
   const srv = createServer({ backend, queueSize: 64, deadlineMs: 600_000, logger: createJsonLogger('warn'), defaultMetrics: false,
-    onTimeline: (t: { stages: Array<[string, number]> }) => { for (const [k, v] of t.stages) (stages[k] ??= []).push(v); } });
+    onTimeline: (t: { stages: Array<[string, number]>; marks: Record<string, number> }) => { for (const [k, v] of t.stages) (stages[k] ??= []).push(v); (stages['to-last-byte'] ??= []).push(t.stages.filter(([k]) => k !== 'write').reduce((n, [, v]) => n + v, 0)); } });
   const { url } = await srv.listen('127.0.0.1', 0);
   process.send!({ url });
   process.on('message', (m: { cmd: string }) => {
@@ -69,25 +69,27 @@ if (values.child) {
     const { url } = await new Promise<{ url: string }>((r) => child.once('message', (m) => r(m as { url: string })));
     return { label, child, client: await RawClient.connect(url) };
   }));
-  const out: Record<string, { rtt: number[]; stages: Array<Record<string, number>> }> = {};
+  const out: Record<string, { rtt: number[]; full: number[]; stages: Array<Record<string, number>> }> = {};
   console.log(`load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
   for (let b = 0; b < Number(values.blocks); b++) {
     for (const s of servers) {
       const rtt: number[] = [];
+      const full: number[] = [];
       for (let i = 0; i < N; i++) {
         const r = await s.client.request('POST', '/predict', { 'content-type': ct }, body);
         if (r.status !== 200) throw new Error(`status ${r.status}: ${r.body.toString()}`);
         const t = JSON.parse(r.body.toString()).timing_ms;
-        if (i >= N / 10) rtt.push(r.t1 - r.t0 - t.decode);
+        if (i >= N / 10) rtt.push(r.t1 - r.t0 - t.decode), full.push(r.t1 - r.t0);
       }
       const st = await new Promise<Record<string, number>>((r) => { s.child.once('message', (m) => r(m as Record<string, number>)); s.child.send({ cmd: 'stages' }); });
-      (out[s.label] ??= { rtt: [], stages: [] }).rtt.push(median(rtt));
+      (out[s.label] ??= { rtt: [], full: [], stages: [] }).rtt.push(median(rtt));
+      out[s.label]!.full.push(median(full));
       out[s.label]!.stages.push(st);
     }
   }
   for (const [label, o] of Object.entries(out)) {
     const keys = Object.keys(o.stages[0]!).filter((k) => !['decode', 'inference', 'preprocess', 'sidecar-io', 'decode-header', 'pixel-wait'].includes(k));
-    console.log(`${label}: round trip − decode p50 per block ${o.rtt.map((x) => x.toFixed(3)).join(' ')}`);
+    console.log(`${label}: round trip − decode p50 per block ${o.rtt.map((x) => x.toFixed(3)).join(' ')}; round trip − the server's stages up to its write p50 per block ${o.full.map((x, i) => (x - o.stages[i]!['to-last-byte']!).toFixed(3)).join(' ')}`);
     console.log(`   stages (median of block p50s) ${keys.map((k) => `${k} ${median(o.stages.map((s) => s[k] ?? 0)).toFixed(3)}`).join(', ')}`);
   }
   console.log(`load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
