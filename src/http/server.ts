@@ -6,6 +6,7 @@
 //   auth.ts          API keys          client-id.ts  who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
+//   predict-route.ts POST /predict ahead of the router (the same middlewares), everything else to the app
 //   predict-video.ts POST /predict/video      active.ts   the requests in progress, for the drain
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts clients in turn in front of the engine (or pool)
