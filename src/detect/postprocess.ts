@@ -97,6 +97,7 @@ function checkRaw(raw: RawOutputs): void {
     throw new RangeError(`postprocess: expected positive integer numQueries and numClasses but received ${q} and ${c}`);
   }
   if (raw.logits.length !== q * c) throw new RangeError(`postprocess: logits must hold ${q}*${c} = ${q * c} floats but hold ${raw.logits.length}`);
+  if (q > 2 ** 22) throw new RangeError(`postprocess: expected at most ${2 ** 22} queries but received ${q}`);
   if (raw.predBoxes.length !== q * 4) throw new RangeError(`postprocess: predBoxes must hold ${q}*4 = ${q * 4} floats but hold ${raw.predBoxes.length}`);
 }
 
@@ -123,7 +124,29 @@ export function postprocess(raw: RawOutputs, opts: PostprocessOptions): Detectio
   const total = numQueries * numClasses;
   const scalarFrom = total - (total % TORCH_VECTOR_STEP);
   const skipBelow = sigmoidSkipBelow(thr);
-  const kept: { query: number; label: number; score: number }[] = [];
+  // Each kept query as one number that sorts in the contract's order: its score's float32 bits (monotone in the
+  // score for positive floats, and a kept score is > thr >= 0) times `span`, plus span-1-query, so equal scores
+  // put the lower query last; sorted ascending by the typed array's own numeric sort and read from the end. A
+  // comparator sort of objects took ~half the post-process when all 300 queries pass (test-sleep's logits;
+  // bench/server/RESULTS.md §9). Exact: bits < 2^31 and span <= 2^22, so every key is an integer below 2^53.
+  const span = 2 ** Math.ceil(Math.log2(numQueries + 1));
+  const keys = new Float64Array(numQueries);
+  const labelOf = new Int32Array(numQueries);
+  const scoreOf = new Float32Array(numQueries);
+  const bits = new Uint32Array(scoreOf.buffer);
+  const logitOf = new Float32Array(numQueries);
+  const logitBits = new Uint32Array(logitOf.buffer);
+  const candidates = new Int32Array(numQueries);
+  let numCandidates = 0;
+  let kept = 0;
+  const keep = (q: number) => {
+    const logit = logitOf[q]!;
+    const score = q * numClasses + labelOf[q]! >= scalarFrom ? sigmoidScalarF32(logit) : sigmoidF32(logit);
+    if (!(score > thr)) return NaN;
+    scoreOf[q] = score;
+    keys[kept++] = bits[q]! * span + (span - 1 - q);
+    return score;
+  };
   for (let q = 0; q < numQueries; q++) {
     // sigmoid is monotone, so the argmax of the logits is the argmax of the scores; strict > keeps the lowest
     // index on ties. NaN logits never win (and a row of NaN keeps class 0 with a NaN score, which is not kept).
@@ -147,14 +170,42 @@ export function postprocess(raw: RawOutputs, opts: PostprocessOptions): Detectio
       }
     }
     if (bestLogit < skipBelow) continue;
-    const score = row + best >= scalarFrom ? sigmoidScalarF32(bestLogit) : sigmoidF32(bestLogit);
-    if (score > thr) kept.push({ query: q, label: best, score });
+    logitOf[q] = bestLogit;
+    labelOf[q] = best;
+    candidates[numCandidates++] = q;
   }
-  kept.sort((a, b) => (b.score - a.score) || (a.query - b.query));
-  if (kept.length > maxDetections) kept.length = maxDetections;
+  if (numCandidates <= maxDetections) {
+    for (let i = 0; i < numCandidates; i++) keep(candidates[i]!);
+  } else {
+    // More candidates than places: the sigmoids in descending logit order, stopping once no later query can
+    // reach the lowest of the first maxDetections scores kept: the f32 sigmoid is within 2^-22 of the exact one
+    // (test/detect/postprocess.test.ts) and the exact one falls with the logit, so a query whose exact sigmoid
+    // plus 2^-20 is below that score is below every kept one, as is everything after it. With test-sleep's
+    // logits (all 300 queries pass, 100 kept) that is ~100 sigmoids instead of 300 (bench/server/RESULTS.md §9).
+    // The logit's float32 bits made monotone over both signs (negatives reversed below the positives), times span.
+    for (let i = 0; i < numCandidates; i++) {
+      const q = candidates[i]!;
+      const u = logitBits[q]!;
+      keys[i] = (u >= 0x80000000 ? 0xffffffff - u : u + 0x80000000) * span + (span - 1 - q);
+    }
+    const byLogit = keys.slice(0, numCandidates).sort();
+    let lowestOfFirst = Infinity;
+    for (let i = numCandidates - 1; i >= 0; i--) {
+      const q = span - 1 - (byLogit[i]! % span);
+      if (kept >= maxDetections && 1 / (1 + Math.exp(-logitOf[q]!)) + 2 ** -20 < lowestOfFirst) break;
+      const score = keep(q);
+      if (kept <= maxDetections && score === score && score < lowestOfFirst) lowestOfFirst = score;
+    }
+  }
+  const order = keys.subarray(0, kept).sort();
+  const n = Math.min(kept, maxDetections);
   const Wf = f(W);
   const Hf = f(H);
-  return kept.map(({ query, label, score }) => {
+  const out: Detection[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const query = span - 1 - (order[kept - 1 - i]! % span);
+    const label = labelOf[query]!;
+    const score = scoreOf[query]!;
     const o = query * 4;
     const cx = predBoxes[o]!, cy = predBoxes[o + 1]!, w = predBoxes[o + 2]!, h = predBoxes[o + 3]!;
     const hw = f(0.5 * Math.max(w, 0));
@@ -165,8 +216,9 @@ export function postprocess(raw: RawOutputs, opts: PostprocessOptions): Detectio
       clamp(f(f(cx + hw) * Wf), Wf),
       clamp(f(f(cy + hh) * Hf), Hf),
     ];
-    return { label: labels[label] ?? String(label), label_id: label, score, box, box_cxcywh_norm: [cx, cy, w, h], query };
-  });
+    out[i] = { label: labels[label] ?? String(label), label_id: label, score, box, box_cxcywh_norm: [cx, cy, w, h], query };
+  }
+  return out;
 }
 
 function clamp(v: number, hi: number): number {

@@ -21,6 +21,8 @@ export interface ListenResult {
 
 export interface LifecycleDeps {
   app: Express;
+  /** The listener the HTTP server runs (default `app`): the app, or a route ahead of it (predict-route.ts). */
+  listener?: http.RequestListener;
   backend: InferenceBackend;
   engineState: EngineState;
   engine: EngineQueue;
@@ -48,7 +50,7 @@ export function createLifecycle(d: LifecycleDeps) {
   function listen(host: string, port: number): Promise<ListenResult> {
     if (httpServer) return Promise.reject(new Error('listen() was already called on this server'));
     if (d.engineState.draining) return Promise.reject(new Error('the server is draining; create a new one'));
-    const server = http.createServer(d.app);
+    const server = http.createServer(d.listener ?? d.app);
     httpServer = server;
     // Header and whole-request limits for clients that never finish; the /predict body has its own, shorter
     // timeout (admission.ts).

@@ -11,7 +11,7 @@ import type { FrameTarget } from '../image/frame-decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
-import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
+import { detectDecoded, inputSizeOf, type DetectParams, type DetectResult, type PredictTiming } from '../detect/pipeline.ts';
 import type { Admission, QueuePlaces } from './admission.ts';
 import { annotateCost, JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
@@ -60,6 +60,8 @@ interface RunContext {
   /** Keeps memory reserved until the response is written (the response holds the annotated image). */
   holdUntilSent: (release: () => void) => void;
   timeline: Timeline;
+  /** Each image's stage times, for the stage histograms once the response is out (off the response's path). */
+  stageTimes: PredictTiming[];
 }
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
@@ -238,7 +240,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
           result.response.annotated_image = { format: returnImage, media_type: `image/${returnImage}`, base64: png.toString('base64') };
         }
         d.onForward(result.response.timing_ms.inference);
-        d.metrics.observeStages(result.response.timing_ms as unknown as Record<Stage, number>);
+        r.stageTimes.push(result.response.timing_ms);
         return result;
       } catch (e) {
         throw inferenceError(e);
@@ -334,12 +336,13 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     // where the request was.
     let queued = false;
     const held: Array<() => void> = [];
+    const stageTimes: PredictTiming[] = [];
     const deadlineTimer = setTimeout(() => {
       if (!queued) abort.abort(deadlineError(d.deadlineMs, 'being received, decoded or waiting for a decode slot'));
     }, Math.max(0, deadlineAt - performance.now()));
     try {
       const client = d.clientOf(req, res);
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), timeline }), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), timeline, stageTimes }), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const text = JSON.stringify(body);
@@ -349,8 +352,11 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         // body in one piece with the head, where send() first copies it into a Buffer (a 20 KB answer to a
         // client in another process: 0.20 -> 0.16 ms p50, bench/server/RESULTS.md). Same bytes on the wire.
         res.setHeader('Content-Type', 'application/json; charset=utf-8');
-        res.setHeader('Content-Length', Buffer.byteLength(text));
-        res.end(text);
+        const length = Buffer.byteLength(text);
+        res.setHeader('Content-Length', length);
+        // All ASCII (as an answer is unless a label is not): latin1 writes the same bytes with a copy where
+        // utf8 checks each character.
+        res.end(text, length === text.length ? 'latin1' : 'utf8');
         // A response the socket took whole is finished by now: its last byte is with the kernel ('finish' is
         // emitted later, after the rest of this turn's work, and would charge that work to the write).
         if (res.writableFinished) timeline.mark('finished');
@@ -359,6 +365,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       if (!res.destroyed) d.errors.send(res, e);
     } finally {
       clearTimeout(deadlineTimer);
+      for (const t of stageTimes) d.metrics.observeStages(t as unknown as Record<Stage, number>);
       // The response (and the annotated image in it) is in the socket's hands once written or gone.
       const releaseHeld = () => {
         for (const r of held.splice(0)) r();

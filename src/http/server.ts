@@ -6,6 +6,7 @@
 //   auth.ts          API keys          client-id.ts  who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
+//   predict-route.ts POST /predict ahead of the router (the same middlewares), everything else to the app
 //   predict-video.ts POST /predict/video      active.ts   the requests in progress, for the drain
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
 //   lifecycle.ts     listen and drain         engine-queue.ts clients in turn in front of the engine (or pool)
@@ -30,6 +31,7 @@ import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler } from './predict.ts';
+import { createRequestListener } from './predict-route.ts';
 import type { ActivePredict } from './active.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
 import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
@@ -162,19 +164,18 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     metrics.engineBusySeconds.inc(Math.max(0, busy - lastBusyMs) / 1000);
     lastBusyMs = busy;
   };
+  // The gauges and the busy counter are brought up to date when /metrics is scraped (refreshGauges), the only
+  // reader: updating them at each of a request's hand-offs (~10 labelled gauge sets per /predict) cost its
+  // path time and told nobody anything (bench/server/RESULTS.md §9).
   const updateGauges = () => {
     metrics.queueDepth.set({ stage: 'admitted' }, waitingForEngine());
     metrics.queueDepth.set({ stage: 'prep' }, admission.decodes.waiting);
     metrics.queueDepth.set({ stage: 'engine' }, engine.depth);
     metrics.inFlight.set(active.size);
+    metrics.engineForwardsInFlight.set(engine.inFlight);
   };
-  const engine: EngineQueue = new EngineQueue(backend, engineConcurrency, {
-    onChange: (_waiting, inFlight) => {
-      metrics.engineForwardsInFlight.set(inFlight);
-      accountBusy();
-      updateGauges();
-    },
-  });
+  const changed = () => {};
+  const engine: EngineQueue = new EngineQueue(backend, engineConcurrency);
 
   const retryAfterS = (code: ErrorCode) => code === 'E_QUEUE_FULL'
     ? Math.max(1, Math.ceil(((admission.queued + engine.inFlight + 1) * (forwardEwmaMs || 1000)) / 1000))
@@ -189,9 +190,13 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   // /predict/ and /PREDICT are not /predict: one spelling per route, so a proxy's path rules mean what they say.
   app.set('strict routing', true);
   app.set('case sensitive routing', true);
-  app.use(requestLog(logger, metrics));
-  app.use(connectionGuard({ maxInFlight: opts.maxRequestsPerConnection ?? 2, sendTimeoutMs: opts.sendTimeoutMs ?? 30_000, send: (res, e) => errors.send(res, e) }));
-  app.use(requireApiKey({ keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs, send: (res, e) => errors.send(res, e) }));
+  // Every route's middlewares; POST /predict also runs them ahead of the router (predict-route.ts).
+  const common = [
+    requestLog(logger, metrics),
+    connectionGuard({ maxInFlight: opts.maxRequestsPerConnection ?? 2, sendTimeoutMs: opts.sendTimeoutMs ?? 30_000, send: (res, e) => errors.send(res, e) }),
+    requireApiKey({ keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs, send: (res, e) => errors.send(res, e) }),
+  ];
+  for (const mw of common) app.use(mw);
 
   registerProbes(app, {
     backend, engineState, engine, metrics, logger, errors, limits, labels,
@@ -232,21 +237,20 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward,
-    changed: updateGauges,
+    changed,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
     timelines,
     onTimeline: opts.onTimeline,
   }, active);
-  app.post('/predict', route('/predict'), (req, res) => {
-    void handlePredict(req, res);
-  });
+  const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
+  app.post('/predict', ...predictRoute);
   const handleVideo = createVideoHandler({
     backend, engineState, engine, admission, errors, deadlineMs, labels,
     limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,
     onForward,
-    changed: updateGauges,
+    changed,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
   }, active);
   app.post('/predict/video', route('/predict/video'), (req, res) => {
@@ -269,7 +273,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   });
 
   const { listen, drain } = createLifecycle({
-    app, backend, engineState, engine, logger, active,
+    app, listener: createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e)), backend, engineState, engine, logger, active,
     readyFields: { queue_size: admission.limits.queueSize, deadline_ms: deadlineMs },
   });
 

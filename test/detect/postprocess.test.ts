@@ -181,3 +181,33 @@ test('postprocess: the queries it skips without a sigmoid could not pass the thr
   assert.equal(sigmoidSkipBelow(0), -Infinity);
   assert.equal(sigmoidSkipBelow(1), -Infinity);
 });
+
+test('postprocess: the order is the comparator sort of (score desc, query asc), with many equal scores, for odd query counts', () => {
+  for (const numQueries of [1, 7, 300, 513]) {
+    const numClasses = 5;
+    // Few distinct logits, so scores repeat across queries (and the saturated ones equal 1).
+    const logits = Float32Array.from({ length: numQueries * numClasses }, (_, i) => [0.25, 3, -1, 0.25, 40][(i * 7 + (i >> 3)) % 5]!);
+    const predBoxes = Float32Array.from({ length: numQueries * 4 }, (_, i) => ((i * 13) % 97) / 97);
+    const got = postprocess({ logits, predBoxes, numQueries, numClasses }, { ...opts, threshold: 0.1, maxDetections: 1000 });
+    const want = [...got].sort((a, b) => (b.score - a.score) || (a.query - b.query));
+    assert.deepEqual(got.map((d) => d.query), want.map((d) => d.query), `numQueries ${numQueries}`);
+    assert.equal(got.length, numQueries);
+    if (numQueries > 1) assert.ok(got.some((d, i) => i > 0 && d.score === got[i - 1]!.score), 'the case has ties');
+    const capped = postprocess({ logits, predBoxes, numQueries, numClasses }, { ...opts, threshold: 0.1, maxDetections: 3 });
+    assert.deepEqual(capped, got.slice(0, 3));
+  }
+});
+
+test('postprocess: capped below the queries that pass, equal scores from different logits still go by query', () => {
+  // Every logit saturates the f32 sigmoid to 1, the larger logits on the later queries: the three kept are
+  // queries 0, 1, 2 (score ties go by query), not the three largest logits.
+  const numQueries = 40;
+  const logits = Array.from({ length: numQueries }, (_, q) => [30 + (q % 5) + q / 100, -9]);
+  const boxes = Array.from({ length: numQueries }, () => [0.5, 0.5, 0.1, 0.1]);
+  const top = postprocess(raw(logits, boxes), { ...opts, maxDetections: 3 });
+  assert.deepEqual(top.map((d) => [d.query, d.score]), [[0, 1], [1, 1], [2, 1]]);
+  // Scores that differ: the cap keeps the best, as the uncapped order says.
+  const graded = Array.from({ length: numQueries }, (_, q) => [((q * 17) % 40) / 8 - 1, -9]);
+  const all = postprocess(raw(graded, boxes), { ...opts, threshold: 0.3, maxDetections: 300 });
+  for (const k of [0, 1, 5, 17]) assert.deepEqual(postprocess(raw(graded, boxes), { ...opts, threshold: 0.3, maxDetections: k }), all.slice(0, k), `maxDetections ${k}`);
+});

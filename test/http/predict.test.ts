@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import sharp from 'sharp';
-import { goldenResponder, goldens, postJson, start, u8, type Started } from './helpers.ts';
+import { FakeBackend, cocoLabels, goldenResponder, goldens, postJson, start, u8, type Started } from './helpers.ts';
 
 let s: Started;
 before(async () => {
@@ -167,6 +167,31 @@ describe('response shape', () => {
       for (const d of r.json.detections) assert.ok(d.box[2] <= 64 && d.box[3] <= 48);
     } finally {
       s.backend.respond = goldenResponder;
+    }
+  });
+});
+
+describe('the answer\'s bytes', () => {
+  test('an all-ASCII answer is JSON.stringify\'s text, and one with non-ASCII labels is UTF-8 with its byte length', async () => {
+    const g = goldens()[0]!;
+    const ascii = await postJson(s.url, { image: b64(g.png) });
+    assert.equal(ascii.status, 200);
+    assert.equal(ascii.text, JSON.stringify(ascii.json));
+    assert.equal(ascii.headers.get('content-length'), String(ascii.text.length));
+    // Every class renamed with characters outside ASCII (2-, 3- and 4-byte UTF-8).
+    const labels = cocoLabels().map((l, i) => `${l} é–${i % 2 ? '🐈' : 'ß'}`);
+    const other = await start({ backend: new FakeBackend(labels) });
+    try {
+      const res = await fetch(`${other.url}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image: b64(g.png) }) });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-length'), String(bytes.length));
+      const body = JSON.parse(bytes.toString('utf8'));
+      assert.ok(body.detections.length > 0);
+      for (const d of body.detections) assert.equal(d.label, labels[d.label_id]);
+      assert.deepEqual(bytes, Buffer.from(JSON.stringify(body), 'utf8'));
+    } finally {
+      await other.stop();
     }
   });
 });
