@@ -14,6 +14,7 @@ import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
 
 import { planMembers } from '../../src/sidecar/devices.ts';
 import { deviceParamsFor } from './serve-device-params.ts';
+import { checkSidecarVariant, externalSidecarModel } from './serve-model.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
 import type { EngineFlags } from '../engine-flags.ts';
@@ -91,8 +92,15 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
   }
   if (apiKeys.enabled) log(`API keys: ${apiKeys.count} loaded from ${f.apiKeyFile !== undefined ? '--api-key-file' : 'RFDETR_API_KEYS'}; every route but the probes needs one`);
   const members = pool?.members.length ?? 1;
-  // An external sidecar loaded weights of its own: what we resolved is no evidence of the variant it serves.
-  const model = modelIdentityOf(w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null, w?.repo ?? null);
+  // An external sidecar loaded weights of its own: its hello names the variant it serves, not what we resolved.
+  const variant = w && !f.sidecarSocket ? checkpointVariant(w.files.model) : null;
+  const model = f.sidecarSocket ? externalSidecarModel(backend, f.sidecarSocket, w?.repo ?? null, log) : modelIdentityOf(variant, w?.repo ?? null);
+  if (w && !f.sidecarSocket) {
+    checkSidecarVariant(backend, variant, w.dir, (err) => {
+      logger.log('error', err.message, { event: 'variant_mismatch' });
+      backend.destroy(err);
+    });
+  }
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy, decodePriority, engineNice: f.sidecarSocket ? null : f.engineNice,
@@ -168,9 +176,10 @@ function waitForStop(server: RfdetrServer, backend: InferenceBackend, drainMs: n
       failed = backend.failureReason ?? 'the sidecar failed (no reason given)';
       stop('the engine failed and is not restarting');
     };
+    // 'stopped' without a drain: the backend was destroyed for good (a sidecar naming another variant).
     const offState = backend.onStateChange((s) => {
-      if (s === 'failed' && !draining) onFailed();
+      if ((s === 'failed' || s === 'stopped') && !draining) onFailed();
     });
-    if (backend.state === 'failed') onFailed();
+    if (backend.state === 'failed' || backend.state === 'stopped') onFailed();
   });
 }

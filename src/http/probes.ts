@@ -39,7 +39,8 @@ export interface ProbeDeps {
   logger: Logger;
   errors: ErrorResponder;
   startedAt: number;
-  model: ModelIdentity;
+  /** Asked per request (an external sidecar names its variant in its hello, after the server listens). */
+  model: () => ModelIdentity;
   weights: WeightsInfo | undefined;
   labels: () => readonly string[];
   limits: { maxImageBytes: number; maxImageSide: number; maxBodyBytes: number };
@@ -78,7 +79,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
 
   app.get('/health', route('/health'), (_req, res) => {
     const devices = deviceList(backend);
-    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: d.model.name, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
+    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: d.model().name, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
   });
 
   app.get('/tt-liveness', route('/tt-liveness'), (_req, res) => {
@@ -87,7 +88,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       model_ready: engineState.serving,
       engine_state: engineState.state,
       draining: engineState.draining,
-      model: d.model.id,
+      model: d.model().id,
       uptime_s: (Date.now() - d.startedAt) / 1000,
       queue_depth: d.waiting(),
       in_flight: d.inFlight(),
@@ -103,7 +104,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
   app.get('/v1/health', route('/v1/health'), readiness);
 
   app.get('/v1/models', route('/v1/models'), (_req, res) => {
-    res.json({ object: 'list', data: [{ id: d.model.id, object: 'model', owned_by: 'changh95' }] });
+    res.json({ object: 'list', data: [{ id: d.model().id, object: 'model', owned_by: 'changh95' }] });
   });
 
   app.get('/info', route('/info'), (_req, res) => {
@@ -113,8 +114,8 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
     if (!debug) delete deviceParams.sidecar_socket;
     const devices = deviceList(backend);
     res.json({
-      model: d.model.name,
-      model_id: d.model.id,
+      model: d.model().name,
+      model_id: d.model().id,
       task: 'object-detection',
       state: engineState.state,
       hardware: {
@@ -154,9 +155,11 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
     res.send(await d.metrics.registry.metrics());
   });
 
-  let openapiDoc: object | undefined;
+  // Rebuilt when the model changes (an external sidecar's hello arrived, or a restarted one loaded another variant).
+  let openapiDoc: { model: ModelIdentity; doc: object } | undefined;
   app.get('/openapi.json', route('/openapi.json'), (_req, res) => {
-    openapiDoc ??= buildOpenApi({ ...d.limits, model: d.model });
-    res.json(openapiDoc);
+    const model = d.model();
+    if (openapiDoc?.model.name !== model.name || openapiDoc.model.id !== model.id) openapiDoc = { model, doc: buildOpenApi({ ...d.limits, model }) };
+    res.json(openapiDoc.doc);
   });
 }

@@ -93,8 +93,11 @@ export interface CreateServerOptions {
   logLevel?: LogLevel;
   /** Extra fields for /info's "device_params" (thread count, device id, …). */
   deviceParams?: Record<string, unknown>;
-  /** The loaded variant's name and id (modelIdentityOf). Default RF-DETR-base, Roboflow/rf-detr-base. */
-  model?: ModelIdentity;
+  /**
+   * The loaded variant's name and id (modelIdentityOf). Default RF-DETR-base, Roboflow/rf-detr-base. A function
+   * is asked at every request: an external sidecar's variant is known only from its hello, after the server listens.
+   */
+  model?: ModelIdentity | (() => ModelIdentity);
   /** Hosts image_url may name (--allow-url-host); empty or absent: image_url is off. */
   allowUrlHosts?: readonly string[];
   /** Time limit of one image_url fetch, ms. Default 10000. */
@@ -201,7 +204,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerProbes(app, {
     backend, engineState, engine, metrics, logger, errors, limits, labels,
     startedAt: Date.now(),
-    model: opts.model ?? modelIdentityOf(null, null),
+    model: modelSource(opts.model),
     weights: opts.weights,
     serving: {
       queue_size: admission.limits.queueSize, client_queue_share: admission.limits.clientShare, deadline_ms: deadlineMs,
@@ -288,4 +291,10 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     engine,
     admission,
   };
+}
+
+function modelSource(m: CreateServerOptions['model']): () => ModelIdentity {
+  if (typeof m === 'function') return m;
+  const fixed = m ?? modelIdentityOf(null, null);
+  return () => fixed;
 }

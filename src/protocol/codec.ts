@@ -9,7 +9,10 @@ import { Packr } from 'msgpackr';
 import os from 'node:os';
 import { isWireErrorCode, type WireErrorCode } from './error-codes.ts';
 
-export const PROTOCOL_VERSION = 2;
+/** This client's protocol version: 3 added the hello's `variant`. */
+export const PROTOCOL_VERSION = 3;
+/** The older version this client also speaks: its hello has no `variant` (PROTOCOL.md, "Versions"). */
+export const PROTOCOL_VERSION_WITHOUT_VARIANT = 2;
 import { MAX_IMAGE_SIDE } from '../image/limits.ts';
 
 /** Largest image side an `infer` image may have: the decoder's own limit. */
@@ -41,6 +44,8 @@ export interface WireHello {
   num_queries: number;
   num_classes: number;
   labels: string[];
+  /** The loaded checkpoint's variant ("base", "nano", …, "large_deprecated"); absent in a version-2 hello. */
+  variant?: string;
 }
 /** A decoded image as it travels: RGB u8, HWC, row-major, exactly width·height·3 bytes. */
 export interface WireImage {
@@ -95,14 +100,15 @@ export type DecodeResult =
 // Canonical key order after "id" (same list as k_field_names in sidecar/src/protocol/protocol.cpp).
 const FIELD_ORDER = [
   'op', 'ok', 'protocol_version', 'sidecar_version', 'engine', 'device', 'input_shape', 'num_queries',
-  'num_classes', 'labels', 'image', 'pixel_values', 'image_shm', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms',
+  'num_classes', 'labels', 'variant', 'image', 'pixel_values', 'image_shm', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms',
   'shm', 'error',
 ] as const;
 const IMAGE_FIELDS = ['width', 'height', 'rgb'] as const;
 const IMAGE_SHM_FIELDS = ['name', 'offset', 'length', 'width', 'height'] as const;
 const INFER_INPUTS = ['image', 'pixel_values', 'image_shm'] as const;
 const INFER_REPLY_FIELDS = ['logits', 'pred_boxes', 'preprocess_ms', 'forward_ms'] as const;
-const HELLO_FIELDS = FIELD_ORDER.slice(0, 10);
+const HELLO_FIELDS = FIELD_ORDER.slice(0, 11);
+const HELLO_FIELDS_V2 = HELLO_FIELDS.filter((k) => k !== 'variant');
 const KNOWN: ReadonlySet<string> = new Set(['id', ...FIELD_ORDER]);
 
 function canonical(msg: WireMessage): Record<string, unknown> {
@@ -253,7 +259,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       case 'protocol_version': case 'num_queries': case 'num_classes':
         if (!isUint(v)) return want('an unsigned integer');
         break;
-      case 'sidecar_version': case 'engine': case 'device':
+      case 'sidecar_version': case 'engine': case 'device': case 'variant':
         if (typeof v !== 'string') return want('a string');
         break;
       case 'input_shape':
@@ -320,8 +326,11 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
 
   if (present('ok')) {
     if (op === 'hello') {
-      if (!HELLO_FIELDS.every(present) || Object.keys(m).length !== HELLO_FIELDS.length + 1) {
-        return fieldErr('hello must carry exactly the fields in PROTOCOL.md');
+      // Version 2 (an older sidecar) has no `variant`; every other version carries it.
+      const v2 = m.protocol_version === PROTOCOL_VERSION_WITHOUT_VARIANT;
+      const want = v2 ? HELLO_FIELDS_V2 : HELLO_FIELDS;
+      if (!want.every(present) || Object.keys(m).length !== want.length + 1) {
+        return fieldErr(v2 ? "a version-2 hello must carry exactly the version-2 fields in PROTOCOL.md (no 'variant')" : 'hello must carry exactly the fields in PROTOCOL.md');
       }
       const labels = m.labels as string[];
       if (labels.length !== m.num_classes) {

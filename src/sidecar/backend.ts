@@ -17,6 +17,11 @@ export interface SidecarInfo {
   numClasses: number;
   /** Label per class index (COCO-91 ids for the published model); "N/A" for unused ids. */
   labels: string[];
+  /**
+   * The variant the sidecar loaded ("base", "nano", "small", "medium", "large", "large_deprecated": the names
+   * of checkpointVariant); null from a version-2 sidecar, whose hello does not say.
+   */
+  variant: string | null;
   /** What the spawned sidecar did with `--nice` (its READY line); absent for an external one. */
   enginePriority?: EnginePriority;
 }

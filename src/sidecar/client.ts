@@ -4,7 +4,7 @@
 import net from 'node:net';
 import { RfdetrError } from '../errors.ts';
 import {
-  FrameReader, decodePayload, encodeFrameParts, f32Bytes, f32FromBytes, MAX_IMAGE_SIDE, PROTOCOL_VERSION,
+  FrameReader, decodePayload, encodeFrameParts, f32Bytes, f32FromBytes, MAX_IMAGE_SIDE, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT,
   type WireHello, type WireImage, type WireImageShm, type WireMessage,
 } from '../protocol/codec.ts';
 import { WIRE_ERRORS } from '../protocol/error-codes.ts';
@@ -81,6 +81,7 @@ export function infoFromHello(h: WireHello): SidecarInfo {
     numQueries: h.num_queries,
     numClasses: h.num_classes,
     labels: h.labels,
+    variant: h.variant ?? null,
   };
 }
 
@@ -158,10 +159,10 @@ export class SidecarConnection {
             fail(new RfdetrError('E_PROTOCOL', `the sidecar's first frame must be its hello, got a ${m.kind} with id ${m.id}`));
             return;
           }
-          if (m.protocol_version !== PROTOCOL_VERSION) {
+          if (m.protocol_version !== PROTOCOL_VERSION && m.protocol_version !== PROTOCOL_VERSION_WITHOUT_VARIANT) {
             reader.stop();
             fail(new RfdetrError('E_VERSION_MISMATCH',
-              `sidecar ${m.sidecar_version} speaks protocol version ${m.protocol_version}, this client speaks version ${PROTOCOL_VERSION}; ` +
+              `sidecar ${m.sidecar_version} speaks protocol version ${m.protocol_version}, this client speaks versions ${PROTOCOL_VERSION} and ${PROTOCOL_VERSION_WITHOUT_VARIANT}; ` +
               'install matching versions (rebuild the sidecar with npm install)',
               { sidecarProtocol: m.protocol_version, clientProtocol: PROTOCOL_VERSION, sidecarVersion: m.sidecar_version }));
             return;

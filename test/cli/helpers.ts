@@ -42,8 +42,8 @@ export function fixtureLabels(): string[] {
  */
 export class FixtureReplayBackend extends ScriptedBackend {
   readonly info: SidecarInfo = {
-    protocolVersion: 2, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
-    numQueries: 300, numClasses: 91, labels: fixtureLabels(),
+    protocolVersion: 3, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
+    numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base',
   };
   infers = 0;
   closed = false;

@@ -94,7 +94,7 @@ export class FakeBackend extends ScriptedBackend {
   constructor(labels: string[] = cocoLabels()) {
     super();
     this.info = {
-      protocolVersion: 2,
+      protocolVersion: 3,
       sidecarVersion: 'fake-0',
       engine: 'fake',
       device: 'fake device (test)',
@@ -102,6 +102,7 @@ export class FakeBackend extends ScriptedBackend {
       numQueries: 300,
       numClasses: 91,
       labels,
+      variant: 'base',
     };
   }
 

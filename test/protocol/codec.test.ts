@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { testFixturesDir, packageRoot } from '../../src/config/paths.ts';
 import {
-  FrameReader, decodePayload, encodeFrame, encodeFrameParts, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, type WireMessage,
+  FrameReader, decodePayload, encodeFrame, encodeFrameParts, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT, type WireMessage,
 } from '../../src/protocol/codec.ts';
 import { WIRE_ERRORS } from '../../src/protocol/error-codes.ts';
 import { Packr } from 'msgpackr';
@@ -40,11 +40,35 @@ function readAll(bytes: Buffer, step: number) {
 
 test('golden frames: the manifest covers every op, reply shape and error code', () => {
   const files = new Set(goodFrames.map((e) => e.file));
-  for (const f of ['hello.bin', 'request-infer.bin', 'request-infer-image.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
+  for (const f of ['hello.bin', 'hello-v2.bin', 'request-infer.bin', 'request-infer-image.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
     assert.ok(files.has(f), `manifest lacks ${f}`);
   }
   for (const code of Object.keys(WIRE_ERRORS)) assert.ok(files.has(`error-${code}.bin`), `no golden frame for ${code}`);
   assert.ok(badFrames.length >= 15);
+});
+
+test('golden frames: the hello names its variant (version 3); an older sidecar\'s version-2 hello has none and still decodes', () => {
+  const decode = (file: string) => {
+    const bytes = readFileSync(path.join(framesDir, file));
+    const r = decodePayload(bytes.subarray(4));
+    assert.ok(r.ok && r.message.kind === 'hello', `${file}: ${r.ok ? r.message.kind : r.message}`);
+    return { hello: r.message, bytes };
+  };
+  const v3 = decode('hello.bin');
+  assert.equal(v3.hello.protocol_version, PROTOCOL_VERSION);
+  assert.equal(v3.hello.variant, 'large');
+  assert.equal(encodeFrame(v3.hello).toString('hex'), v3.bytes.toString('hex'));
+  // variant is the last key: "variant" (a7 + 7 bytes) then "large" (a5 + 5 bytes) end the frame
+  assert.equal(v3.bytes.subarray(-14).toString('hex'), Buffer.concat([Buffer.from([0xa7]), Buffer.from('variant'), Buffer.from([0xa5]), Buffer.from('large')]).toString('hex'));
+  const v2 = decode('hello-v2.bin');
+  assert.equal(v2.hello.protocol_version, PROTOCOL_VERSION_WITHOUT_VARIANT);
+  assert.equal(Object.hasOwn(v2.hello, 'variant'), false);
+  assert.equal(encodeFrame(v2.hello).toString('hex'), v2.bytes.toString('hex'));
+  for (const [file, why] of [['bad-hello-without-variant.bin', /exactly the fields/], ['bad-hello-v2-with-variant.bin', /version-2 hello .*no 'variant'/], ['bad-hello-variant-not-str.bin', /'variant' must be a string/]] as const) {
+    const r = decodePayload(readFileSync(path.join(framesDir, file)).subarray(4));
+    assert.ok(!r.ok && r.code === 'E_FIELD', file);
+    assert.match(r.message, why, file);
+  }
 });
 
 test('golden frames: TS decodes each to the manifest fields and re-encodes identical bytes', () => {

@@ -6,6 +6,7 @@
 //   hang            send the hello, then never answer anything
 //   garbage         answer an infer with a frame that is not MessagePack
 //   bad-version     hello with protocol_version 99
+//   old-hello       an older sidecar's hello: protocol version 2, no variant; then as ok
 //   bad-hello       a reply instead of the hello
 //   exit-at-start   print a reason on stderr as the real sidecar does and exit 1 (startup failure) before READY
 //   exit-usage      the same with exit 2 (usage error)
@@ -14,11 +15,12 @@
 //   stubborn        ignore the shutdown op and SIGTERM
 //   held            hold every infer's answer until the process gets SIGUSR2, then answer the held ones and
 //                   every later one at once
+// FAKE_VARIANT=NAME: the variant its hello names (default base).
 // FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
 import net from 'node:net';
 import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
+import { FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT } from '../../src/protocol/codec.ts';
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => {
@@ -82,10 +84,16 @@ const server = net.createServer((sock) => {
   sock.on('error', () => {});
   if (scenario === 'bad-hello') {
     sock.write(encodeFrame({ kind: 'reply', id: 0, ok: true }));
+  } else if (scenario === 'old-hello') {
+    sock.write(encodeFrame({
+      kind: 'hello', id: 0, protocol_version: PROTOCOL_VERSION_WITHOUT_VARIANT, sidecar_version: '0.0.0-fake-old',
+      engine: 'fake', device: 'scripted fake', input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels,
+    }));
   } else {
     sock.write(encodeFrame({
       kind: 'hello', id: 0, protocol_version: scenario === 'bad-version' ? 99 : PROTOCOL_VERSION, sidecar_version: '0.0.0-fake',
       engine: 'fake', device: 'scripted fake', input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels,
+      variant: process.env.FAKE_VARIANT ?? 'base',
     }));
   }
   const reader = new FrameReader((payload) => {

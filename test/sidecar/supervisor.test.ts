@@ -148,9 +148,22 @@ test('fake sidecar: a protocol version mismatch fails at once, naming both versi
   const { b } = fake(t, 'bad-version');
   await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /protocol version 99, this client speaks version 2/);
+  assert.match(b.failure!.message, /protocol version 99, this client speaks versions 3 and 2/);
   assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
   await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_VERSION_MISMATCH');
+});
+
+test('fake sidecar: the hello names the variant loaded; an older sidecar (protocol 2, no variant) still serves, variant null', async (t) => {
+  const { b } = fake(t, 'ok', {}, { FAKE_VARIANT: 'large_deprecated' });
+  await b.ready();
+  assert.equal(b.info?.protocolVersion, 3);
+  assert.equal(b.info?.variant, 'large_deprecated');
+  const old = fake(t, 'old-hello').b;
+  await old.ready();
+  assert.equal(old.info?.protocolVersion, 2);
+  assert.equal(old.info?.variant, null);
+  const px = rampPixels();
+  checkEcho(px, await old.infer({ pixelValues: px }));
 });
 
 test('fake sidecar: a first frame that is not a hello is a protocol error and a restart', async (t) => {

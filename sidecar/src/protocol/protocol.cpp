@@ -69,6 +69,7 @@ const field_name k_field_names[] = {
     {"num_queries", WIRE_FIELD_NUM_QUERIES},
     {"num_classes", WIRE_FIELD_NUM_CLASSES},
     {"labels", WIRE_FIELD_LABELS},
+    {"variant", WIRE_FIELD_VARIANT},
     {"image", WIRE_FIELD_IMAGE},
     {"pixel_values", WIRE_FIELD_PIXEL_VALUES},
     {"image_shm", WIRE_FIELD_IMAGE_SHM},
@@ -270,13 +271,15 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
         }
         case WIRE_FIELD_SIDECAR_VERSION:
         case WIRE_FIELD_ENGINE:
-        case WIRE_FIELD_DEVICE: {
+        case WIRE_FIELD_DEVICE:
+        case WIRE_FIELD_VARIANT: {
             if (v.type != msgpack::type::STR) {
                 return expected(name, "a string", v);
             }
             std::string & dst = f == WIRE_FIELD_SIDECAR_VERSION ? out.sidecar_version
                                 : f == WIRE_FIELD_ENGINE        ? out.engine
-                                                                : out.device;
+                                : f == WIRE_FIELD_DEVICE        ? out.device
+                                                                : out.variant;
             dst = as_string(v);
             return "";
         }
@@ -480,8 +483,16 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     if (out.has(WIRE_FIELD_OK)) {
         // From the sidecar: the hello, or a reply.
         if (out.op == wire_op::WIRE_OP_HELLO) {
-            if ((out.fields & k_hello_fields) != k_hello_fields || out.fields != k_hello_fields) {
-                return fail(wire_error::WIRE_ERROR_FIELD, id, "hello must carry exactly the fields in PROTOCOL.md");
+            // Version 2 (an older sidecar) has no `variant`; every other version carries it.
+            const uint32_t want = out.has(WIRE_FIELD_PROTOCOL_VERSION) &&
+                                          out.protocol_version == k_protocol_version_without_variant
+                                      ? k_hello_fields_v2
+                                      : k_hello_fields;
+            if (out.fields != want) {
+                return fail(wire_error::WIRE_ERROR_FIELD, id,
+                            want == k_hello_fields ? "hello must carry exactly the fields in PROTOCOL.md"
+                                                   : "a version-2 hello must carry exactly the version-2 fields "
+                                                     "in PROTOCOL.md (no 'variant')");
             }
             if (out.labels.size() != out.num_classes) {
                 return fail(wire_error::WIRE_ERROR_FIELD, id,
@@ -614,6 +625,7 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                     pack_str(pk, l);
                 }
                 break;
+            case WIRE_FIELD_VARIANT: pack_str(pk, m.variant); break;
             case WIRE_FIELD_IMAGE:
                 pk.pack_map(3);
                 pack_str(pk, "width");

@@ -12,7 +12,9 @@
 
 namespace rfdetr {
 
-constexpr uint32_t k_protocol_version = 2;
+// Version 3 added the hello's `variant`; a client speaks 3 and 2 (PROTOCOL.md, "Versions").
+constexpr uint32_t k_protocol_version = 3;
+constexpr uint32_t k_protocol_version_without_variant = 2;
 constexpr uint32_t k_max_image_side   = 8192;
 // The largest image the HTTP side accepts (8192x8192 RGB) plus room for the envelope.
 constexpr uint32_t k_max_frame_bytes  = k_max_image_side * k_max_image_side * 3u + 65536u;  // 201392128
@@ -50,12 +52,15 @@ enum wire_field : uint32_t {
     WIRE_FIELD_ERROR            = 1u << 16,
     WIRE_FIELD_IMAGE_SHM        = 1u << 17,
     WIRE_FIELD_SHM              = 1u << 18,
+    WIRE_FIELD_VARIANT          = 1u << 19,
 };
 
-constexpr uint32_t k_hello_fields = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
-                                    WIRE_FIELD_SIDECAR_VERSION | WIRE_FIELD_ENGINE | WIRE_FIELD_DEVICE |
-                                    WIRE_FIELD_INPUT_SHAPE | WIRE_FIELD_NUM_QUERIES | WIRE_FIELD_NUM_CLASSES |
-                                    WIRE_FIELD_LABELS;
+// A version-2 hello (an older sidecar's) carries these; version 3 adds `variant`.
+constexpr uint32_t k_hello_fields_v2 = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
+                                       WIRE_FIELD_SIDECAR_VERSION | WIRE_FIELD_ENGINE | WIRE_FIELD_DEVICE |
+                                       WIRE_FIELD_INPUT_SHAPE | WIRE_FIELD_NUM_QUERIES | WIRE_FIELD_NUM_CLASSES |
+                                       WIRE_FIELD_LABELS;
+constexpr uint32_t k_hello_fields    = k_hello_fields_v2 | WIRE_FIELD_VARIANT;
 
 // A borrowed byte range (points into the payload it was decoded from, or into caller-owned memory).
 struct byte_view {
@@ -78,6 +83,7 @@ struct message {
     uint64_t                 num_queries = 0;
     uint64_t                 num_classes = 0;
     std::vector<std::string> labels;
+    std::string              variant;  // the loaded checkpoint's: "base", "nano", ... (schema::variant)
 
     // infer request: exactly one of image {width, height, rgb} and pixel_values
     uint64_t  image_width  = 0;

@@ -26,6 +26,7 @@ std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
     hello.num_classes      = static_cast<uint64_t>(eng.num_classes());
     hello.labels           = eng.labels();
     hello.labels.resize(hello.num_classes, "N/A");
+    hello.variant          = eng.variant();
     std::vector<uint8_t> f;
     encode_frame(hello, f);
     return f;

@@ -43,6 +43,9 @@ json to_json(const message & m) {
         j["num_queries"]      = m.num_queries;
         j["num_classes"]      = m.num_classes;
         j["labels"]           = m.labels;
+        if (m.has(rfdetr::WIRE_FIELD_VARIANT)) {
+            j["variant"] = m.variant;
+        }
     } else if (m.has(rfdetr::WIRE_FIELD_OP)) {
         j["kind"] = "request";
         j["id"]   = m.id;

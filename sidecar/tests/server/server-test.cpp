@@ -11,7 +11,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     EXPECT_EQ(p.out_text, p.out_text.substr(0, p.out_text.find('\n') + 1)) << "stdout holds exactly one line";
     EXPECT_EQ(p.ready["engine"], "test-echo");
     EXPECT_EQ(p.ready["device"], "test double (deterministic echo)");
-    EXPECT_EQ(p.ready["protocol_version"], 2);
+    EXPECT_EQ(p.ready["protocol_version"], 3);
     EXPECT_EQ(p.ready["sidecar_version"], "0.1.0");
     EXPECT_EQ(p.ready["socket"], socket_);
     EXPECT_EQ(p.ready["pid"], p.pid);
@@ -29,7 +29,8 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     message hello;
     ASSERT_TRUE(c.open(socket_, &hello));
     EXPECT_EQ(hello.id, 0u);
-    EXPECT_EQ(hello.protocol_version, 2u);
+    EXPECT_EQ(hello.protocol_version, 3u);
+    EXPECT_EQ(hello.variant, "base");  // the test engine's (its input side is Base's 560)
     EXPECT_EQ(hello.engine, "test-echo");
     EXPECT_EQ(hello.input_shape, (std::vector<uint64_t>{3, 560, 560}));
     EXPECT_EQ(hello.num_queries, 300u);
@@ -330,7 +331,7 @@ TEST_F(sidecar, usage_errors_exit_2_naming_the_flag) {
     v.spawn({"--version"});
     EXPECT_EQ(v.wait_exit(), 0);
     v.wait_ready(500);
-    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 2)\n");
+    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 3)\n");
 }
 
 // Binds a datagram socket (path or abstract) and returns what arrives within timeout_ms.

@@ -44,6 +44,7 @@ class test_echo_engine : public engine {
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return k_test_echo_classes; }
     int input_size() const override { return 560; }
+    std::string variant() const override { return "base"; }  // Base's input side, above
     const std::vector<std::string> & labels() const override { return labels_; }
 
     void forward(const float * px, float * logits, float * boxes) override {

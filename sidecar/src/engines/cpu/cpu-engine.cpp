@@ -52,6 +52,7 @@ class cpu_engine final : public engine {
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return model_.num_classes(); }
     int input_size() const override { return ckpt_->variant().arch.resolution; }
+    std::string variant() const override { return ckpt_->variant().variant; }
     const std::vector<std::string> & labels() const override { return ckpt_->labels(); }
     bool forward_uses_host_cores() const override { return true; }
     void forward(const float * pixel_values, float * logits, float * pred_boxes) override {

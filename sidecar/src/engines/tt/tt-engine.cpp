@@ -19,7 +19,7 @@ namespace {
 class tt_engine_impl : public engine {
   public:
     tt_engine_impl(std::string name, std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
-        : name_(std::move(name)), labels_(ck.labels()), runner_(std::move(ops), ck, eager) {
+        : name_(std::move(name)), variant_(ck.variant().variant), labels_(ck.labels()), runner_(std::move(ops), ck, eager) {
         device_ = runner_.describe() + (runner_.eager() ? ", eager" : ", traced");
     }
 
@@ -28,6 +28,7 @@ class tt_engine_impl : public engine {
     int                                num_queries() const override { return k_num_queries; }
     int                                num_classes() const override { return runner_.num_classes(); }
     int                                input_size() const override { return runner_.input_size(); }
+    std::string                        variant() const override { return variant_; }
     const std::vector<std::string> &   labels() const override { return labels_; }
     bool forward_uses_host_cores() const override { return name_ != "tt"; }  // tt-host runs the ops on the CPU
     void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
@@ -36,6 +37,7 @@ class tt_engine_impl : public engine {
 
   private:
     std::string              name_;
+    std::string              variant_;
     std::string              device_;
     std::vector<std::string> labels_;
     tt_runner                runner_;
