@@ -29,7 +29,8 @@ void preprocess_reference(const uint8_t * rgb, int width, int height, int out_si
 // The serving version: SIMD (runtime dispatch), axis tables cached per input size, scratch sized by the
 // largest band seen and reused; no allocation per call once an image size has been seen. Not thread-safe
 // (one per stage thread). An image of at least k_split_pixels has its output bands shared by the calling
-// thread and one helper thread (started on first use, asleep between calls), each claiming the next band:
+// thread and one helper thread (started on first use, asleep between calls, kept off the caller's CPU), each
+// claiming the next band:
 // each output row is computed by the same kernels in the same order either way, so the bits do not depend
 // on which thread computed it.
 class preprocessor {
@@ -53,6 +54,10 @@ class preprocessor {
     // sizes outside 1..65535.
     void run(const uint8_t * rgb, int width, int height, float * out);
 
+    // The CPUs the helper thread may run on (empty before its first use, or off Linux): those the caller may
+    // use, but the one it was on at the last split (see keep_helper_off_this_cpu).
+    std::vector<int> helper_cpus();
+
   private:
     struct scratch {
         std::vector<float>   band;        // 3 planes of the width-pass rows one band of output rows needs
@@ -64,6 +69,7 @@ class preprocessor {
     const axis_weights & height_for(int in_size);
     void                 bands(const job & jb, int band0, int band1, scratch & sc) const;
     void                 helper_main();
+    void                 keep_helper_off_this_cpu();
 
     int                       out_size_;
     simd_level                level_;
@@ -80,6 +86,7 @@ class preprocessor {
     std::function<void()>   task_;  // set by run(), cleared by the helper when done (or by run() if not taken)
     bool                    taken_ = false;  // the helper has started task_
     bool                    quit_  = false;
+    int                     helper_off_cpu_ = -1;  // the CPU the helper was last kept off
     std::atomic<int>        next_band_{0};
 };
 

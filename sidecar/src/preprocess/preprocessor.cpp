@@ -7,6 +7,11 @@
 #include <stdexcept>
 #include <string>
 
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace rfdetr {
 
 namespace {
@@ -55,6 +60,47 @@ void preprocessor::helper_main() {
         task_ = nullptr;
         cv_.notify_all();
     }
+}
+
+// Woken by the caller, a sleeping helper is often placed on the caller's own CPU (the scheduler's wake-affine
+// choice when the other one was busy at some recent tick) and preempts it there: the two then take turns on one
+// CPU and the split buys nothing. In the server (640x480 JPEGs, test-sleep engine) that was 52 of 99 calls, each
+// as slow as one thread (bench/server/RESULTS.md section 11). So before each wake the helper may run on any CPU
+// the caller may, except the one the caller is on now; with one such CPU the helper's mask is left as it is.
+void preprocessor::keep_helper_off_this_cpu() {
+#ifdef __linux__
+    const int cpu = sched_getcpu();
+    if (cpu < 0 || cpu == helper_off_cpu_) {
+        return;
+    }
+    helper_off_cpu_ = cpu;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        return;
+    }
+    CPU_CLR(cpu, &allowed);
+    if (CPU_COUNT(&allowed) > 0) {
+        pthread_setaffinity_np(helper_.native_handle(), sizeof allowed, &allowed);
+    }
+#endif
+}
+
+std::vector<int> preprocessor::helper_cpus() {
+    std::vector<int> out;
+#ifdef __linux__
+    std::lock_guard<std::mutex> lock(mu_);
+    cpu_set_t                   set;
+    CPU_ZERO(&set);
+    if (helper_.joinable() && pthread_getaffinity_np(helper_.native_handle(), sizeof set, &set) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+            if (CPU_ISSET(c, &set)) {
+                out.push_back(c);
+            }
+        }
+    }
+#endif
+    return out;
 }
 
 const width_plan & preprocessor::width_for(int in_size) {
@@ -155,6 +201,7 @@ void preprocessor::run(const uint8_t * rgb, int width, int height, float * out) 
         if (!helper_.joinable()) {
             helper_ = std::thread([this] { helper_main(); });
         }
+        keep_helper_off_this_cpu();
         taken_ = false;
         task_  = [&claim_loop, this] { claim_loop(scratch_[1]); };
     }

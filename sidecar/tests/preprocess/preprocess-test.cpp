@@ -5,6 +5,9 @@
 #include "skip.h"
 
 #include <gtest/gtest.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
 #include <png.h>
 
 #include <algorithm>
@@ -268,6 +271,33 @@ TEST(preprocessor, bands_split_with_the_helper_thread_give_the_same_bits) {
             EXPECT_TRUE(same_bits(a, ref)) << wh.first << "x" << wh.second << " level " << static_cast<int>(l);
         }
     }
+}
+
+TEST(preprocessor, the_helper_is_kept_off_the_callers_cpu) {
+    // A helper woken onto the caller's CPU preempts it and the split buys nothing (RESULTS.md section 11), so
+    // each split leaves the helper every CPU the caller may use but the caller's own; the bits stay the same.
+#ifndef __linux__
+    GTEST_SKIP() << "thread affinity is only set on Linux";
+#else
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+    if (CPU_COUNT(&mine) < 2) {
+        GTEST_SKIP() << "this thread may use " << CPU_COUNT(&mine) << " CPU; keeping the helper off it needs 2";
+    }
+    const rgb_image    img = noise(640, 480, 12);
+    preprocessor       split(560), alone(560, rfdetr::simd_level_best(), /*use_helper=*/false);
+    std::vector<float> a(3 * 560 * 560), b(3 * 560 * 560);
+    EXPECT_TRUE(split.helper_cpus().empty()) << "the helper starts on first use";
+    split.run(img.rgb.data(), img.width, img.height, a.data());
+    alone.run(img.rgb.data(), img.width, img.height, b.data());
+    EXPECT_TRUE(same_bits(a, b));
+    const std::vector<int> helper = split.helper_cpus();
+    EXPECT_EQ(static_cast<int>(helper.size()), CPU_COUNT(&mine) - 1) << "the helper may use all but one CPU";
+    for (int c : helper) {
+        EXPECT_TRUE(CPU_ISSET(c, &mine)) << "the helper may use CPU " << c << ", which the caller may not";
+    }
+#endif
 }
 
 TEST(preprocessor, refuses_bad_sizes_by_name) {
