@@ -179,3 +179,26 @@ test('encodeFrameParts: an infer frame with its binary left uncopied equals msgp
     assert.ok(Buffer.concat(encodeFrameParts({ kind: 'request', id: 9, op: 'infer', pixel_values: f32Bytes(px) })).subarray(4).equals(wholePx), `px n=${n}`);
   }
 });
+
+test('encodeFrameParts: an infer by shm reference (written byte by byte) equals msgpackr\'s encoding at every int width', () => {
+  const packr = new Packr({ useRecords: false, variableMapSize: true });
+  const edges = [0, 1, 127, 128, 255, 256, 65535, 65536, 921600, 0xffffffff];
+  for (const id of [1, 127, 128, 65536, 0xffffffff]) {
+    for (const v of edges) {
+      for (const name of ['', 's', 'rfdetr-slot-4242-0', 'x'.repeat(31)]) {
+        const ref = { name, offset: v, length: edges[(edges.indexOf(v) + 3) % edges.length]!, width: edges[(edges.indexOf(v) + 5) % edges.length]!, height: v };
+        const whole = packr.pack({ id, op: 'infer', image_shm: ref });
+        const parts = encodeFrameParts({ kind: 'request', id, op: 'infer', image_shm: { ...ref } });
+        assert.equal(parts.length, 1);
+        assert.equal(parts[0]!.readUInt32LE(0), whole.length, `id=${id} v=${v} name=${name}`);
+        assert.ok(parts[0]!.subarray(4).equals(whole), `id=${id} v=${v} name=${name}: ${parts[0]!.subarray(4).toString('hex')} vs ${whole.toString('hex')}`);
+      }
+    }
+  }
+  // What the byte writer does not cover goes the general way, with the same bytes.
+  for (const ref of [{ name: 'x'.repeat(32), offset: 0, length: 1, width: 1, height: 1 }, { name: 'slot-é', offset: 0, length: 1, width: 1, height: 1 },
+    { name: 's', offset: 2 ** 33, length: 1, width: 1, height: 1 }]) {
+    const whole = packr.pack({ id: 5, op: 'infer', image_shm: ref });
+    assert.ok(Buffer.concat(encodeFrameParts({ kind: 'request', id: 5, op: 'infer', image_shm: ref })).subarray(4).equals(whole), ref.name);
+  }
+});
