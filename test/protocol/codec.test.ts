@@ -179,3 +179,68 @@ test('encodeFrameParts: an infer frame with its binary left uncopied equals msgp
     assert.ok(Buffer.concat(encodeFrameParts({ kind: 'request', id: 9, op: 'infer', pixel_values: f32Bytes(px) })).subarray(4).equals(wholePx), `px n=${n}`);
   }
 });
+
+test('encodeFrameParts: an infer by shm reference (written byte by byte) equals msgpackr\'s encoding at every int width', () => {
+  const packr = new Packr({ useRecords: false, variableMapSize: true });
+  const edges = [0, 1, 127, 128, 255, 256, 65535, 65536, 921600, 0xffffffff];
+  for (const id of [1, 127, 128, 65536, 0xffffffff]) {
+    for (const v of edges) {
+      for (const name of ['', 's', 'rfdetr-slot-4242-0', 'x'.repeat(31)]) {
+        const ref = { name, offset: v, length: edges[(edges.indexOf(v) + 3) % edges.length]!, width: edges[(edges.indexOf(v) + 5) % edges.length]!, height: v };
+        const whole = packr.pack({ id, op: 'infer', image_shm: ref });
+        const parts = encodeFrameParts({ kind: 'request', id, op: 'infer', image_shm: { ...ref } });
+        assert.equal(parts.length, 1);
+        assert.equal(parts[0]!.readUInt32LE(0), whole.length, `id=${id} v=${v} name=${name}`);
+        assert.ok(parts[0]!.subarray(4).equals(whole), `id=${id} v=${v} name=${name}: ${parts[0]!.subarray(4).toString('hex')} vs ${whole.toString('hex')}`);
+      }
+    }
+  }
+  // What the byte writer does not cover goes the general way, with the same bytes.
+  for (const ref of [{ name: 'x'.repeat(32), offset: 0, length: 1, width: 1, height: 1 }, { name: 'slot-é', offset: 0, length: 1, width: 1, height: 1 },
+    { name: 's', offset: 2 ** 33, length: 1, width: 1, height: 1 }]) {
+    const whole = packr.pack({ id: 5, op: 'infer', image_shm: ref });
+    assert.ok(Buffer.concat(encodeFrameParts({ kind: 'request', id: 5, op: 'infer', image_shm: ref })).subarray(4).equals(whole), ref.name);
+  }
+});
+
+test('decodePayload: an infer reply read byte by byte equals the general path\'s message; every other shape still gets its error', () => {
+  const packr = new Packr({ useRecords: false, variableMapSize: true });
+  const f64 = (v: number) => { const b = Buffer.alloc(9); b[0] = 0xcb; b.writeDoubleBE(v, 1); return b; };
+  const f32 = (v: number) => { const b = Buffer.alloc(5); b[0] = 0xca; b.writeFloatBE(v, 1); return b; };
+  const str = (s: string) => Buffer.concat([Buffer.from([0xa0 | s.length]), Buffer.from(s)]);
+  // The payload as the sidecar writes it, from its parts (so the time encodings can be chosen).
+  const reply = (id: number, logits: Uint8Array, boxes: Uint8Array, pre: Buffer, fwd: Buffer, map = Buffer.from([0x86])) => Buffer.concat([
+    map, str('id'), packr.pack(id), str('ok'), Buffer.from([0xc3]), str('logits'), packr.pack(logits), str('pred_boxes'), packr.pack(boxes),
+    str('preprocess_ms'), pre, str('forward_ms'), fwd]);
+  const map16 = Buffer.from([0xde, 0x00, 0x06]); // valid MessagePack, not canonical: only the general path reads it
+  for (const id of [0, 7, 128, 300, 65536, 0xffffffff]) {
+    for (const n of [0, 4, 252, 256, 65532, 65536, 109200]) {
+      const logits = Uint8Array.from({ length: n }, (_, i) => (i * 13) & 0xff);
+      const boxes = Uint8Array.from({ length: 16 }, (_, i) => i);
+      for (const [pre, fwd, want] of [[f64(0.91), f64(8.125), [0.91, 8.125]], [packr.pack(0), packr.pack(12), [0, 12]], [packr.pack(300), f32(0.5), [300, 0.5]],
+        [packr.pack(70000), packr.pack(255), [70000, 255]]] as [Buffer, Buffer, number[]][]) {
+        const fast = decodePayload(reply(id, logits, boxes, pre, fwd));
+        const general = decodePayload(reply(id, logits, boxes, pre, fwd, map16));
+        assert.ok(fast.ok && general.ok, `id=${id} n=${n}`);
+        assert.deepEqual(fast.message, general.message);
+        assert.deepEqual(fast.message, { kind: 'reply', id, ok: true, logits: Buffer.from(logits), pred_boxes: Buffer.from(boxes), preprocess_ms: want[0], forward_ms: want[1] });
+      }
+    }
+  }
+  // Not the canonical infer reply: each gets the general path's verdict.
+  const logits = new Uint8Array(8);
+  const boxes = new Uint8Array(16);
+  const bad: [string, Buffer, string | undefined][] = [
+    ['trailing byte', Buffer.concat([reply(3, logits, boxes, f64(1), f64(2)), Buffer.from([0])]), 'E_FRAME'],
+    ['negative time', reply(3, logits, boxes, f64(-1), f64(2)), 'E_FIELD'],
+    ['NaN time', reply(3, logits, boxes, f64(1), f64(NaN)), 'E_FIELD'],
+    ['odd logits', reply(3, new Uint8Array(6), boxes, f64(1), f64(2)), 'E_FIELD'],
+    ['id over u32', reply(2 ** 33, logits, boxes, f64(1), f64(2)), 'E_FRAME'],
+    ['truncated', reply(3, logits, boxes, f64(1), f64(2)).subarray(0, 40), 'E_FRAME'],
+  ];
+  for (const [what, payload, code] of bad) {
+    const r = decodePayload(payload);
+    assert.equal(r.ok, false, what);
+    if (!r.ok) assert.equal(r.code, code, `${what}: ${r.message}`);
+  }
+});
