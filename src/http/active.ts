@@ -11,12 +11,11 @@ export interface ActivePredict {
 }
 
 /** Registers a request in `active`, aborted when `res` closes before it was written; `end()` deregisters it. */
-export function beginActive(active: Set<ActivePredict>, res: Response, changed: () => void): { abort: AbortController; end: () => void } {
+export function beginActive(active: Set<ActivePredict>, res: Response): { abort: AbortController; end: () => void } {
   const abort = new AbortController();
   let finish!: () => void;
   const entry: ActivePredict = { abort, done: new Promise((r) => (finish = r)) };
   active.add(entry);
-  changed();
   const onClose = () => {
     if (!res.writableFinished) abort.abort(abortedError('in progress'));
   };
@@ -26,7 +25,6 @@ export function beginActive(active: Set<ActivePredict>, res: Response, changed: 
     end: () => {
       res.off('close', onClose);
       active.delete(entry);
-      changed();
       finish();
     },
   };

@@ -44,11 +44,6 @@ interface Waiting {
   cleanup: () => void;
 }
 
-export interface EngineQueueHooks {
-  /** Called whenever the number of waiting jobs or forwards in flight changes. */
-  onChange?: (waiting: number, inFlight: number) => void;
-}
-
 /**
  * The largest frame handed to the sidecar while another forward is in flight: 16 MiB of RGB (a 2560×2048
  * image). An 8192² image's 201 MB frame took 0.6–4.9 s to transfer under load on this 2-core host
@@ -94,7 +89,6 @@ export class EngineQueue {
   constructor(
     private readonly backend: InferenceBackend,
     private readonly maxInFlight = 2,
-    private readonly hooks: EngineQueueHooks = {},
   ) {}
 
   /** Jobs waiting for the engine (not yet handed to the backend). */
@@ -188,7 +182,6 @@ export class EngineQueue {
   }
 
   private changed(): void {
-    this.hooks.onChange?.(this.waitingCount, this.running);
     if (this.waitingCount === 0 && this.running === 0 && this.idleWaiters.length > 0) {
       for (const w of this.idleWaiters.splice(0)) w();
     }

@@ -40,7 +40,6 @@ export interface VideoDeps {
   /** Where uploads are written (default os.tmpdir()). */
   tmpRoot?: string | undefined;
   onForward: (forwardMs: number) => void;
-  changed: () => void;
   /** Who sent the request, for the fair share (the API key, else the address). */
   clientOf: (req: Request, res: Response) => string;
 }
@@ -176,7 +175,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   async function runFrame(frame: VideoFrame, params: VideoParams, classes: Set<number> | undefined, signal: AbortSignal, client: string): Promise<FrameLine> {
     const t0 = performance.now();
     const release = await admission.memory.work.acquire(signal, () => signal.reason as Error, frame.rgb.length, client);
-    d.changed();
     try {
       const deadlineAt = performance.now() + d.deadlineMs;
       const { response } = await detectDecoded(
@@ -198,7 +196,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       };
     } finally {
       release();
-      d.changed();
     }
   }
 
@@ -209,7 +206,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       return d.errors.send(res, new RfdetrError('E_QUEUE_FULL', `${limits.maxVideos} videos are being processed (--video-max-concurrent): retry after the Retry-After delay`, { max_videos: limits.maxVideos }));
     }
     running++;
-    const { abort, end } = beginActive(active, res, d.changed);
+    const { abort, end } = beginActive(active, res);
     const cleanups: Array<() => Promise<void>> = [];
     let failure: unknown;
     try {

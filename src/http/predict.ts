@@ -38,8 +38,6 @@ export interface PredictDeps {
   fetchUrl: UrlFetcher | undefined;
   /** Called with each forward's duration (for the Retry-After estimate). */
   onForward: (forwardMs: number) => void;
-  /** Depth gauges changed. */
-  changed: () => void;
   /** Who sent the request (the fair share). */
   clientOf: (req: Request, res: Response) => string;
   /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */
@@ -167,7 +165,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       // Decode: a slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
       const tWait0 = performance.now();
       releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client));
-      d.changed();
       const tDecode0 = performance.now();
       tl?.mark('decode_started', tDecode0);
       let reservedMs = 0;
@@ -200,7 +197,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       } finally {
         releases.shift()!(); // the decode slot; the memory stays reserved until the response is written
         decodeDone(); // the encoded body is no longer needed
-        d.changed();
       }
       const tDecoded = performance.now();
       tl?.mark('decode_done', tDecoded);
@@ -250,7 +246,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       decodeDone();
       leaveQueue();
       for (const release of releases) release();
-      d.changed();
     }
   }
 
@@ -265,7 +260,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       bytes.release();
       throw e;
     }
-    d.changed();
     try {
       if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
       const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
@@ -330,7 +324,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       d.timelines.finish(timeline, at, () => d.onTimeline?.(timeline.record(res.writableFinished ? res.statusCode : 499)));
     };
     res.once('close', ended);
-    const { abort, end } = beginActive(active, res, d.changed);
+    const { abort, end } = beginActive(active, res);
     const deadlineAt = t0 + d.deadlineMs;
     // Before the engine queue has the request; once it has, its own timer (same deadline) answers, saying
     // where the request was.
@@ -369,7 +363,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       // The response (and the annotated image in it) is in the socket's hands once written or gone.
       const releaseHeld = () => {
         for (const r of held.splice(0)) r();
-        d.changed();
       };
       if (res.writableFinished || res.destroyed) releaseHeld();
       else res.once('close', releaseHeld);

@@ -177,7 +177,6 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     metrics.inFlight.set(active.size);
     metrics.engineForwardsInFlight.set(engine.inFlight);
   };
-  const changed = () => {};
   const engine: EngineQueue = new EngineQueue(backend, engineConcurrency);
 
   const retryAfterS = (code: ErrorCode) => code === 'E_QUEUE_FULL'
@@ -240,7 +239,6 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward,
-    changed,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
     timelines,
     onTimeline: opts.onTimeline,
@@ -253,7 +251,6 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,
     onForward,
-    changed,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
   }, active);
   app.post('/predict/video', route('/predict/video'), (req, res) => {
