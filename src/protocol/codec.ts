@@ -290,14 +290,14 @@ function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
     o += k.length;
     return true;
   };
-  const dv = () => new DataView(p.buffer, p.byteOffset, n);
+  const dv = new DataView(p.buffer, p.byteOffset, n);
   const uint = (): number => {
     if (o >= n) return -1;
     const t = p[o]!;
     if (t < 0x80) return (o++, t);
     const w = t === 0xcc ? 1 : t === 0xcd ? 2 : t === 0xce ? 4 : 0;
     if (w === 0 || o + 1 + w > n) return -1;
-    const v = w === 1 ? p[o + 1]! : w === 2 ? dv().getUint16(o + 1) : dv().getUint32(o + 1);
+    const v = w === 1 ? p[o + 1]! : w === 2 ? dv.getUint16(o + 1) : dv.getUint32(o + 1);
     o += 1 + w;
     return v;
   };
@@ -307,7 +307,7 @@ function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
     if (t === 0xcb || t === 0xca) {
       const w = t === 0xcb ? 8 : 4;
       if (o + 1 + w > n) return -1;
-      const v = w === 8 ? dv().getFloat64(o + 1) : dv().getFloat32(o + 1);
+      const v = w === 8 ? dv.getFloat64(o + 1) : dv.getFloat32(o + 1);
       o += 1 + w;
       return v >= 0 ? v : -1;
     }
@@ -318,7 +318,7 @@ function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
     const t = p[o]!;
     const w = t === 0xc4 ? 1 : t === 0xc5 ? 2 : t === 0xc6 ? 4 : 0;
     if (w === 0 || o + 1 + w > n) return undefined;
-    const len = w === 1 ? p[o + 1]! : w === 2 ? dv().getUint16(o + 1) : dv().getUint32(o + 1);
+    const len = w === 1 ? p[o + 1]! : w === 2 ? dv.getUint16(o + 1) : dv.getUint32(o + 1);
     const start = o + 1 + w;
     if (len % 4 !== 0 || start + len > n) return undefined;
     o = start + len;
