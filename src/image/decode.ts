@@ -27,6 +27,7 @@ import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
 
 import { readImageHeader } from './header.ts';
+import { rgbPipeline } from './rgb-pipeline.ts';
 import { decodeToFrame, V_HEADER_BYTES, type FrameTarget } from './frame-decode.ts';
 import { PIXEL_THREAD_MIN_BYTES, PixelPool, PixelThreadError } from './pixel-pool.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE } from './limits.ts';
@@ -169,9 +170,8 @@ export async function decodeImage(bytes: Buffer | Uint8Array, opts: DecodeOption
         return { data: px.data, width, height, release: () => (px.release(), done()) };
       }
     }
-    // 8-bit and the 16-bit RGB/RGBA/LA cases: sharp's conversion to sRGB keeps the most significant byte of
-    // 16-bit samples and replicates grey, exactly Pillow's unpackers; removeAlpha drops the alpha band as is.
-    const { data, info } = await sharp(bytes, options).removeAlpha().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    // 8-bit and the 16-bit RGB/RGBA/LA cases (rgb-pipeline.ts).
+    const { data, info } = await rgbPipeline(bytes, options).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     if (info.channels !== 3 || info.width !== width || info.height !== height || data.length !== width * height * 3) {
       throw new Error(`sharp returned ${info.width}x${info.height}x${info.channels} for a ${width}x${height} ${format}`);
     }

@@ -7,11 +7,12 @@
 // the request nothing (bench/server/RESULTS.md §9). sharp's raw stream output is no way round: it buffers the
 // whole image and pushes it once.
 //
-// The pixels are the same sharp pipeline as decode.ts's (removeAlpha, toColourspace('srgb')); the V header is
+// The pixels are the same sharp pipeline as decode.ts's (rgb-pipeline.ts); the V header is
 // checked (w×h, 3 bands of uchar, uncoded) before the frame is used, and anything unexpected (a failed write,
 // a full tmpfs, another band format, even a corrupt image) returns undefined: the caller decodes on its usual
 // path, which reports the image's own errors in its usual words.
-import sharp, { type SharpOptions } from 'sharp';
+import type { SharpOptions } from 'sharp';
+import { rgbPipeline } from './rgb-pipeline.ts';
 
 /** Where a decode may write its V file: one slot file, held for this image until release(). */
 export interface FrameTarget {
@@ -46,7 +47,7 @@ export interface FramedImage {
 /** Decodes `bytes` into `target`; undefined (and the target released) when the frame cannot be used. */
 export async function decodeToFrame(bytes: Uint8Array, options: SharpOptions, width: number, height: number, target: FrameTarget, lease: () => void): Promise<FramedImage | undefined> {
   try {
-    const info = await sharp(bytes, options).removeAlpha().toColourspace('srgb').toFile(target.path);
+    const info = await rgbPipeline(bytes, options).toFile(target.path);
     if (info.format === 'v' && info.width === width && info.height === height && info.channels === 3 && target.check(width, height)) {
       let data: Uint8Array | undefined;
       let released = false;

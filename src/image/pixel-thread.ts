@@ -1,4 +1,4 @@
-// The decode thread of pixel-pool.ts: decodes one image with sharp (the same call as decode.ts) and copies
+// The decode thread of pixel-pool.ts: decodes one image with sharp (the same calls as rgb-pipeline.ts) and copies
 // its RGB bytes into the shared buffer the main thread lent it, so the 36 MB sharp allocates for a 12 MP
 // photo is this thread's garbage, collected by this isolate's GC, never the event loop's.
 //
