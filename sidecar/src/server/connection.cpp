@@ -9,19 +9,32 @@
 
 namespace rfdetr {
 
-bool connection_flush(connection & c) {
-    while (c.out_off < c.out.size()) {
-        const ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                return true;
-            }
+namespace {
+
+// Sends data[*done..n) until it is all sent or the socket is full; advances *done. False on a socket error
+// (the connection is dead); a full socket (EAGAIN) is not one.
+bool send_some(int fd, const uint8_t * data, size_t n, size_t * done) {
+    while (*done < n) {
+        const ssize_t k = send(fd, data + *done, n - *done, MSG_NOSIGNAL);
+        if (k < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            return false;
+            return errno == EAGAIN || errno == EWOULDBLOCK;
         }
-        c.out_off += static_cast<size_t>(n);
+        *done += static_cast<size_t>(k);
+    }
+    return true;
+}
+
+}  // namespace
+
+bool connection_flush(connection & c) {
+    if (!send_some(c.fd, c.out.data(), c.out.size(), &c.out_off)) {
+        return false;
+    }
+    if (c.out_off < c.out.size()) {
+        return true;  // the socket is full: the rest waits for it to drain
     }
     c.out.clear();
     c.out_off = 0;
@@ -30,23 +43,11 @@ bool connection_flush(connection & c) {
 
 void connection_send(connection & c, const std::vector<uint8_t> & frame) {
     size_t sent = 0;
-    if (!c.dead && !c.output_pending()) {
-        // Nothing queued before it: written from the frame itself, and only what the socket did not take is
-        // copied into the queue (a reply is 114 KB, usually taken whole).
-        while (sent < frame.size()) {
-            const ssize_t n = send(c.fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-            if (n < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                    c.dead = true;
-                    return;
-                }
-                break;
-            }
-            sent += static_cast<size_t>(n);
-        }
+    // Nothing queued before it: written from the frame itself, and only what the socket did not take is
+    // copied into the queue (a reply is 114 KB, usually taken whole).
+    if (!c.dead && !c.output_pending() && !send_some(c.fd, frame.data(), frame.size(), &sent)) {
+        c.dead = true;
+        return;
     }
     c.out.insert(c.out.end(), frame.begin() + static_cast<std::ptrdiff_t>(sent), frame.end());
     if (!c.dead && !connection_flush(c)) {
