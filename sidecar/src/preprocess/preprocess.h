@@ -38,8 +38,9 @@ class preprocessor {
     // 4000x3000 -> 560: 17.6 ms on one Sapphire Rapids core, 8.1 ms with the helper on the second (idle) one.
     // 640x480 (0.3 MP, 0.75-1.1 ms on one Zen 4 core then) splits too: 0.56-0.62 ms with the helper when the
     // second core was free (bench/server/RESULTS.md section 6); below ~0.25 MP the helper's wake-up
-    // (tens of us) would be a large part of the work. Not re-measured since the narrow width form made
-    // 640x480 0.77-0.85x as costly on one core (section 9).
+    // (tens of us) would be a large part of the work. Re-measured in the server after the narrow width form
+    // (640x480 JPEGs, test-sleep, quiet): 0.84-1.0 ms p50 without the split, 0.49-0.61 with it once the helper
+    // is kept off the caller's CPU (sections 10, 12).
     static constexpr size_t k_split_pixels = 1u << 18;
 
     explicit preprocessor(int out_size, simd_level level = simd_level_best(), bool use_helper = true);
