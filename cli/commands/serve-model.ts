@@ -44,7 +44,7 @@ export function checkSidecarVariant(
     done = true;
     onMismatch(new RfdetrError('E_WEIGHTS_INVALID',
       `the sidecar says it loaded RF-DETR variant '${said}', but the checkpoint in ${weightsDir} is '${expected}' by its tensors; ` +
-      'the sidecar binary and this server disagree on the checkpoint: rebuild the sidecar (npm run build:sidecar) and check RFDETR_SIDECAR_BIN',
+      'the sidecar binary and this server disagree on the checkpoint: rebuild the sidecar (npm run build:sidecar) and check RFDETR_SIDECAR (another sidecar executable) is unset or points at this build',
       { sidecarVariant: said, checkpointVariant: expected }));
   };
   backend.onStateChange(check);
