@@ -31,6 +31,8 @@ export const DECLINED_FORMS = {
   ancillaryCrc: /CRC mismatch in chunk 'tEXt'/,
   truncatedPng: /truncated/,
   truncatedJpeg: /Premature end of JPEG file/,
+  // tRNS in an image that has an alpha band (libpng warns and drops it).
+  trnsWithAlpha: /tRNS chunk of 2 bytes does not fit colour type 4/,
 } as const;
 
 /** Deterministic byte flips of a file (an LCG), for the mutation corpus. */
@@ -140,6 +142,8 @@ async function pngCases(): Promise<DecodeCase[]> {
   add('tEXt with a bad CRC 97x61', badCrc, 97, 61, DECLINED_FORMS.ancillaryCrc);
   add('truncated PNG 97x61', plain.subarray(0, plain.length >> 1), 97, 61, DECLINED_FORMS.truncatedPng);
   add('rgb16+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 2, bitDepth: 16, rows: Buffer.from(pixels16(5, 4, 3, 3).buffer).swap16(), trns: be16([1, 2, 3]) }), 5, 4);
+  add('rgb8 with a suggested PLTE 5x4', makePng({ width: 5, height: 4, colourType: 2, bitDepth: 8, rows: pixels(5, 4, 3, 5), palette: pixels(4, 1, 3, 6) }), 5, 4);
+  add('greyalpha8+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 4, bitDepth: 8, rows: pixels(5, 4, 2, 5), trns: be16([7]) }), 5, 4, DECLINED_FORMS.trnsWithAlpha);
   add('grey8+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 0, bitDepth: 8, rows: pixels(5, 4, 1, 4), trns: be16([7]) }), 5, 4);
   for (const name of ['case-1', 'case-2', 'case-3']) {
     const bytes = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', name, 'input.png'));
