@@ -26,7 +26,28 @@ export const DECLINED_FORMS = {
   grey16: /16-bit greyscale/,
   lowBitGrey: /[124]-bit greyscale/,
   cmyk: /CMYK JPEG/,
+  // What the server reads past (a libjpeg warning, an ancillary chunk's bad CRC) or rejects (truncation).
+  jpegWarning: /libjpeg warning .*extraneous bytes/,
+  ancillaryCrc: /CRC mismatch in chunk 'tEXt'/,
+  truncatedPng: /truncated/,
+  truncatedJpeg: /Premature end of JPEG file/,
+  // tRNS in an image that has an alpha band (libpng warns and drops it).
+  trnsWithAlpha: /tRNS chunk of 2 bytes does not fit colour type 4/,
 } as const;
+
+/** Deterministic byte flips of a file (an LCG), for the mutation corpus. */
+export function mutations(file: Buffer, count: number, seed: number): Buffer[] {
+  let s = seed >>> 0;
+  const next = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0);
+  const out: Buffer[] = [];
+  for (let i = 0; i < count; i++) {
+    const m = Buffer.from(file);
+    const flips = 1 + (next() >>> 30);
+    for (let k = 0; k < flips; k++) m[(next() >>> 8) % m.length]! ^= 1 << (next() >>> 29);
+    out.push(m);
+  }
+  return out;
+}
 
 /** Smooth gradients with noise, so filters, DCT coefficients and chroma upsampling all matter. */
 function pixels(w: number, h: number, channels: number, seed: number): Buffer {
@@ -115,7 +136,14 @@ async function pngCases(): Promise<DecodeCase[]> {
     const stride = Math.ceil((13 * depth) / 8);
     add(`grey${depth} 13x5`, makePng({ width: 13, height: 5, colourType: 0, bitDepth: depth, rows: pixels(stride, 5, 1, depth) }), 13, 5, DECLINED_FORMS.lowBitGrey);
   }
+  const plain = await sharp(pixels(97, 61, 3, 12), { raw: { width: 97, height: 61, channels: 3 } }).png().toBuffer();
+  const badCrc = withChunk(plain, 'tEXt', Buffer.from('Comment\0x'));
+  badCrc[33 + 8 + 8]! ^= 1; // a byte of the tEXt body: its CRC no longer matches
+  add('tEXt with a bad CRC 97x61', badCrc, 97, 61, DECLINED_FORMS.ancillaryCrc);
+  add('truncated PNG 97x61', plain.subarray(0, plain.length >> 1), 97, 61, DECLINED_FORMS.truncatedPng);
   add('rgb16+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 2, bitDepth: 16, rows: Buffer.from(pixels16(5, 4, 3, 3).buffer).swap16(), trns: be16([1, 2, 3]) }), 5, 4);
+  add('rgb8 with a suggested PLTE 5x4', makePng({ width: 5, height: 4, colourType: 2, bitDepth: 8, rows: pixels(5, 4, 3, 5), palette: pixels(4, 1, 3, 6) }), 5, 4);
+  add('greyalpha8+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 4, bitDepth: 8, rows: pixels(5, 4, 2, 5), trns: be16([7]) }), 5, 4, DECLINED_FORMS.trnsWithAlpha);
   add('grey8+tRNS 5x4', makePng({ width: 5, height: 4, colourType: 0, bitDepth: 8, rows: pixels(5, 4, 1, 4), trns: be16([7]) }), 5, 4);
   for (const name of ['case-1', 'case-2', 'case-3']) {
     const bytes = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', name, 'input.png'));
@@ -159,6 +187,9 @@ async function jpegCases(): Promise<DecodeCase[]> {
   add(`jpeg EXIF orientation 6 ${w}x${h}`, await rgb(w, h, 5).withMetadata({ orientation: 6 }).jpeg().toBuffer(), w, h);
   add(`jpeg ICC p3 ${w}x${h}`, await rgb(w, h, 5).withIccProfile('p3').jpeg().toBuffer(), w, h);
   add(`jpeg CMYK ${w}x${h}`, await rgb(w, h, 6).toColourspace('cmyk').jpeg().toBuffer(), w, h, DECLINED_FORMS.cmyk);
+  const q90 = await rgb(97, 61, 7).jpeg({ quality: 90 }).toBuffer();
+  add('jpeg 3 bytes after SOI 97x61', Buffer.concat([q90.subarray(0, 2), Buffer.from([1, 2, 3]), q90.subarray(2)]), 97, 61, DECLINED_FORMS.jpegWarning);
+  add('truncated JPEG 97x61', q90.subarray(0, q90.length >> 1), 97, 61, DECLINED_FORMS.truncatedJpeg);
   const formsDir = path.join(testFixturesDir, 'jpeg-forms');
   for (const file of fs.existsSync(formsDir) ? fs.readdirSync(formsDir).filter((f) => f.endsWith('.jpg')).sort() : []) {
     const bytes = fs.readFileSync(path.join(formsDir, file));

@@ -1,7 +1,8 @@
 // The in-sidecar decode (sidecar/src/decode, run as sidecar/build/rfdetr-decode) against the server's own decode:
 // every file of the corpus (decode-corpus.ts) either decodes to exactly decodeImage's bytes, or is declined AND is
 // one of the forms meant to decline (DECLINED_FORMS) with the reason that form names. A plain file declined by
-// accident fails as surely as a wrong pixel.
+// accident fails as surely as a wrong pixel. Byte-flipped files: whatever the decoder accepts, the server decodes
+// to the same bytes (it never accepts what the server rejects, never approximates).
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -11,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { decodeImage } from '../../src/image/decode.ts';
 import { packageRoot } from '../../src/config/paths.ts';
 import { skipOrFail } from '../helpers/skip.ts';
-import { decodeCorpus, type DecodeCase } from './decode-corpus.ts';
+import { DECLINED_FORMS, decodeCorpus, mutations, type DecodeCase } from './decode-corpus.ts';
 
 const tool = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-decode');
 const missing = `${tool} is not built (it is built with the sidecar: npm install, or cmake --build sidecar/build --target rfdetr-decode)`;
@@ -21,43 +22,57 @@ interface Outcome {
   status: number | null;
   stdout: Buffer;
   stderr: string;
-  want: Uint8Array;
+  /** decodeImage's pixels, or undefined when it rejects the file. */
+  want?: Uint8Array;
 }
 
-function runTool(format: string, file: string, w: number, h: number) {
-  return spawnSync(tool, [format, file, String(w), String(h)], { maxBuffer: 256 * 1024 * 1024 });
+let dir = '';
+let count = 0;
+
+async function run(c: DecodeCase): Promise<Outcome> {
+  const file = path.join(dir, `${count++}.${c.format}`);
+  fs.writeFileSync(file, c.bytes);
+  const r = spawnSync(tool, [c.format, file, String(c.width), String(c.height)], { maxBuffer: 256 * 1024 * 1024 });
+  fs.rmSync(file);
+  const img = await decodeImage(c.bytes, { thread: false }).catch(() => undefined);
+  return { c, status: r.status, stdout: r.stdout, stderr: r.stderr.toString(), ...(img ? { want: img.data } : {}) };
 }
 
-let outcomes: Outcome[] = [];
+function same(o: Outcome): boolean {
+  return o.want !== undefined && Buffer.compare(o.stdout, Buffer.from(o.want.buffer, o.want.byteOffset, o.want.length)) === 0;
+}
+
+function firstDifference(o: Outcome): string {
+  const [a, b] = [o.stdout, o.want];
+  if (!b) return 'decodeImage rejects the file';
+  if (a.length !== b.length) return `${a.length} bytes, decodeImage ${b.length}`;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return `byte ${i} (pixel ${Math.floor(i / 3)}, channel ${i % 3}): ${a[i]} vs decodeImage ${b[i]}`;
+  return 'equal';
+}
+
+const outcomes: Outcome[] = [];
+const mutated: Outcome[] = [];
 
 before(async () => {
   if (!fs.existsSync(tool)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'decode-identity-'));
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'decode-identity-'));
   try {
-    for (const c of await decodeCorpus()) {
-      const file = path.join(dir, `${outcomes.length}.${c.format}`);
-      fs.writeFileSync(file, c.bytes);
-      const r = runTool(c.format, file, c.width, c.height);
-      const img = await decodeImage(c.bytes, { thread: false });
-      assert.equal(img.width, c.width, `${c.name}: decodeImage's width`);
-      outcomes.push({ c, status: r.status, stdout: r.stdout, stderr: r.stderr.toString(), want: img.data });
+    const corpus = await decodeCorpus();
+    for (const c of corpus) outcomes.push(await run(c));
+    // Mutations of a small file of each kind the decoder reads.
+    const seeds = corpus.filter((c) => !c.declines && c.bytes.length < 20000 && c.width * c.height >= 64);
+    for (const [i, c] of seeds.filter((_, i) => i % 4 === 0).entries()) {
+      for (const [k, bytes] of mutations(c.bytes, 12, i + 1).entries()) mutated.push(await run({ ...c, name: `${c.name} flip #${k}`, bytes }));
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
-function firstDifference(a: Uint8Array, b: Uint8Array): string {
-  if (a.length !== b.length) return `${a.length} bytes, decodeImage ${b.length}`;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return `byte ${i} (pixel ${Math.floor(i / 3)}, channel ${i % 3}): ${a[i]} vs decodeImage ${b[i]}`;
-  return 'equal';
-}
-
 test('sidecar decode: every file it accepts decodes to exactly decodeImage\'s bytes', (t) => {
   if (!fs.existsSync(tool)) return skipOrFail(t, missing);
-  assert.ok(outcomes.length >= 170, `the corpus has ${outcomes.length} files; expected at least 170`);
-  const wrong = outcomes.filter((o) => o.status === 0 && Buffer.compare(o.stdout, Buffer.from(o.want.buffer, o.want.byteOffset, o.want.length)) !== 0)
-    .map((o) => `${o.c.name}: ${firstDifference(o.stdout, o.want)}`);
+  assert.ok(outcomes.length >= 190, `the corpus has ${outcomes.length} files; expected at least 190`);
+  const wrong = outcomes.filter((o) => o.status === 0 && !same(o)).map((o) => `${o.c.name}: ${firstDifference(o)}`);
   assert.deepEqual(wrong, [], `decoded differently from the server:\n${wrong.join('\n')}`);
   const crashed = outcomes.filter((o) => o.status !== 0 && o.status !== 3).map((o) => `${o.c.name}: exit ${o.status} ${o.stderr}`);
   assert.deepEqual(crashed, []);
@@ -76,21 +91,31 @@ test('sidecar decode: it declines exactly the forms meant to decline, naming the
   }
   assert.deepEqual(wrong, [], wrong.join('\n'));
   const forms = new Set(outcomes.filter((o) => o.c.declines).map((o) => String(o.c.declines)));
-  assert.equal(forms.size, 4, `the corpus holds each declined form (interlaced, 16-bit grey, low-bit grey, CMYK); it holds ${[...forms].join(', ')}`);
+  assert.equal(forms.size, Object.keys(DECLINED_FORMS).length, `the corpus holds each declined form; it holds ${[...forms].join(', ')}`);
+});
+
+test('sidecar decode: a byte-flipped file it accepts decodes to decodeImage\'s bytes (never what the server rejects)', (t) => {
+  if (!fs.existsSync(tool)) return skipOrFail(t, missing);
+  assert.ok(mutated.length >= 200, `${mutated.length} mutations; expected at least 200`);
+  const wrong = mutated.filter((o) => (o.status === 0 && !same(o)) || (o.status !== 0 && o.status !== 3)).map((o) => `${o.c.name}: exit ${o.status}, ${firstDifference(o)}`);
+  assert.deepEqual(wrong, [], wrong.join('\n'));
+  const accepted = mutated.filter((o) => o.status === 0).length;
+  const serverReads = mutated.filter((o) => o.want).length;
+  t.diagnostic(`${mutated.length} mutations: ${accepted} accepted (identical), ${mutated.length - accepted} declined; the server reads ${serverReads}`);
 });
 
 test('rfdetr-decode: exit 2 on usage errors, 3 with the reason on a decline', (t) => {
   if (!fs.existsSync(tool)) return skipOrFail(t, missing);
   assert.equal(spawnSync(tool, ['gif', 'x', '1', '1']).status, 2);
   assert.equal(spawnSync(tool, ['png', 'x', '0', '1']).status, 2);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'decode-tool-'));
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'decode-tool-'));
   try {
-    const file = path.join(dir, 'not.png');
+    const file = path.join(tmp, 'not.png');
     fs.writeFileSync(file, 'not a png');
-    const r = runTool('png', file, 1, 1);
+    const r = spawnSync(tool, ['png', file, '1', '1']);
     assert.equal(r.status, 3);
     assert.match(r.stderr.toString(), /declined: png: no PNG signature/);
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
