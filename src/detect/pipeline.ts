@@ -150,7 +150,7 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).
-  const unaccounted = t2 - t1 - (out.queueMs ?? 0) - out.preprocessMs - out.forwardMs - out.transferMs;
+  const unaccounted = t2 - t1 - (out.queueMs ?? 0) - (out.decodeMs ?? 0) - out.preprocessMs - out.forwardMs - out.transferMs;
   const timing: PredictTiming = {
     // An encoded image: the header read here and the sidecar's own decode.
     decode: run.decodeMs + (out.decodeMs ?? 0),

@@ -234,7 +234,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       engine.charge(client, decodeCharge(decodeMs, header));
       if (signal.aborted) throw signal.reason;
       // `ms`: this image's decode time here (a file for the sidecar: its header read; the sidecar's decode is added).
-      const forward = async (img: RgbImage | EncodedImage, ms: number) => detectDecoded(
+      // `waited`: time since the decode spent elsewhere (a declined file's round trip), reported as queue.
+      const forward = async (img: RgbImage | EncodedImage, ms: number, waited = 0) => detectDecoded(
         async (inp, o) => {
           r.inEngine();
           const queued = performance.now();
@@ -251,7 +252,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
           return out;
         },
         d.backend.info, img, params,
-        { t0: r.t0, decodeMs: ms, waitMs: tDecode0 - tWait0 + reservedMs, signal, labels: d.labels() },
+        { t0: r.t0, decodeMs: ms, waitMs: tDecode0 - tWait0 + reservedMs + waited, signal, labels: d.labels() },
       );
       try {
         let result: DetectResult<RgbImage | EncodedImage>;
@@ -277,7 +278,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             engine.charge(client, decodeCharge(fallbackMs, header));
             d.metrics.imagesDecoded.inc({ by: 'server_after_decline' });
             if (signal.aborted) throw signal.reason;
-            result = await forward(image, decodeMs + fallbackMs);
+            result = await forward(image, decodeMs + fallbackMs, t1 - tDecoded);
           }
         }
         if (tl) {
