@@ -18,8 +18,9 @@ if [ "$arch" != "x86_64" ]; then
 fi
 
 # Debian/Ubuntu packages the build needs: compiler, CMake, Ninja, OpenBLAS, msgpack-cxx, nlohmann-json, GoogleTest,
-# libpng (the C++ preprocess test decodes the fixtures' input.png with it; the product links none of it).
-pkgs=(g++ cmake ninja-build pkg-config libopenblas-dev libmsgpack-cxx-dev nlohmann-json3-dev libgtest-dev libpng-dev)
+# libpng (the C++ preprocess test decodes the fixtures' input.png with it; the product links none of it), libjpeg-turbo and
+# libdeflate (sidecar/src/decode: the in-sidecar JPEG/PNG decode).
+pkgs=(g++ cmake ninja-build pkg-config libopenblas-dev libmsgpack-cxx-dev nlohmann-json3-dev libgtest-dev libpng-dev libjpeg62-turbo-dev libdeflate-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

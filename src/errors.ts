@@ -28,6 +28,9 @@ export const ERRORS = {
   E_SIDECAR_EXITED: { status: 500, message: 'the sidecar exited' },
   E_SIDECAR_FAILED: { status: 503, message: 'the sidecar failed and is not restarting', retryAfter: true },
   E_PROTOCOL: { status: 500, message: 'sidecar protocol error' },
+  // The sidecar declined to decode an image file (E_DECODE, or it decodes no such format): the server decodes it
+  // itself and sends the pixels, so this never reaches a client unless that fallback is missing.
+  E_SIDECAR_DECLINED: { status: 500, message: 'the sidecar declined to decode the image' },
   E_VERSION_MISMATCH: { status: 500, message: 'sidecar protocol version mismatch' },
   E_CLOSED: { status: 503, message: 'the backend was closed', retryAfter: true },
   E_ABORTED: { status: 499, message: 'the request was aborted by the client' },

@@ -54,10 +54,8 @@ export const PIPELINE_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 function frameBytes(input: InferInput): number {
   // From the sides: an image decoded into a slot file reads its `data` back only when asked. A file the sidecar
   // decodes is sent as it is: its frame is the file's bytes (its decode is engine time, charged as such).
-  // UNTIL THE WIRE MERGE: the cast stands for backend.ts's InferInput { encoded }.
-  const i = input as InferInput | { encoded: { bytes: Uint8Array } };
-  if ('encoded' in i) return i.encoded.bytes.length;
-  return 'image' in i ? i.image.width * i.image.height * 3 : i.pixelValues.length * 4;
+  if ('encoded' in input) return input.encoded.bytes.byteLength;
+  return 'image' in input ? input.image.width * input.image.height * 3 : input.pixelValues.length * 4;
 }
 
 export function deadlineError(deadlineMs: number, where: string): RfdetrError {

@@ -30,8 +30,9 @@ if (os.endianness() !== 'LE') {
 // (msgpackr otherwise always writes map16, which is valid but not the canonical encoding).
 const packr = new Packr({ useRecords: false, variableMapSize: true, mapsAsObjects: true });
 
-export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown' | 'shm_attach';
-const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown', 'shm_attach']);
+export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown' | 'shm_attach' | 'decoders';
+const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown', 'shm_attach', 'decoders']);
+const OPS_TEXT = 'infer, ping, shutdown, shm_attach, decoders';
 
 export interface WireHello {
   kind: 'hello';
@@ -61,6 +62,16 @@ export interface WireImageShm {
   width: number;
   height: number;
 }
+/**
+ * An image file for the sidecar to decode (PROTOCOL.md, "Images the sidecar decodes"): `format` "jpeg" or
+ * "png", `width` and `height` the client's reading of its header, `bytes` the whole file.
+ */
+export interface WireImageEncoded {
+  format: string;
+  width: number;
+  height: number;
+  bytes: Uint8Array;
+}
 /** The shm_attach reply: the connection's slot files (absolute paths) and the bytes each can hold. */
 export interface WireShm {
   paths: string[];
@@ -69,11 +80,12 @@ export interface WireShm {
 export interface WireRequest {
   kind: 'request';
   id: number;
-  op: 'infer' | 'ping' | 'shutdown' | 'shm_attach';
-  /** infer carries exactly one of image, pixel_values and image_shm. */
+  op: 'infer' | 'ping' | 'shutdown' | 'shm_attach' | 'decoders';
+  /** infer carries exactly one of image, pixel_values, image_shm and image_encoded. */
   image?: WireImage;
   pixel_values?: Uint8Array;
   image_shm?: WireImageShm;
+  image_encoded?: WireImageEncoded;
 }
 export interface WireOkReply {
   kind: 'reply';
@@ -81,9 +93,13 @@ export interface WireOkReply {
   ok: true;
   logits?: Uint8Array;
   pred_boxes?: Uint8Array;
+  /** The sidecar's decode time: only in the reply to an image_encoded infer. */
+  decode_ms?: number;
   preprocess_ms?: number;
   forward_ms?: number;
   shm?: WireShm;
+  /** The decoders reply: the encoded formats this sidecar decodes. */
+  decoders?: string[];
 }
 export interface WireErrorReply {
   kind: 'error';
@@ -100,12 +116,13 @@ export type DecodeResult =
 // Canonical key order after "id" (same list as k_field_names in sidecar/src/protocol/protocol.cpp).
 const FIELD_ORDER = [
   'op', 'ok', 'protocol_version', 'sidecar_version', 'engine', 'device', 'input_shape', 'num_queries',
-  'num_classes', 'labels', 'variant', 'image', 'pixel_values', 'image_shm', 'logits', 'pred_boxes', 'preprocess_ms', 'forward_ms',
-  'shm', 'error',
+  'num_classes', 'labels', 'variant', 'image', 'pixel_values', 'image_shm', 'image_encoded', 'logits', 'pred_boxes', 'decode_ms',
+  'preprocess_ms', 'forward_ms', 'shm', 'decoders', 'error',
 ] as const;
 const IMAGE_FIELDS = ['width', 'height', 'rgb'] as const;
 const IMAGE_SHM_FIELDS = ['name', 'offset', 'length', 'width', 'height'] as const;
-const INFER_INPUTS = ['image', 'pixel_values', 'image_shm'] as const;
+const IMAGE_ENCODED_FIELDS = ['format', 'width', 'height', 'bytes'] as const;
+const INFER_INPUTS = ['image', 'pixel_values', 'image_shm', 'image_encoded'] as const;
 const INFER_REPLY_FIELDS = ['logits', 'pred_boxes', 'preprocess_ms', 'forward_ms'] as const;
 const HELLO_FIELDS = FIELD_ORDER.slice(0, 11);
 const HELLO_FIELDS_V2 = HELLO_FIELDS.filter((k) => k !== 'variant');
@@ -130,6 +147,9 @@ function canonical(msg: WireMessage): Record<string, unknown> {
     } else if (key === 'image_shm') {
       const r = v as WireImageShm;
       ordered[key] = { name: r.name, offset: r.offset, length: r.length, width: r.width, height: r.height };
+    } else if (key === 'image_encoded') {
+      const r = v as WireImageEncoded;
+      ordered[key] = { format: r.format, width: r.width, height: r.height, bytes: r.bytes };
     } else if (key === 'shm') {
       const r = v as WireShm;
       ordered[key] = { paths: r.paths, slot_bytes: r.slot_bytes };
@@ -167,8 +187,8 @@ function binHeader(n: number): Buffer {
 
 /**
  * The same bytes as encodeFrame, as a list of chunks to write in order, without copying an infer request's
- * image or tensor: that binary is the last value of the map (canonical key order puts `image.rgb` and
- * `pixel_values` last), so the envelope is packed with an empty binary, its `c4 00` is cut, and the real
+ * image, tensor or file: that binary is the last value of the map (canonical key order puts `image.rgb`,
+ * `pixel_values` and `image_encoded.bytes` last), so the envelope is packed with an empty binary, its `c4 00` is cut, and the real
  * bin header and the caller's bytes follow. A 4000×3000 photo is 36 MB: one copy less per request.
  */
 export function encodeFrameParts(msg: WireMessage): Buffer[] {
@@ -185,6 +205,9 @@ export function encodeFrameParts(msg: WireMessage): Buffer[] {
     } else if (msg.pixel_values) {
       big = msg.pixel_values;
       ordered.pixel_values = EMPTY;
+    } else if (msg.image_encoded) {
+      big = msg.image_encoded.bytes;
+      ordered.image_encoded = { ...(ordered.image_encoded as object), bytes: EMPTY };
     }
   }
   const packed = packr.pack(ordered);
@@ -274,14 +297,14 @@ export function f32FromBytes(b: Uint8Array): Float32Array {
 }
 
 /**
- * An infer reply in the canonical shape the sidecar writes, {id, ok: true, logits, pred_boxes, preprocess_ms,
- * forward_ms}, read byte by byte: the same message decodePayload's general path gives (the binaries are views
+ * An infer reply in the canonical shape the sidecar writes, {id, ok: true, logits, pred_boxes, [decode_ms,]
+ * preprocess_ms, forward_ms} (decode_ms only after an image_encoded request), read byte by byte: the same message decodePayload's general path gives (the binaries are views
  * into the payload; test/protocol/codec.test.ts compares both ways). Traced in the client between requests
  * ~10 ms apart, the general path took ~130 µs p50 of cold code for this 114 KB reply (RESULTS.md §11).
  * Undefined for anything else, valid or not (other keys or key order, a uint64, a negative or NaN time,
- * trailing bytes): the general path then decodes it and names what is wrong.
+ * trailing bytes): the general path then decodes it and names what is wrong. Exported for its test only.
  */
-function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
+export function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
   const n = p.length;
   let o = 0;
   const key = (k: Uint8Array): boolean => {
@@ -324,25 +347,39 @@ function inferReplyAt(p: Uint8Array): WireOkReply | undefined {
     o = start + len;
     return p.subarray(start, o);
   };
-  if (!key(REPLY_KEYS[0]!)) return undefined; // fixmap 6, "id"
+  // fixmap 6, or 7 with decode_ms
+  const withDecode = n > 0 && p[0] === 0x87;
+  if (n === 0 || (p[0] !== 0x86 && !withDecode)) return undefined;
+  o = 1;
+  if (!key(REPLY_KEYS[0]!)) return undefined; // "id"
   const id = uint();
   if (id < 0 || !key(REPLY_KEYS[1]!)) return undefined; // "ok" true "logits"
   const logits = bin();
   if (!logits || !key(REPLY_KEYS[2]!)) return undefined; // "pred_boxes"
   const pred_boxes = bin();
-  if (!pred_boxes || !key(REPLY_KEYS[3]!)) return undefined; // "preprocess_ms"
+  if (!pred_boxes) return undefined;
+  let decode_ms = 0;
+  if (withDecode) {
+    if (!key(REPLY_KEYS[5]!)) return undefined; // "decode_ms"
+    decode_ms = ms();
+    if (decode_ms < 0) return undefined;
+  }
+  if (!key(REPLY_KEYS[3]!)) return undefined; // "preprocess_ms"
   const preprocess_ms = ms();
   if (preprocess_ms < 0 || !key(REPLY_KEYS[4]!)) return undefined; // "forward_ms"
   const forward_ms = ms();
   if (forward_ms < 0 || o !== n) return undefined;
-  return { kind: 'reply', id, ok: true, logits, pred_boxes, preprocess_ms, forward_ms };
+  return withDecode
+    ? { kind: 'reply', id, ok: true, logits, pred_boxes, decode_ms, preprocess_ms, forward_ms }
+    : { kind: 'reply', id, ok: true, logits, pred_boxes, preprocess_ms, forward_ms };
 }
 const REPLY_KEYS = [
-  [0x86, ...fixstr('id')],
+  fixstr('id'),
   [...fixstr('ok'), 0xc3, ...fixstr('logits')],
   fixstr('pred_boxes'),
   fixstr('preprocess_ms'),
   fixstr('forward_ms'),
+  fixstr('decode_ms'),
 ].map((a) => Uint8Array.from(a));
 
 function typeName(v: unknown): string {
@@ -384,7 +421,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
   let op: WireOp | undefined;
   if (Object.hasOwn(m, 'op')) {
     if (typeof m.op !== 'string') return opErr(`'op' must be a string, got ${typeName(m.op)}`);
-    if (m.op !== 'hello' && !REQUEST_OPS.has(m.op)) return opErr(`unknown op '${m.op}'; expected one of infer, ping, shutdown, shm_attach`);
+    if (m.op !== 'hello' && !REQUEST_OPS.has(m.op)) return opErr(`unknown op '${m.op}'; expected one of ${OPS_TEXT}`);
     op = m.op as WireOp;
   }
   for (const key of Object.keys(m)) {
@@ -411,7 +448,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         if (!(v instanceof Uint8Array)) return want('binary (f32 little-endian)');
         if (v.length % 4 !== 0) return fieldErr(`field '${key}' must hold whole f32 values, got ${v.length} bytes`);
         break;
-      case 'forward_ms': case 'preprocess_ms':
+      case 'forward_ms': case 'preprocess_ms': case 'decode_ms':
         if (typeof v !== 'number') return want('a number');
         if (!(v >= 0)) return fieldErr(`field '${key}' must be a non-negative number`);
         break;
@@ -438,6 +475,21 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         }
         break;
       }
+      case 'image_encoded': {
+        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {format, width, height, bytes}');
+        const r = v as Record<string, unknown>;
+        const extra = Object.keys(r).find((k) => !(IMAGE_ENCODED_FIELDS as readonly string[]).includes(k));
+        if (extra !== undefined) return fieldErr(`field 'image_encoded' has an unknown key '${extra}'; expected ${IMAGE_ENCODED_FIELDS.join(', ')}`);
+        for (const k of IMAGE_ENCODED_FIELDS) if (!Object.hasOwn(r, k)) return fieldErr(`field 'image_encoded' lacks '${k}'; expected ${IMAGE_ENCODED_FIELDS.join(', ')}`);
+        if (typeof r.format !== 'string') return fieldErr(`field 'image_encoded.format' must be a string ("jpeg" or "png"), got ${typeName(r.format)}`);
+        if (!isUint(r.width)) return fieldErr(`field 'image_encoded.width' must be an unsigned integer, got ${typeName(r.width)}`);
+        if (!isUint(r.height)) return fieldErr(`field 'image_encoded.height' must be an unsigned integer, got ${typeName(r.height)}`);
+        if (!(r.bytes instanceof Uint8Array)) return fieldErr(`field 'image_encoded.bytes' must be binary (the image file), got ${typeName(r.bytes)}`);
+        break;
+      }
+      case 'decoders':
+        if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) return want('an array of strings');
+        break;
       case 'shm': {
         if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {paths, slot_bytes}');
         const r = v as Record<string, unknown>;
@@ -483,24 +535,29 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       const e = m.error as { code: WireErrorCode; message: string };
       return { ok: true, message: { kind: 'error', id, ok: false, error: { code: e.code, message: e.message } } };
     }
-    const isShm = payloadKeys.length === 1 && payloadKeys[0] === 'shm';
-    if (payloadKeys.length !== 0 && !isShm && !(payloadKeys.length === INFER_REPLY_FIELDS.length && INFER_REPLY_FIELDS.every(present))) {
-      return fieldErr(`an ok reply carries nothing, exactly ${INFER_REPLY_FIELDS.join(', ')}, or exactly shm`);
+    const only = (k: string) => payloadKeys.length === 1 && payloadKeys[0] === k;
+    const inferKeys = INFER_REPLY_FIELDS.length + (present('decode_ms') ? 1 : 0);
+    const isInfer = payloadKeys.length === inferKeys && INFER_REPLY_FIELDS.every(present);
+    if (payloadKeys.length !== 0 && !only('shm') && !only('decoders') && !isInfer) {
+      return fieldErr(`an ok reply carries nothing, exactly ${INFER_REPLY_FIELDS.join(', ')} (and decode_ms after image_encoded), exactly shm, or exactly decoders`);
     }
     const reply: WireOkReply = { kind: 'reply', id, ok: true };
-    if (isShm) {
+    if (only('shm')) {
       const r = m.shm as WireShm;
       reply.shm = { paths: r.paths, slot_bytes: r.slot_bytes };
+    } else if (only('decoders')) {
+      reply.decoders = m.decoders as string[];
     } else if (payloadKeys.length) {
       reply.logits = m.logits as Uint8Array;
       reply.pred_boxes = m.pred_boxes as Uint8Array;
+      if (present('decode_ms')) reply.decode_ms = m.decode_ms as number;
       reply.preprocess_ms = m.preprocess_ms as number;
       reply.forward_ms = m.forward_ms as number;
     }
     return { ok: true, message: reply };
   }
 
-  if (op === undefined) return opErr("request has no 'op'; expected one of infer, ping, shutdown, shm_attach");
+  if (op === undefined) return opErr(`request has no 'op'; expected one of ${OPS_TEXT}`);
   if (op === 'hello') return opErr("'hello' is sent by the sidecar, not requested");
   if (id === 0) return frameErr('request id 0 is reserved for the hello; use 1 to 4294967295');
   const allowed: readonly string[] = op === 'infer' ? INFER_INPUTS : [];
@@ -513,7 +570,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
   if (op === 'infer' && given.length !== 1) {
     return fieldErr(given.length
       ? `infer request carries ${given.map((k) => `'${k}'`).join(' and ')}; send exactly one`
-      : "infer request has neither 'image' (RGB u8 {width, height, rgb}) nor 'pixel_values' (f32 [3,S,S]) nor 'image_shm' (a slot reference); send exactly one");
+      : "infer request has none of 'image' (RGB u8 {width, height, rgb}), 'pixel_values' (f32 [3,S,S]), 'image_shm' (a slot reference) and 'image_encoded' (a JPEG or PNG file {format, width, height, bytes}); send exactly one");
   }
   const req: WireRequest = { kind: 'request', id, op };
   if (op === 'infer') {
@@ -523,6 +580,9 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
     } else if (present('image_shm')) {
       const r = m.image_shm as WireImageShm;
       req.image_shm = { name: r.name, offset: r.offset, length: r.length, width: r.width, height: r.height };
+    } else if (present('image_encoded')) {
+      const r = m.image_encoded as WireImageEncoded;
+      req.image_encoded = { format: r.format, width: r.width, height: r.height, bytes: r.bytes };
     } else {
       req.pixel_values = m.pixel_values as Uint8Array;
     }

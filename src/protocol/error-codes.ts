@@ -9,6 +9,7 @@ export const WIRE_ERRORS = {
   E_FORWARD: { closesConnection: false, domain: 'E_INFERENCE' },
   E_STOPPING: { closesConnection: false, domain: 'E_SIDECAR_EXITED' },
   E_SHM: { closesConnection: false, domain: 'E_PROTOCOL' },
+  E_DECODE: { closesConnection: false, domain: 'E_SIDECAR_DECLINED' },
 } as const satisfies Record<string, { closesConnection: boolean; domain: ErrorCode }>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

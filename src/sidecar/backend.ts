@@ -54,21 +54,36 @@ export interface InferOptions {
 }
 
 /**
- * What a forward starts from: a decoded image (RGB u8, HWC; the sidecar resizes and normalises it) or
+ * An image file for the sidecar to decode (PROTOCOL.md, "Images the sidecar decodes"): send it only in a
+ * format the backend's decodes() says yes to. `width` and `height` are the caller's reading of its header.
+ */
+export interface EncodedImage {
+  format: 'jpeg' | 'png';
+  width: number;
+  height: number;
+  /** The whole file, sent as it is (not copied into the frame). */
+  bytes: Uint8Array;
+}
+
+/**
+ * What a forward starts from: a decoded image (RGB u8, HWC; the sidecar resizes and normalises it), an image
+ * file the sidecar decodes first (it may decline: E_SIDECAR_DECLINED, then decode it and send `image`) or
  * pixel_values f32 [3,S,S] CHW already prepared (fixtures, `verify`).
  */
-export type InferInput = { image: RgbImage } | { pixelValues: Float32Array };
+export type InferInput = { image: RgbImage } | { encoded: EncodedImage } | { pixelValues: Float32Array };
 
 export interface InferResult {
   /** f32 [numQueries × numClasses], pre-sigmoid. */
   logits: Float32Array;
   /** f32 [numQueries × 4], normalised cxcywh, unclamped. */
   predBoxes: Float32Array;
+  /** The sidecar's decode time of the file: present for `encoded` input only. */
+  decodeMs?: number;
   /** The sidecar's resize + normalise time (0 for pixelValues input). */
   preprocessMs: number;
   /** The engine's own forward time, measured in the sidecar. */
   forwardMs: number;
-  /** Round trip minus preprocessMs and forwardMs: framing, socket transfer, decode and waiting in the sidecar. */
+  /** Round trip minus decodeMs, preprocessMs and forwardMs: framing, socket transfer, frame decode and waiting in the sidecar. */
   transferMs: number;
   /** performance.now() when the whole request frame had been handed to the kernel (for the request timeline). */
   frameWrittenAt?: number;
@@ -114,6 +129,12 @@ export interface InferenceBackend {
   /** Calls `listener(state, previous)` on every state transition; returns the function that unsubscribes it. */
   onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
+  /**
+   * Whether an image file of this format may be sent as `{ encoded }` now: the sidecar said it decodes it.
+   * False until it has answered (the question is asked on the first call, in the background), for an older
+   * sidecar, and with RFDETR_SIDECAR_DECODE=off. Absent: never (test backends).
+   */
+  decodes?(format: 'jpeg' | 'png'): boolean;
   /**
    * A shared-memory slot of the sidecar that will serve the next request, for a large decode to write into
    * (src/image/frame-decode.ts); undefined when there is none to lend (a pool, no shared memory, none free).

@@ -4,19 +4,22 @@
 import net from 'node:net';
 import { RfdetrError } from '../errors.ts';
 import {
-  FrameReader, decodePayload, encodeFrameParts, f32Bytes, f32FromBytes, MAX_IMAGE_SIDE, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT,
-  type WireHello, type WireImage, type WireImageShm, type WireMessage,
+  FrameReader, decodePayload, encodeFrameParts, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, MAX_IMAGE_SIDE, PROTOCOL_VERSION,
+  PROTOCOL_VERSION_WITHOUT_VARIANT, type WireHello, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage,
 } from '../protocol/codec.ts';
 import { WIRE_ERRORS } from '../protocol/error-codes.ts';
 import type { FrameTarget } from '../image/frame-decode.ts';
-import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
+import type { EncodedImage, InferInput, InferResult, SidecarInfo } from './backend.ts';
 import { ShmSlots } from './shm-slots.ts';
 
 const MAX_ID = 0xffffffff;
 /** Bytes read from the socket at a time: an infer reply and its header in one read. */
 const READ_BUFFER_BYTES = 256 << 10;
 
-type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?: WireImageShm };
+type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?: WireImageShm; image_encoded?: WireImageEncoded };
+/** The most file bytes one frame carries: the frame cap less the 64 KiB it keeps for the envelope. */
+const MAX_ENCODED_BYTES = MAX_FRAME_BYTES - 65536;
+const NO_DECODERS: ReadonlySet<string> = new Set();
 
 /**
  * The decoded-image sizes (bytes) sent through the sidecar's shared-memory slots when it offers them; others
@@ -36,8 +39,16 @@ export function shmRange(env: NodeJS.ProcessEnv = process.env): { min: number; m
   return { min: num(env.RFDETR_SHM_MIN_BYTES, 1), max: num(env.RFDETR_SHM_MAX_BYTES, Infinity) };
 }
 
+/**
+ * Whether image files may go to the sidecar to decode (PROTOCOL.md, "Images the sidecar decodes"), when it
+ * says it decodes their format. RFDETR_SIDECAR_DECODE=off: never; the server decodes every image itself.
+ */
+export function sidecarDecodeEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  return (env.RFDETR_SIDECAR_DECODE ?? '').toLowerCase() !== 'off';
+}
+
 interface Pending {
-  op: 'infer' | 'ping' | 'shm_attach';
+  op: 'infer' | 'ping' | 'shm_attach' | 'decoders';
   resolve: (m: Replied) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout | undefined;
@@ -98,6 +109,10 @@ export class SidecarConnection {
   #shmState: 'unknown' | 'attaching' | 'ready' | 'off' = 'unknown';
   #shmWhy = '';
   #shmFrames = 0;
+  #decodeOn = sidecarDecodeEnabled();
+  /** The formats the sidecar said it decodes; undefined until it has answered (none after any failure). */
+  #decoders: ReadonlySet<string> | undefined;
+  #decodersAsked: Promise<void> | undefined;
 
   private constructor(socket: net.Socket, info: SidecarInfo, opts: ConnectOptions) {
     this.#socket = socket;
@@ -249,7 +264,65 @@ export class SidecarConnection {
     return this.#shm?.frameTarget(bytes);
   }
 
+  /**
+   * Whether an image file of `format` may be sent as `{ encoded }`: the sidecar said it decodes it. The first
+   * call asks (`decoders`) in the background and answers false, as every call does until the reply is in;
+   * an older sidecar (E_UNKNOWN_OP) or any failure of the question means none for this connection, and
+   * RFDETR_SIDECAR_DECODE=off means none without asking.
+   */
+  decodes(format: 'jpeg' | 'png'): boolean {
+    if (!this.#decodeOn || this.#closing) return false;
+    if (!this.#decodersAsked) void this.decodersKnown();
+    return this.#decoders?.has(format) ?? false;
+  }
+
+  /** Resolves once decodes() has its answer (asking now if nobody has yet); never rejects. */
+  decodersKnown(): Promise<void> {
+    if (!this.#decodeOn) {
+      this.#decoders = NO_DECODERS;
+      return Promise.resolve();
+    }
+    this.#decodersAsked ??= this.#request('decoders', {}, this.#opts.helloTimeoutMs).then(
+      ({ message: m }) => {
+        this.#decoders = m.kind === 'reply' && m.decoders ? new Set(m.decoders) : NO_DECODERS;
+      },
+      () => {
+        this.#decoders = NO_DECODERS;
+      },
+    );
+    return this.#decodersAsked;
+  }
+
+  /** Why decodes(format) is false, for the error that refuses such a file. */
+  #noDecodeWhy(): string {
+    if (!this.#decodeOn) return 'RFDETR_SIDECAR_DECODE=off';
+    if (!this.#decoders) return 'it has not yet said which formats it decodes';
+    return `it decodes ${this.#decoders.size ? [...this.#decoders].join(', ') : 'none'}`;
+  }
+
+  /** An image file for the sidecar to decode; E_SIDECAR_DECLINED when it does not take it (then decode it here). */
+  async #inferEncoded(e: EncodedImage, opts: { deadlineMs?: number; signal?: AbortSignal }): Promise<InferResult> {
+    const { format, width, height, bytes } = e;
+    if (format !== 'jpeg' && format !== 'png') {
+      throw new RfdetrError('E_USAGE', `an encoded image's format must be 'jpeg' or 'png', got '${String(format)}'`);
+    }
+    if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
+      throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
+    }
+    if (bytes.byteLength === 0) throw new RfdetrError('E_USAGE', `the ${format} file is empty; send the whole file`);
+    if (!this.decodes(format)) {
+      throw new RfdetrError('E_SIDECAR_DECLINED', `this sidecar does not decode ${format} files (${this.#noDecodeWhy()}); decode the image and send it as { image }`, { format });
+    }
+    if (bytes.byteLength > MAX_ENCODED_BYTES) {
+      throw new RfdetrError('E_SIDECAR_DECLINED', `the ${format} file is ${bytes.byteLength} bytes, over the ${MAX_ENCODED_BYTES} one frame carries; decode the image and send it as { image }`, { format });
+    }
+    const t0 = performance.now();
+    const { message: reply, writtenAt, readAt } = await this.#request('infer', { image_encoded: { format, width, height, bytes } }, opts.deadlineMs, opts.signal);
+    return this.#result(reply, writtenAt, readAt, performance.now() - t0, true);
+  }
+
   async infer(input: InferInput, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
+    if ('encoded' in input) return this.#inferEncoded(input.encoded, opts);
     const fields: RequestFields = {};
     let slot: number | undefined;
     if ('image' in input) {
@@ -295,9 +368,10 @@ export class SidecarConnection {
   }
 
   /** An infer reply checked against the hello and turned into the domain result. */
-  #result(reply: WireMessage, writtenAt: number | undefined, readAt: number, rtt: number): InferResult {
-    if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined || reply.preprocess_ms === undefined) {
-      const err = new RfdetrError('E_PROTOCOL', 'infer reply lacks logits, pred_boxes, preprocess_ms or forward_ms');
+  #result(reply: WireMessage, writtenAt: number | undefined, readAt: number, rtt: number, encoded = false): InferResult {
+    if (reply.kind !== 'reply' || !reply.logits || !reply.pred_boxes || reply.forward_ms === undefined || reply.preprocess_ms === undefined ||
+      (encoded && reply.decode_ms === undefined)) {
+      const err = new RfdetrError('E_PROTOCOL', `infer reply lacks logits, pred_boxes, preprocess_ms or forward_ms${encoded ? ', or decode_ms (the request was image_encoded)' : ''}`);
       this.#fail(err);
       throw err;
     }
@@ -309,12 +383,14 @@ export class SidecarConnection {
       this.#fail(err);
       throw err;
     }
+    const decodeMs = reply.decode_ms;
     return {
       logits: f32FromBytes(reply.logits),
       predBoxes: f32FromBytes(reply.pred_boxes),
+      ...(decodeMs === undefined ? {} : { decodeMs }),
       preprocessMs: reply.preprocess_ms,
       forwardMs: reply.forward_ms,
-      transferMs: Math.max(0, rtt - reply.forward_ms - reply.preprocess_ms),
+      transferMs: Math.max(0, rtt - reply.forward_ms - reply.preprocess_ms - (decodeMs ?? 0)),
       frameWrittenAt: Math.min(writtenAt ?? readAt, readAt),
       replyReadAt: readAt,
     };

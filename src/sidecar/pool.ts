@@ -120,6 +120,28 @@ export class SidecarPool implements InferenceBackend {
     return r;
   }
 
+  /**
+   * True only when every serving member decodes image files of `format`: the member is picked when the
+   * request is sent, so the answer must hold for whichever it is. (A member that starts serving in between
+   * with its answer not yet in refuses the file with E_SIDECAR_DECLINED, and the caller decodes it.)
+   */
+  decodes(format: 'jpeg' | 'png'): boolean {
+    let any = false;
+    let all = true;
+    for (const m of this.#members) {
+      if (!m.backend.serving) continue;
+      any = true;
+      // Every serving member is asked (each asks its sidecar on its first call), not just up to the first no.
+      all = m.backend.decodes(format) && all;
+    }
+    return any && all;
+  }
+
+  /** Resolves once every member's current connection knows what it decodes; never rejects. */
+  async decodersKnown(): Promise<void> {
+    await Promise.all(this.#members.map((m) => m.backend.decodersKnown()));
+  }
+
   close(): Promise<void> {
     this.#closePromise ??= (async () => {
       this.#closing = true;

@@ -281,6 +281,18 @@ export class SidecarBackend implements InferenceBackend {
     return p.state === 'ready' && !this.#closing ? p.conn.frameTarget(bytes) : undefined;
   }
 
+  /** Whether the current sidecar decodes image files of `format` (SidecarConnection.decodes); false unless ready. */
+  decodes(format: 'jpeg' | 'png'): boolean {
+    const p = this.#phase;
+    return p.state === 'ready' && !this.#closing ? p.conn.decodes(format) : false;
+  }
+
+  /** Resolves once the current connection knows what it decodes (at once when there is none); never rejects. */
+  decodersKnown(): Promise<void> {
+    const p = this.#phase;
+    return 'conn' in p ? p.conn.decodersKnown() : Promise.resolve();
+  }
+
   close(): Promise<void> {
     this.#closing ??= { promise: undefined };
     this.#closing.promise ??= this.#close();

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { testFixturesDir, packageRoot } from '../../src/config/paths.ts';
 import {
-  FrameReader, decodePayload, encodeFrame, encodeFrameParts, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT, type WireMessage,
+  FrameReader, decodePayload, encodeFrame, encodeFrameParts, inferReplyAt, f32Bytes, f32FromBytes, MAX_FRAME_BYTES, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT, type WireMessage,
 } from '../../src/protocol/codec.ts';
 import { WIRE_ERRORS } from '../../src/protocol/error-codes.ts';
 import { Packr } from 'msgpackr';
@@ -24,6 +24,9 @@ function toJson(m: WireMessage): Record<string, unknown> {
     else if (k === 'image') {
       const im = v as { width: number; height: number; rgb: Uint8Array };
       out[k] = { width: im.width, height: im.height, rgb: Buffer.from(im.rgb).toString('hex') };
+    } else if (k === 'image_encoded') {
+      const r = v as { format: string; width: number; height: number; bytes: Uint8Array };
+      out[k] = { format: r.format, width: r.width, height: r.height, bytes: Buffer.from(r.bytes).toString('hex') };
     } else out[k] = v;
   }
   return out;
@@ -40,7 +43,8 @@ function readAll(bytes: Buffer, step: number) {
 
 test('golden frames: the manifest covers every op, reply shape and error code', () => {
   const files = new Set(goodFrames.map((e) => e.file));
-  for (const f of ['hello.bin', 'hello-v2.bin', 'request-infer.bin', 'request-infer-image.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin']) {
+  for (const f of ['hello.bin', 'hello-v2.bin', 'request-infer.bin', 'request-infer-image.bin', 'request-ping.bin', 'request-shutdown.bin', 'reply-infer.bin', 'reply-ok.bin',
+    'request-infer-image-encoded.bin', 'reply-infer-decode-ms.bin', 'request-decoders.bin', 'reply-decoders.bin']) {
     assert.ok(files.has(f), `manifest lacks ${f}`);
   }
   for (const code of Object.keys(WIRE_ERRORS)) assert.ok(files.has(`error-${code}.bin`), `no golden frame for ${code}`);
@@ -180,6 +184,26 @@ test('encodeFrameParts: an infer frame with its binary left uncopied equals msgp
   }
 });
 
+test('encodeFrameParts: an infer of an image file leaves its bytes uncopied and equals msgpackr\'s whole encoding (bin8/16/32)', () => {
+  const packr = new Packr({ useRecords: false, variableMapSize: true });
+  for (const n of [1, 255, 256, 65535, 65536, 300_000]) {
+    const bytes = Uint8Array.from({ length: n }, (_, i) => (i * 29 + 3) & 0xff);
+    for (const format of ['jpeg', 'png']) {
+      const image_encoded = { format, width: 640, height: 70000, bytes };
+      const whole = packr.pack({ id: 70000, op: 'infer', image_encoded });
+      const parts = encodeFrameParts({ kind: 'request', id: 70000, op: 'infer', image_encoded });
+      assert.equal(parts.length, 2);
+      assert.equal(parts[1]!.buffer, bytes.buffer, 'the file bytes are not copied');
+      const frame = Buffer.concat(parts);
+      assert.equal(frame.readUInt32LE(0), whole.length);
+      assert.ok(frame.subarray(4).equals(whole), `n=${n} ${format}`);
+      const r = decodePayload(frame.subarray(4));
+      assert.ok(r.ok && r.message.kind === 'request', r.ok ? '' : r.message);
+      assert.deepEqual({ ...r.message.image_encoded, bytes: Buffer.from(r.message.image_encoded!.bytes) }, { ...image_encoded, bytes: Buffer.from(bytes) });
+    }
+  }
+});
+
 test('encodeFrameParts: an infer by shm reference (written byte by byte) equals msgpackr\'s encoding at every int width', () => {
   const packr = new Packr({ useRecords: false, variableMapSize: true });
   const edges = [0, 1, 127, 128, 255, 256, 65535, 65536, 921600, 0xffffffff];
@@ -209,9 +233,9 @@ test('decodePayload: an infer reply read byte by byte equals the general path\'s
   const f32 = (v: number) => { const b = Buffer.alloc(5); b[0] = 0xca; b.writeFloatBE(v, 1); return b; };
   const str = (s: string) => Buffer.concat([Buffer.from([0xa0 | s.length]), Buffer.from(s)]);
   // The payload as the sidecar writes it, from its parts (so the time encodings can be chosen).
-  const reply = (id: number, logits: Uint8Array, boxes: Uint8Array, pre: Buffer, fwd: Buffer, map = Buffer.from([0x86])) => Buffer.concat([
+  const reply = (id: number, logits: Uint8Array, boxes: Uint8Array, pre: Buffer, fwd: Buffer, map = Buffer.from([0x86]), dec?: Buffer) => Buffer.concat([
     map, str('id'), packr.pack(id), str('ok'), Buffer.from([0xc3]), str('logits'), packr.pack(logits), str('pred_boxes'), packr.pack(boxes),
-    str('preprocess_ms'), pre, str('forward_ms'), fwd]);
+    ...(dec ? [str('decode_ms'), dec] : []), str('preprocess_ms'), pre, str('forward_ms'), fwd]);
   const map16 = Buffer.from([0xde, 0x00, 0x06]); // valid MessagePack, not canonical: only the general path reads it
   for (const id of [0, 7, 128, 300, 65536, 0xffffffff]) {
     for (const n of [0, 4, 252, 256, 65532, 65536, 109200]) {
@@ -219,11 +243,21 @@ test('decodePayload: an infer reply read byte by byte equals the general path\'s
       const boxes = Uint8Array.from({ length: 16 }, (_, i) => i);
       for (const [pre, fwd, want] of [[f64(0.91), f64(8.125), [0.91, 8.125]], [packr.pack(0), packr.pack(12), [0, 12]], [packr.pack(300), f32(0.5), [300, 0.5]],
         [packr.pack(70000), packr.pack(255), [70000, 255]]] as [Buffer, Buffer, number[]][]) {
+        assert.ok(inferReplyAt(reply(id, logits, boxes, pre, fwd)), `the fast reader reads id=${id} n=${n}`);
         const fast = decodePayload(reply(id, logits, boxes, pre, fwd));
         const general = decodePayload(reply(id, logits, boxes, pre, fwd, map16));
         assert.ok(fast.ok && general.ok, `id=${id} n=${n}`);
         assert.deepEqual(fast.message, general.message);
         assert.deepEqual(fast.message, { kind: 'reply', id, ok: true, logits: Buffer.from(logits), pred_boxes: Buffer.from(boxes), preprocess_ms: want[0], forward_ms: want[1] });
+        // After an image_encoded request the reply carries decode_ms before preprocess_ms (7 keys).
+        for (const [dec, decWant] of [[f64(5.875), 5.875], [packr.pack(6), 6], [f32(0.25), 0.25]] as [Buffer, number][]) {
+          assert.ok(inferReplyAt(reply(id, logits, boxes, pre, fwd, Buffer.from([0x87]), dec)), `the fast reader reads decode_ms id=${id} n=${n}`);
+          const fastD = decodePayload(reply(id, logits, boxes, pre, fwd, Buffer.from([0x87]), dec));
+          const generalD = decodePayload(reply(id, logits, boxes, pre, fwd, Buffer.from([0xde, 0x00, 0x07]), dec));
+          assert.ok(fastD.ok && generalD.ok, `decode_ms id=${id} n=${n}: ${fastD.ok ? '' : fastD.message}`);
+          assert.deepEqual(fastD.message, generalD.message);
+          assert.deepEqual(fastD.message, { kind: 'reply', id, ok: true, logits: Buffer.from(logits), pred_boxes: Buffer.from(boxes), decode_ms: decWant, preprocess_ms: want[0], forward_ms: want[1] });
+        }
       }
     }
   }
@@ -237,8 +271,12 @@ test('decodePayload: an infer reply read byte by byte equals the general path\'s
     ['odd logits', reply(3, new Uint8Array(6), boxes, f64(1), f64(2)), 'E_FIELD'],
     ['id over u32', reply(2 ** 33, logits, boxes, f64(1), f64(2)), 'E_FRAME'],
     ['truncated', reply(3, logits, boxes, f64(1), f64(2)).subarray(0, 40), 'E_FRAME'],
+    ['negative decode_ms', reply(3, logits, boxes, f64(1), f64(2), Buffer.from([0x87]), f64(-1)), 'E_FIELD'],
+    ['7 keys without decode_ms', reply(3, logits, boxes, f64(1), f64(2), Buffer.from([0x87])), 'E_FRAME'],
+    ['decode_ms in a 6-key map', reply(3, logits, boxes, f64(1), f64(2), Buffer.from([0x86]), f64(1)), 'E_FRAME'],
   ];
   for (const [what, payload, code] of bad) {
+    assert.equal(inferReplyAt(payload), undefined, what);
     const r = decodePayload(payload);
     assert.equal(r.ok, false, what);
     if (!r.ok) assert.equal(r.code, code, `${what}: ${r.message}`);

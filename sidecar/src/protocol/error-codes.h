@@ -12,6 +12,7 @@ enum class wire_error {
     WIRE_ERROR_FORWARD,     // the engine's forward failed
     WIRE_ERROR_STOPPING,    // the sidecar is shutting down and did not run the request
     WIRE_ERROR_SHM,         // shared memory for frames is unavailable (shm_attach)
+    WIRE_ERROR_DECODE,      // the sidecar declined to decode an image_encoded file; the client decodes it
 };
 
 struct wire_error_entry {
@@ -27,6 +28,7 @@ constexpr wire_error_entry k_wire_errors[] = {
     {wire_error::WIRE_ERROR_FORWARD, "E_FORWARD", false},
     {wire_error::WIRE_ERROR_STOPPING, "E_STOPPING", false},
     {wire_error::WIRE_ERROR_SHM, "E_SHM", false},
+    {wire_error::WIRE_ERROR_DECODE, "E_DECODE", false},
 };
 
 // "E_FRAME", ...; "E_NONE" for WIRE_ERROR_NONE.

@@ -35,6 +35,7 @@ const char * wire_op_str(wire_op op) {
         case wire_op::WIRE_OP_PING: return "ping";
         case wire_op::WIRE_OP_SHUTDOWN: return "shutdown";
         case wire_op::WIRE_OP_SHM_ATTACH: return "shm_attach";
+        case wire_op::WIRE_OP_DECODERS: return "decoders";
         case wire_op::WIRE_OP_NONE: break;
     }
     return "none";
@@ -44,6 +45,8 @@ namespace {
 
 // Limits passed to the unpacker so a hostile header cannot make it allocate: a frame holds at most one
 // map of a few keys (one of them the image map), the labels array and a few binaries.
+const char * const k_ops_text = "infer, ping, shutdown, shm_attach, decoders";
+
 const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 32, /*str*/ 1u << 20,
                                            /*bin*/ k_max_frame_bytes, /*ext*/ 0, /*depth*/ 4);
 
@@ -73,11 +76,14 @@ const field_name k_field_names[] = {
     {"image", WIRE_FIELD_IMAGE},
     {"pixel_values", WIRE_FIELD_PIXEL_VALUES},
     {"image_shm", WIRE_FIELD_IMAGE_SHM},
+    {"image_encoded", WIRE_FIELD_IMAGE_ENCODED},
     {"logits", WIRE_FIELD_LOGITS},
     {"pred_boxes", WIRE_FIELD_PRED_BOXES},
+    {"decode_ms", WIRE_FIELD_DECODE_MS},
     {"preprocess_ms", WIRE_FIELD_PREPROCESS_MS},
     {"forward_ms", WIRE_FIELD_FORWARD_MS},
     {"shm", WIRE_FIELD_SHM},
+    {"decoders", WIRE_FIELD_DECODERS},
     {"error", WIRE_FIELD_ERROR},
 };
 
@@ -215,6 +221,70 @@ std::string decode_image_shm(const msgpack::object & v, message & out) {
     return "";
 }
 
+// The image file {format, width, height, bytes}: every key once, no others, each well-typed.
+std::string decode_image_encoded(const msgpack::object & v, message & out) {
+    const char * const keys = "format, width, height, bytes";
+    if (v.type != msgpack::type::MAP) {
+        return expected("image_encoded", "a map {format, width, height, bytes}", v);
+    }
+    const char * const names[] = {"format", "width", "height", "bytes"};
+    bool               have[4] = {false, false, false, false};
+    for (uint32_t i = 0; i < v.via.map.size; i++) {
+        const auto & k  = v.via.map.ptr[i].key;
+        const auto & ev = v.via.map.ptr[i].val;
+        if (k.type != msgpack::type::STR) {
+            return std::string("field 'image_encoded' must have string keys, got ") + type_str(k);
+        }
+        int which = -1;
+        for (int j = 0; j < 4; j++) {
+            if (key_is(k, names[j]) && !have[j]) {
+                which = j;
+            }
+        }
+        if (which < 0) {
+            return "field 'image_encoded' has an unknown or repeated key '" + as_string(k) + "'; expected " + keys;
+        }
+        const std::string full = std::string("image_encoded.") + names[which];
+        if (which == 0) {
+            if (ev.type != msgpack::type::STR) {
+                return expected(full.c_str(), "a string (\"jpeg\" or \"png\")", ev);
+            }
+            out.encoded_format_name = as_string(ev);
+        } else if (which == 3) {
+            if (ev.type != msgpack::type::BIN) {
+                return expected(full.c_str(), "binary (the image file)", ev);
+            }
+            out.encoded_bytes = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
+        } else {
+            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
+                return expected(full.c_str(), "an unsigned integer", ev);
+            }
+            (which == 1 ? out.image_width : out.image_height) = ev.via.u64;
+        }
+        have[which] = true;
+    }
+    for (int j = 0; j < 4; j++) {
+        if (!have[j]) {
+            return std::string("field 'image_encoded' lacks '") + names[j] + "'; expected {" + keys + "}";
+        }
+    }
+    return "";
+}
+
+// An array of strings (labels, decoders) into `dst`.
+std::string decode_strings(const char * name, const msgpack::object & v, std::vector<std::string> & dst) {
+    if (v.type != msgpack::type::ARRAY) {
+        return expected(name, "an array of strings", v);
+    }
+    for (uint32_t i = 0; i < v.via.array.size; i++) {
+        if (v.via.array.ptr[i].type != msgpack::type::STR) {
+            return expected(name, "an array of strings", v.via.array.ptr[i]);
+        }
+        dst.push_back(as_string(v.via.array.ptr[i]));
+    }
+    return "";
+}
+
 // The shm_attach reply's {paths, slot_bytes}.
 std::string decode_shm(const msgpack::object & v, message & out) {
     if (v.type != msgpack::type::MAP || v.via.map.size != 2) {
@@ -294,17 +364,8 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
                 out.input_shape.push_back(v.via.array.ptr[i].via.u64);
             }
             return "";
-        case WIRE_FIELD_LABELS:
-            if (v.type != msgpack::type::ARRAY) {
-                return expected(name, "an array of strings", v);
-            }
-            for (uint32_t i = 0; i < v.via.array.size; i++) {
-                if (v.via.array.ptr[i].type != msgpack::type::STR) {
-                    return expected(name, "an array of strings", v.via.array.ptr[i]);
-                }
-                out.labels.push_back(as_string(v.via.array.ptr[i]));
-            }
-            return "";
+        case WIRE_FIELD_LABELS: return decode_strings(name, v, out.labels);
+        case WIRE_FIELD_DECODERS: return decode_strings(name, v, out.decoders);
         case WIRE_FIELD_PIXEL_VALUES:
         case WIRE_FIELD_LOGITS:
         case WIRE_FIELD_PRED_BOXES: {
@@ -324,7 +385,9 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
         }
         case WIRE_FIELD_IMAGE: return decode_image(v, out);
         case WIRE_FIELD_IMAGE_SHM: return decode_image_shm(v, out);
+        case WIRE_FIELD_IMAGE_ENCODED: return decode_image_encoded(v, out);
         case WIRE_FIELD_SHM: return decode_shm(v, out);
+        case WIRE_FIELD_DECODE_MS: return decode_ms(name, v, out.decode_ms);
         case WIRE_FIELD_PREPROCESS_MS: return decode_ms(name, v, out.preprocess_ms);
         case WIRE_FIELD_FORWARD_MS: return decode_ms(name, v, out.forward_ms);
         case WIRE_FIELD_ERROR: {
@@ -445,14 +508,14 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         }
         const std::string op = as_string(*op_val);
         for (wire_op o : {wire_op::WIRE_OP_HELLO, wire_op::WIRE_OP_INFER, wire_op::WIRE_OP_PING, wire_op::WIRE_OP_SHUTDOWN,
-                          wire_op::WIRE_OP_SHM_ATTACH}) {
+                          wire_op::WIRE_OP_SHM_ATTACH, wire_op::WIRE_OP_DECODERS}) {
             if (op == wire_op_str(o)) {
                 out.op = o;
             }
         }
         if (out.op == wire_op::WIRE_OP_NONE) {
             return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id,
-                        "unknown op '" + op + "'; expected one of infer, ping, shutdown, shm_attach");
+                        "unknown op '" + op + "'; expected one of " + k_ops_text);
         }
         out.fields |= WIRE_FIELD_OP;
     }
@@ -512,10 +575,12 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         }
         const uint32_t infer_reply =
             WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
-        if (payload_fields != 0 && payload_fields != infer_reply && payload_fields != WIRE_FIELD_SHM) {
+        if (payload_fields != 0 && payload_fields != infer_reply &&
+            payload_fields != (infer_reply | WIRE_FIELD_DECODE_MS) && payload_fields != WIRE_FIELD_SHM &&
+            payload_fields != WIRE_FIELD_DECODERS) {
             return fail(wire_error::WIRE_ERROR_FIELD, id,
-                        "an ok reply carries nothing, exactly logits, pred_boxes, preprocess_ms and forward_ms, or "
-                        "exactly shm");
+                        "an ok reply carries nothing, exactly logits, pred_boxes, preprocess_ms and forward_ms (and "
+                        "decode_ms after image_encoded), exactly shm, or exactly decoders");
         }
         return decode_result{};
     }
@@ -523,7 +588,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     // A request from a client.
     if (out.op == wire_op::WIRE_OP_NONE) {
         return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id,
-                    "request has no 'op'; expected one of infer, ping, shutdown, shm_attach");
+                    std::string("request has no 'op'; expected one of ") + k_ops_text);
     }
     if (out.op == wire_op::WIRE_OP_HELLO) {
         return fail(wire_error::WIRE_ERROR_UNKNOWN_OP, id, "'hello' is sent by the sidecar, not requested");
@@ -531,7 +596,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     if (id == 0) {
         return fail(wire_error::WIRE_ERROR_FRAME, 0, "request id 0 is reserved for the hello; use 1 to 4294967295");
     }
-    const uint32_t inputs  = WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES | WIRE_FIELD_IMAGE_SHM;
+    const uint32_t inputs  = WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES | WIRE_FIELD_IMAGE_SHM | WIRE_FIELD_IMAGE_ENCODED;
     const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? inputs : 0u;
     if (payload_fields & ~allowed) {
         for (const auto & fn : k_field_names) {
@@ -544,18 +609,21 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     const uint32_t given = out.fields & inputs;
     if (out.op == wire_op::WIRE_OP_INFER && (given == 0 || (given & (given - 1)) != 0)) {
         std::string names;
+        int         count = 0;
         for (const auto & fn : k_field_names) {
             if (given & fn.field) {
                 names += std::string(names.empty() ? "" : " and ") + "'" + fn.name + "'";
+                count++;
             }
         }
-        const std::string what = given == 0 ? "neither 'image' nor 'pixel_values' nor 'image_shm'"
-                                 : given == inputs ? "all of " + names
-                                                   : "both " + names;
+        const std::string what = given == 0 ? "neither 'image' nor 'pixel_values' nor 'image_shm' nor 'image_encoded'"
+                                 : count > 2 ? "all of " + names
+                                             : "both " + names;
         return fail(wire_error::WIRE_ERROR_FIELD, id,
                     "infer request has " + what +
-                        "; expected exactly one: image {width, height, rgb} (RGB u8), pixel_values (f32 CHW) or "
-                        "image_shm {name, offset, length, width, height}");
+                        "; expected exactly one: image {width, height, rgb} (RGB u8), pixel_values (f32 CHW), "
+                        "image_shm {name, offset, length, width, height} or image_encoded {format, width, height, "
+                        "bytes}");
     }
     return decode_result{};
 }
@@ -649,6 +717,23 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                 pack_str(pk, "height");
                 pk.pack_uint64(m.image_height);
                 break;
+            case WIRE_FIELD_IMAGE_ENCODED:
+                pk.pack_map(4);
+                pack_str(pk, "format");
+                pack_str(pk, m.encoded_format_name);
+                pack_str(pk, "width");
+                pk.pack_uint64(m.image_width);
+                pack_str(pk, "height");
+                pk.pack_uint64(m.image_height);
+                pack_str(pk, "bytes");
+                pack_bin(pk, m.encoded_bytes);
+                break;
+            case WIRE_FIELD_DECODERS:
+                pk.pack_array(static_cast<uint32_t>(m.decoders.size()));
+                for (const auto & d : m.decoders) {
+                    pack_str(pk, d);
+                }
+                break;
             case WIRE_FIELD_SHM:
                 pk.pack_map(2);
                 pack_str(pk, "paths");
@@ -661,6 +746,7 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                 break;
             case WIRE_FIELD_LOGITS: pack_bin(pk, m.logits); break;
             case WIRE_FIELD_PRED_BOXES: pack_bin(pk, m.pred_boxes); break;
+            case WIRE_FIELD_DECODE_MS: pack_ms(pk, m.decode_ms); break;
             case WIRE_FIELD_PREPROCESS_MS: pack_ms(pk, m.preprocess_ms); break;
             case WIRE_FIELD_FORWARD_MS: pack_ms(pk, m.forward_ms); break;
             case WIRE_FIELD_ERROR:

@@ -27,6 +27,7 @@ enum class wire_op {
     WIRE_OP_PING,
     WIRE_OP_SHUTDOWN,
     WIRE_OP_SHM_ATTACH,
+    WIRE_OP_DECODERS,
 };
 
 const char * wire_op_str(wire_op op);
@@ -53,6 +54,9 @@ enum wire_field : uint32_t {
     WIRE_FIELD_IMAGE_SHM        = 1u << 17,
     WIRE_FIELD_SHM              = 1u << 18,
     WIRE_FIELD_VARIANT          = 1u << 19,
+    WIRE_FIELD_IMAGE_ENCODED    = 1u << 20,
+    WIRE_FIELD_DECODE_MS        = 1u << 21,
+    WIRE_FIELD_DECODERS         = 1u << 22,
 };
 
 // A version-2 hello (an older sidecar's) carries these; version 3 adds `variant`.
@@ -85,7 +89,7 @@ struct message {
     std::vector<std::string> labels;
     std::string              variant;  // the loaded checkpoint's: "base", "nano", ... (schema::variant)
 
-    // infer request: exactly one of image {width, height, rgb} and pixel_values
+    // infer request: exactly one of image {width, height, rgb}, pixel_values, image_shm and image_encoded
     uint64_t  image_width  = 0;
     uint64_t  image_height = 0;
     byte_view image_rgb;  // RGB u8 HWC row-major
@@ -95,12 +99,19 @@ struct message {
     std::string shm_name;
     uint64_t    shm_offset = 0;
     uint64_t    shm_length = 0;
+    // infer request, the file form: image_encoded {format, width, height, bytes}; width and height (the
+    // client's reading of the header) go to image_width / image_height
+    std::string encoded_format_name;  // "jpeg", "png" (checked by the server, not the codec)
+    byte_view   encoded_bytes;        // the whole file
+    // decoders reply: the encoded formats this sidecar decodes
+    std::vector<std::string> decoders;
     // shm_attach reply: shm {paths, slot_bytes}
     std::vector<std::string> shm_paths;
     uint64_t                 shm_slot_bytes = 0;
     // infer reply
     byte_view logits;
     byte_view pred_boxes;
+    double    decode_ms     = 0.0;  // only after image_encoded (WIRE_FIELD_DECODE_MS)
     double    preprocess_ms = 0.0;
     double    forward_ms    = 0.0;
 

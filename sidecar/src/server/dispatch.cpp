@@ -99,6 +99,15 @@ std::string dispatcher::handle(uint64_t serial, std::unique_ptr<shm_slots> & slo
         }
         case wire_op::WIRE_OP_INFER: infer(serial, slots.get(), req, std::move(payload), stopping); return "";
         case wire_op::WIRE_OP_SHM_ATTACH: shm_attach(serial, req.id, slots); return "";
+        case wire_op::WIRE_OP_DECODERS: {
+            message m   = make_ok_reply(req.id);
+            m.fields   |= WIRE_FIELD_DECODERS;
+            m.decoders  = {};  // this build decodes no image files yet
+            std::vector<uint8_t> f;
+            encode_frame(m, f);
+            send_(serial, f);
+            return "";
+        }
         case wire_op::WIRE_OP_HELLO:
         case wire_op::WIRE_OP_NONE: break;
     }
@@ -120,6 +129,10 @@ void dispatcher::infer(uint64_t serial, shm_slots * slots, const message & req, 
             return;
         }
         j.pixels = req.pixel_values.data;
+    } else if (req.has(WIRE_FIELD_IMAGE_ENCODED)) {
+        reply_error(serial, req.id, wire_error::WIRE_ERROR_DECODE,
+                    "this sidecar decodes no image files (its decoders reply is empty); decode it and send image");
+        return;
     } else {
         for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
             if (side.second < 1 || side.second > k_max_image_side) {

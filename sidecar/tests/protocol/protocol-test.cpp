@@ -60,6 +60,10 @@ json to_json(const message & m) {
             j["image_shm"] = {{"name", m.shm_name}, {"offset", m.shm_offset}, {"length", m.shm_length},
                               {"width", m.image_width}, {"height", m.image_height}};
         }
+        if (m.has(rfdetr::WIRE_FIELD_IMAGE_ENCODED)) {
+            j["image_encoded"] = {{"format", m.encoded_format_name}, {"width", m.image_width},
+                                  {"height", m.image_height}, {"bytes", hex(m.encoded_bytes)}};
+        }
     } else if (m.ok) {
         j["kind"] = "reply";
         j["id"]   = m.id;
@@ -67,11 +71,17 @@ json to_json(const message & m) {
         if (m.has(rfdetr::WIRE_FIELD_LOGITS)) {
             j["logits"]     = hex(m.logits);
             j["pred_boxes"]    = hex(m.pred_boxes);
+            if (m.has(rfdetr::WIRE_FIELD_DECODE_MS)) {
+                j["decode_ms"] = m.decode_ms;
+            }
             j["preprocess_ms"] = m.preprocess_ms;
             j["forward_ms"]    = m.forward_ms;
         }
         if (m.has(rfdetr::WIRE_FIELD_SHM)) {
             j["shm"] = {{"paths", m.shm_paths}, {"slot_bytes", m.shm_slot_bytes}};
+        }
+        if (m.has(rfdetr::WIRE_FIELD_DECODERS)) {
+            j["decoders"] = m.decoders;
         }
     } else {
         j["kind"]  = "error";
