@@ -4,8 +4,8 @@
 //
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`
 // gives the two best cats, not the cats among the two best detections.
-import { decodeImage, type EncodedImage, type RgbImage } from '../image/decode.ts';
-import type { InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
+import { decodeImage, type RgbImage } from '../image/decode.ts';
+import type { EncodedImage, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
 import { postprocess, rawToNested, type Detection } from './postprocess.ts';
 import type { PredictParams } from './params-schema.ts';
 
@@ -127,8 +127,7 @@ export function inputSizeOf(info: SidecarInfo | null): [number, number] {
  */
 export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: Forward, info: SidecarInfo | null, image: I, params: DetectParams, run: DecodedRun): Promise<DetectResult<I>> {
   const t1 = performance.now();
-  // UNTIL THE WIRE MERGE: the casts stand for backend.ts's InferInput { encoded } and InferResult decodeMs.
-  const out = (await forward((isEncoded(image) ? { encoded: image } : { image }) as InferInput, { signal: run.signal, deadlineMs: run.deadlineMs })) as InferResult & { queueMs?: number; decodeMs?: number };
+  const out = await forward(isEncoded(image) ? { encoded: image } : { image }, { signal: run.signal, deadlineMs: run.deadlineMs });
   const t2 = performance.now();
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;

@@ -6,9 +6,9 @@
 // forward, and every error ends this request only (4xx/5xx), never the process.
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
-import { encodedForSidecar, type EncodedImage, type RgbImage } from '../image/decode.ts';
+import { encodedForSidecar, type RgbImage } from '../image/decode.ts';
 import type { FrameTarget } from '../image/frame-decode.ts';
-import type { InferenceBackend } from '../sidecar/backend.ts';
+import type { EncodedImage, InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, inputSizeOf, isEncoded, type DetectParams, type DetectResult, type PredictTiming } from '../detect/pipeline.ts';
@@ -158,11 +158,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    * decode); else undefined and the server decodes it. Throws what decodeImage would for empty or oversized bytes.
    */
   function forSidecar(bytes: Buffer, params: { fast_decode?: boolean }, returnImage: ImageFormat | undefined): EncodedImage | undefined {
-    // UNTIL THE WIRE MERGE: the cast stands for backend.ts's InferenceBackend.decodes.
-    const backend = d.backend as InferenceBackend & { decodes?(format: 'jpeg' | 'png'): boolean };
-    if (returnImage || params.fast_decode || !backend.decodes) return undefined;
+    if (returnImage || params.fast_decode || !d.backend.decodes) return undefined;
     const encoded = encodedForSidecar(bytes);
-    return encoded && backend.decodes(encoded.format) ? encoded : undefined;
+    return encoded && d.backend.decodes(encoded.format) ? encoded : undefined;
   }
 
   /**
@@ -246,8 +244,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
             tl.mark('frame_written', out.frameWrittenAt ?? queued + out.queueMs);
             tl.mark('reply_read', out.replyReadAt ?? performance.now());
-            // UNTIL THE WIRE MERGE: the cast stands for backend.ts's InferResult.decodeMs.
-            tl.sidecar({ decodeMs: (out as { decodeMs?: number }).decodeMs, preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
+            tl.sidecar({ decodeMs: out.decodeMs, preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
           }
           return out;
         },
@@ -262,8 +259,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             result = await forward(encoded, decodeMs);
             d.metrics.imagesDecoded.inc({ by: 'sidecar' });
           } catch (e) {
-            // UNTIL THE WIRE MERGE: the cast stands for errors.ts's E_SIDECAR_DECLINED.
-            if (!isRfdetrError(e) || (e.code as string) !== 'E_SIDECAR_DECLINED' || signal.aborted) throw e;
+            if (!isRfdetrError(e) || e.code !== 'E_SIDECAR_DECLINED' || signal.aborted) throw e;
             // Declined (a form its decoder does not take after all, or a libjpeg/libpng warning it will not pass):
             // decoded here as any other file, into the pixels already reserved for it.
             const t1 = performance.now();

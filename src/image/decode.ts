@@ -25,6 +25,7 @@
 // frame-decode.ts): the same pixels, no buffer here and no copy after the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
+import type { EncodedImage } from '../sidecar/backend.ts';
 
 import { readImageHeader, sidecarForm } from './header.ts';
 import { rgbPipeline } from './rgb-pipeline.ts';
@@ -83,14 +84,6 @@ export function checkImageBytes(bytes: Buffer | Uint8Array): void {
   if (bytes.length > MAX_IMAGE_BYTES) {
     throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
   }
-}
-
-/** A plain JPEG/PNG file the sidecar decodes itself (the same shape as src/sidecar/backend.ts's EncodedImage). */
-export interface EncodedImage {
-  format: 'jpeg' | 'png';
-  width: number;
-  height: number;
-  bytes: Uint8Array;
 }
 
 /**
