@@ -1,7 +1,8 @@
 // A scripted fake sidecar for the supervisor tests: takes the real sidecar's flags, listens on the real Unix
 // socket, prints READY and speaks the protocol, misbehaving as FAKE_SCENARIO says. FAKE_SCENARIO is a comma
 // list; the Nth start (counted in the file FAKE_COUNTER) plays the Nth entry (the last one repeats).
-//   ok              serve: infer echoes (logits[i] = px[i] + 1, pred_boxes[i] = px[27300 + i] / 2), ping, shutdown
+//   ok              serve: infer echoes (logits[i] = px[i] + 1, pred_boxes[i] = px[27300 + i] / 2), ping, shutdown;
+//                   decoders is answered E_UNKNOWN_OP, as a sidecar from before that op does
 //   crash-on-infer  exit(3) with a stderr line on the first infer
 //   hang            send the hello, then never answer anything
 //   garbage         answer an infer with a frame that is not MessagePack
@@ -105,7 +106,10 @@ const server = net.createServer((sock) => {
     }
     const m = r.message;
     if (m.kind !== 'request') return;
-    if (m.op === 'ping') {
+    if (m.op === 'decoders') {
+      // As a sidecar from before the op answers it: this fake decodes nothing.
+      sock.write(encodeFrame({ kind: 'error', id: m.id, ok: false, error: { code: 'E_UNKNOWN_OP', message: "unknown op 'decoders'; expected one of infer, ping, shutdown, shm_attach" } }));
+    } else if (m.op === 'ping') {
       sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }));
     } else if (m.op === 'shutdown') {
       if (scenario === 'stubborn') return;

@@ -7,7 +7,7 @@
 // decode_declined, never approximated: the caller then lets the server decode the file itself. Declined forms:
 // PNG  - Adam7 interlace, 16-bit grey (the server clips it), 1/2/4-bit grey, a CRC mismatch, an unknown critical
 //        chunk, more than 100 ancillary chunks, IDATs that are not contiguous, bytes after IEND, a zlib stream that
-//        does not inflate to exactly the image's size, a bad filter byte, a palette index beyond PLTE;
+//        does not inflate to exactly the image's size, a bad filter byte, a palette index beyond PLTE, APNG (acTL);
 // JPEG - CMYK/YCCK, precision other than 8, component counts other than 1 and 3, any libjpeg warning (corrupt
 //        data, extraneous bytes, premature end), more than 100 scans;
 // both - sides over 8192, or a header whose size differs from the declared width/height.

@@ -164,6 +164,8 @@ void decode_png(const uint8_t * data, size_t size, int width, int height, uint8_
         seen_trns = true;
       } else if (name == "IHDR") {
         png_decline("a second IHDR" + at(pos));
+      } else if (name == "acTL") {
+        png_decline("an animated PNG (acTL): its frames are left to the server's decoder");
       } else if (critical) {
         png_decline("unknown critical chunk '" + name + "'" + at(pos));
       } else if (++ancillary > png_max_ancillary_chunks) {

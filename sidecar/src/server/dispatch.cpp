@@ -102,7 +102,7 @@ std::string dispatcher::handle(uint64_t serial, std::unique_ptr<shm_slots> & slo
         case wire_op::WIRE_OP_DECODERS: {
             message m   = make_ok_reply(req.id);
             m.fields   |= WIRE_FIELD_DECODERS;
-            m.decoders  = {};  // this build decodes no image files yet
+            m.decoders  = {encoded_format_name(encoded_format::jpeg), encoded_format_name(encoded_format::png)};
             std::vector<uint8_t> f;
             encode_frame(m, f);
             send_(serial, f);
@@ -130,9 +130,30 @@ void dispatcher::infer(uint64_t serial, shm_slots * slots, const message & req, 
         }
         j.pixels = req.pixel_values.data;
     } else if (req.has(WIRE_FIELD_IMAGE_ENCODED)) {
-        reply_error(serial, req.id, wire_error::WIRE_ERROR_DECODE,
-                    "this sidecar decodes no image files (its decoders reply is empty); decode it and send image");
-        return;
+        const std::string & name = req.encoded_format_name;
+        if (name != encoded_format_name(encoded_format::jpeg) && name != encoded_format_name(encoded_format::png)) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                        "image_encoded.format is '" + name + "'; expected one of jpeg, png (the decoders reply)");
+            return;
+        }
+        for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
+            if (side.second < 1 || side.second > k_max_image_side) {
+                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                            std::string("image_encoded.") + side.first + " is " + std::to_string(side.second) +
+                                "; expected 1 to " + std::to_string(k_max_image_side));
+                return;
+            }
+        }
+        if (req.encoded_bytes.size == 0) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
+                        "image_encoded.bytes is empty; expected the whole " + name + " file");
+            return;
+        }
+        j.format       = name == "png" ? encoded_format::png : encoded_format::jpeg;
+        j.encoded      = req.encoded_bytes.data;
+        j.encoded_size = req.encoded_bytes.size;
+        j.width        = static_cast<int>(req.image_width);
+        j.height       = static_cast<int>(req.image_height);
     } else {
         for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
             if (side.second < 1 || side.second > k_max_image_side) {

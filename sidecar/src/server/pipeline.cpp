@@ -22,6 +22,9 @@ std::vector<uint8_t> error_frame(uint64_t id, wire_error code, const std::string
     return f;
 }
 
+// The decode buffer is kept between requests up to this size (a 2560x2048 image); a larger one is freed after use.
+constexpr size_t k_decoded_keep_bytes = 16u << 20;
+
 }  // namespace
 
 pipeline::pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake)
@@ -106,15 +109,56 @@ void pipeline::stop() {
     }
 }
 
-double pipeline::prepare(infer_job & j, int slot) {
-    float * dst = inputs_[static_cast<size_t>(slot)].data();
+uint8_t * pipeline::decoded_buffer(size_t bytes) {
+    if (bytes > decoded_bytes_) {
+        decoded_.reset();  // the old one first: the two never coexist
+        decoded_bytes_ = 0;
+        decoded_.reset(new uint8_t[bytes]);  // not make_unique: that would zero it
+        decoded_bytes_ = bytes;
+    }
+    return decoded_.get();
+}
+
+void pipeline::trim_decoded() {
+    if (decoded_bytes_ > k_decoded_keep_bytes) {
+        decoded_.reset();
+        decoded_bytes_ = 0;
+    }
+}
+
+std::vector<uint8_t> pipeline::prepare_error(uint64_t id, bool declined, const std::string & why) {
+    return declined ? error_frame(id, wire_error::WIRE_ERROR_DECODE,
+                                  "the sidecar declined to decode the file: " + why +
+                                      "; decode it and send it as image")
+                    : error_frame(id, wire_error::WIRE_ERROR_FORWARD, "preprocess: " + why);
+}
+
+pipeline::prep_times pipeline::prepare(infer_job & j, int slot) {
+    float *    dst = inputs_[static_cast<size_t>(slot)].data();
+    prep_times t;
+    if (j.encoded) {
+        struct trim_after {
+            pipeline & p;
+            ~trim_after() { p.trim_decoded(); }
+        } trim{*this};
+        const auto t0  = clock_type::now();
+        uint8_t *  rgb = decoded_buffer(static_cast<size_t>(j.width) * static_cast<size_t>(j.height) * 3);
+        decode_rgb_into(j.format, j.encoded, j.encoded_size, j.width, j.height, rgb);
+        t.decode_ms       = ms_since(t0);
+        t.decoded         = true;
+        const auto t1     = clock_type::now();
+        prep_.run(rgb, j.width, j.height, dst);
+        t.preprocess_ms = ms_since(t1);
+        return t;
+    }
     if (j.rgb) {
         const auto t0 = clock_type::now();
         prep_.run(j.rgb, j.width, j.height, dst);
-        return ms_since(t0);
+        t.preprocess_ms = ms_since(t0);
+        return t;
     }
     std::memcpy(dst, j.pixels, pixel_count_ * sizeof(float));  // the bin may be misaligned
-    return 0.0;
+    return t;
 }
 
 void pipeline::post(finished_reply r) {
@@ -160,18 +204,23 @@ void pipeline::run_stage() {
             stage_job_    = {j.conn_serial, j.id};
             stage_cancel_ = cancel::none;
         }
-        double      ms = 0.0;
+        prep_times  times;
         std::string err;
+        bool        failed = false, declined = false;
         try {
-            ms = prepare(j, slot);
+            times = prepare(j, slot);
+        } catch (const decode_declined & e) {
+            err    = e.what();
+            failed = declined = true;
         } catch (const std::exception & e) {
-            err = e.what();
+            err    = e.what();
+            failed = true;
         }
         pool_.give(std::move(j.payload));  // the request's bytes are no longer needed
         std::unique_lock<std::mutex> lock(mu_);
         stage_busy_ = false;
-        if (stage_cancel_ == cancel::none && err.empty()) {
-            ready_.push_back({j.conn_serial, j.id, slot, ms});
+        if (stage_cancel_ == cancel::none && !failed) {
+            ready_.push_back({j.conn_serial, j.id, slot, times});
             forward_cv_.notify_one();
             continue;
         }
@@ -183,7 +232,7 @@ void pipeline::run_stage() {
                                             ? error_frame(j.id, wire_error::WIRE_ERROR_STOPPING,
                                                           "the sidecar is shutting down; the request was not run: "
                                                           "retry on a new sidecar")
-                                            : error_frame(j.id, wire_error::WIRE_ERROR_FORWARD, "preprocess: " + err)});
+                                            : prepare_error(j.id, declined, err)});
         lock.unlock();
         wake_();
     }
@@ -211,12 +260,21 @@ void pipeline::run_forward() {
                 queue_.pop_front();
                 forward_busy_ = true;
                 lock.unlock();
-                p = {j.conn_serial, j.id, 0, 0.0};
+                p = {j.conn_serial, j.id, 0, {}};
+                std::string err;
+                bool        failed = false, declined = false;
                 try {
-                    p.preprocess_ms = prepare(j, 0);
-                    pool_.give(std::move(j.payload));
+                    p.times = prepare(j, 0);
+                } catch (const decode_declined & e) {
+                    err    = e.what();
+                    failed = declined = true;
                 } catch (const std::exception & e) {
-                    post({j.conn_serial, error_frame(j.id, wire_error::WIRE_ERROR_FORWARD, std::string("preprocess: ") + e.what())});
+                    err    = e.what();
+                    failed = true;
+                }
+                pool_.give(std::move(j.payload));
+                if (failed) {
+                    post({j.conn_serial, prepare_error(j.id, declined, err)});
                     lock.lock();
                     forward_busy_ = false;
                     continue;
@@ -239,7 +297,11 @@ void pipeline::forward_and_reply(const prepared & p) {
         message m       = make_ok_reply(p.id);
         m.fields       |= WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         m.forward_ms    = ms_since(t0);
-        m.preprocess_ms = p.preprocess_ms;
+        m.preprocess_ms = p.times.preprocess_ms;
+        if (p.times.decoded) {
+            m.fields    |= WIRE_FIELD_DECODE_MS;
+            m.decode_ms  = p.times.decode_ms;
+        }
         m.logits        = {reinterpret_cast<const uint8_t *>(logits_.data()), logits_.size() * sizeof(float)};
         m.pred_boxes    = {reinterpret_cast<const uint8_t *>(boxes_.data()), boxes_.size() * sizeof(float)};
         encode_frame(m, d.frame);

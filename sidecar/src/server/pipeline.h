@@ -2,9 +2,11 @@
 // stage and the engine, one forward at a time. For an engine that does not compute on the host's cores
 // (forward_uses_host_cores() false, e.g. a TT card) a stage thread resizes request N+1 while request N is on
 // the engine, with one prepared input waiting at most (two input buffers); for host engines the forward
-// thread resizes just before each forward, so the resize never competes with the engine's threads.
+// thread resizes just before each forward, so the resize never competes with the engine's threads. An image
+// file (image_encoded) is decoded by the same thread right before its resize, into a buffer the pipeline keeps.
 #pragma once
 
+#include "decode/decode.h"
 #include "engines/engine.h"
 #include "preprocess/preprocess.h"
 #include "server/frame-pool.h"
@@ -27,6 +29,9 @@ struct infer_job {
     const uint8_t * rgb    = nullptr;  // the image form: RGB u8 width x height
     int             width  = 0;
     int             height = 0;
+    const uint8_t * encoded      = nullptr;  // the image_encoded form: the file, decoded to width x height first
+    size_t          encoded_size = 0;
+    encoded_format  format       = encoded_format::jpeg;
     const uint8_t * pixels = nullptr;  // the pixel_values form: f32 [3,S,S], maybe misaligned
     std::shared_ptr<const void> shm_keep;  // the image_shm form: keeps the slot mapping `rgb` points into
 };
@@ -64,16 +69,29 @@ class pipeline {
     void stop();  // finishes the forward in progress, joins the threads
 
   private:
+    struct prep_times {
+        double decode_ms     = 0.0;
+        double preprocess_ms = 0.0;
+        bool   decoded       = false;  // an image_encoded request: the reply carries decode_ms
+    };
     struct prepared {
-        uint64_t conn_serial;
-        uint64_t id;
-        int      slot;
-        double   preprocess_ms;
+        uint64_t   conn_serial;
+        uint64_t   id;
+        int        slot;
+        prep_times times;
     };
     enum class cancel { none, dropped, stopping };
 
-    // Resizes (or copies) j's input into slot; returns the preprocess time in ms (0 for pixel_values).
-    double prepare(infer_job & j, int slot);
+    // Decodes j's file (image_encoded) and resizes it, resizes its image, or copies its pixel_values, into
+    // slot; returns the times in ms (preprocess 0 for pixel_values). Throws decode_declined for a file the
+    // decoder will not read (answered E_DECODE), anything else for a failure (E_FORWARD).
+    prep_times prepare(infer_job & j, int slot);
+    // The decode buffer, at least `bytes` long (grown without zero fill); trim_decoded() frees it when it
+    // holds more than k_decoded_keep_bytes, so one huge file does not pin its pixels.
+    uint8_t * decoded_buffer(size_t bytes);
+    void      trim_decoded();
+    // The error reply for a failed prepare(): E_DECODE when it was declined, else E_FORWARD.
+    static std::vector<uint8_t> prepare_error(uint64_t id, bool declined, const std::string & why);
     void   run_stage();
     void   run_forward();
     void   forward_and_reply(const prepared & p);
@@ -86,6 +104,8 @@ class pipeline {
     frame_pool &                      pool_;
     std::function<void()>             wake_;
     preprocessor                      prep_;  // used by one thread only: the stage thread, or the forward thread
+    std::unique_ptr<uint8_t[]>        decoded_;  // the decoded file, used by that same thread only
+    size_t                            decoded_bytes_ = 0;
     std::vector<std::vector<float>>   inputs_;  // two slots with overlap, else one
     std::vector<float>                logits_;
     std::vector<float>                boxes_;

@@ -214,3 +214,8 @@ TEST(PngDecline, DeclaredSizeOutOfRange) {
 TEST(PngDecline, Empty) {
   expect_png_declined({}, 4, 3, "empty");
 }
+
+TEST(PngDecline, Animated) {
+  expect_png_declined(file_of({png_ihdr(4, 3, 8, 2), png_chunk("acTL", {0, 0, 0, 2, 0, 0, 0, 0}), idat_of(rgb_spec()), iend}), 4, 3,
+                      "an animated PNG (acTL)");
+}

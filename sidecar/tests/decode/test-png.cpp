@@ -151,3 +151,12 @@ TEST(Png, SsePaethAgreesWithScalar) {
     }
   }
 }
+
+TEST(Png, PaethTiesPickInTheSpecsOrder) {
+  // Samples 0..3: the predictor's ties (pa == pb, pb == pc) are frequent, and the spec's order a, b, c decides.
+  for (const form f : accepted_forms) {
+    png_spec s = random_spec(23, 9, f.colour, f.depth, {4}, 77);
+    for (auto & v : s.rows) v &= f.colour == 3 ? 0xff : 0x03;
+    expect_decodes(s);
+  }
+}

@@ -1,0 +1,69 @@
+// The client against the real test sidecar (engine test-echo: logits = pixel_values + 1) for images it decodes:
+// decodes() learns jpeg and png from the decoders reply, a PNG fixture and a sharp-written JPEG sent as files give
+// the logits their pixels decoded by the server (decodeImage, sharp) give, and a corrupt file is E_SIDECAR_DECLINED
+// with the connection serving on.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import sharp from 'sharp';
+import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
+import { SidecarConnection } from '../../src/sidecar/client.ts';
+import { decodeImage } from '../../src/image/decode.ts';
+import { isRfdetrError, type RfdetrError } from '../../src/errors.ts';
+
+const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
+
+async function startSidecar(t: { after: (fn: () => unknown) => void }): Promise<SidecarConnection> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-dec-'));
+  const socket = path.join(dir, 'run', 'sidecar.sock');
+  const child = execa(testBinary, ['--engine', 'test-echo', '--weights', dir, '--socket', socket], { reject: false, stderr: 'ignore' });
+  t.after(async () => {
+    child.kill('SIGTERM');
+    await child;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      if (buf.includes('READY ')) resolve();
+    });
+    void child.then((r) => reject(new Error(`sidecar exited before READY: ${r.exitCode}`)));
+  });
+  const conn = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
+  t.after(() => conn.close());
+  return conn;
+}
+
+test('real sidecar: decodes() is false until its decoders reply names jpeg and png, then true', async (t) => {
+  const conn = await startSidecar(t);
+  assert.equal(conn.decodes('png'), false, 'nothing is known before the reply');
+  await conn.decodersKnown();
+  assert.equal(conn.decodes('png'), true);
+  assert.equal(conn.decodes('jpeg'), true);
+});
+
+test('real sidecar: a PNG and a JPEG sent as files give the logits of the same images decoded by sharp; a corrupt one is E_SIDECAR_DECLINED', async (t) => {
+  const conn = await startSidecar(t);
+  await conn.decodersKnown();
+  const png = readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png'));
+  const jpeg = await sharp(png).jpeg({ quality: 85 }).toBuffer();
+  for (const [format, file] of [['png', png], ['jpeg', jpeg]] as const) {
+    const image = await decodeImage(file);
+    const asImage = await conn.infer({ image });
+    const asFile = await conn.infer({ encoded: { format, width: image.width, height: image.height, bytes: file } });
+    assert.equal(asImage.decodeMs, undefined);
+    assert.ok(asFile.decodeMs !== undefined && asFile.decodeMs > 0, `${format}: decodeMs ${asFile.decodeMs}`);
+    assert.ok(Buffer.from(asFile.logits.buffer).equals(Buffer.from(asImage.logits.buffer)), `${format}: the sidecar's decode gives other logits than sharp's`);
+    assert.ok(Buffer.from(asFile.predBoxes.buffer).equals(Buffer.from(asImage.predBoxes.buffer)), format);
+  }
+  const e = await conn.infer({ encoded: { format: 'png', width: 640, height: 480, bytes: png.subarray(0, png.length >> 1) } })
+    .then(() => assert.fail('a truncated PNG must be declined'), (err: RfdetrError) => err);
+  assert.ok(isRfdetrError(e, 'E_SIDECAR_DECLINED'), String(e));
+  assert.match(e.message, /E_DECODE: .*png/);
+  assert.equal(conn.closed, false);
+  await conn.ping(5_000);
+});
