@@ -260,8 +260,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
             d.metrics.imagesDecoded.inc({ by: 'sidecar' });
           } catch (e) {
             if (!isRfdetrError(e) || e.code !== 'E_SIDECAR_DECLINED' || signal.aborted) throw e;
-            // Declined (a form its decoder does not take after all, or a libjpeg/libpng warning it will not pass):
-            // decoded here as any other file, into the pixels already reserved for it.
+            // Declined (a form its decoder does not take after all, a libjpeg warning it will not pass, a corrupt
+            // file): decoded here as any other file, into the pixels already reserved for it. Without a decode slot:
+            // waiting for one while holding pixel memory could deadlock with slot holders waiting for memory.
             const t1 = performance.now();
             try {
               image = decodedImage = await d.decode(bytes, { reserve: async () => {} });
