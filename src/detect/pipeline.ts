@@ -5,7 +5,7 @@
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`
 // gives the two best cats, not the cats among the two best detections.
 import { decodeImage, type RgbImage } from '../image/decode.ts';
-import type { InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
+import type { EncodedImage, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
 import { postprocess, rawToNested, type Detection } from './postprocess.ts';
 import type { PredictParams } from './params-schema.ts';
 
@@ -87,19 +87,24 @@ export interface DetectOptions extends InferOptions {
 /** One forward as the detector sees it: the backend's infer, or the HTTP server's engine queue in front of it. */
 export type Forward = (input: InferInput, opts: InferOptions) => Promise<InferResult & { queueMs?: number }>;
 
+/** An image the sidecar decodes (the file's bytes), not decoded pixels. */
+export function isEncoded(image: RgbImage | EncodedImage): image is EncodedImage {
+  return 'bytes' in image;
+}
+
 export interface DecodedRun extends DetectOptions {
   /** When the request started (performance.now()): `total` is measured from here. */
   t0: number;
-  /** Time the decode took. */
+  /** Time the decode took (an encoded image: reading its header; the sidecar's decode is added to it). */
   decodeMs: number;
   /** Time spent waiting before the forward was asked for (e.g. for a decode slot); reported in `queue`. */
   waitMs?: number;
 }
 
-export interface DetectResult {
+export interface DetectResult<I extends RgbImage | EncodedImage = RgbImage> {
   response: PredictResponse;
-  /** The decoded image (RGB u8 at the original size), e.g. to draw the detections on. */
-  image: RgbImage;
+  /** The decoded image (RGB u8 at the original size), e.g. to draw the detections on; or the file the sidecar decoded. */
+  image: I;
   /** The detections with their query slots (the response carries the same list without them). */
   detections: Detection[];
 }
@@ -116,16 +121,19 @@ export function inputSizeOf(info: SidecarInfo | null): [number, number] {
   return info ? [info.inputShape[1], info.inputShape[2]] : [DEFAULT_INPUT_SIDE, DEFAULT_INPUT_SIDE];
 }
 
-/** Runs one forward on a decoded image and postprocesses it into the /predict response. */
-export async function detectDecoded(forward: Forward, info: SidecarInfo | null, image: RgbImage, params: DetectParams, run: DecodedRun): Promise<DetectResult> {
+/**
+ * Runs one forward on a decoded image, or on a file the sidecar decodes (`isEncoded`), and postprocesses it into
+ * the /predict response.
+ */
+export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: Forward, info: SidecarInfo | null, image: I, params: DetectParams, run: DecodedRun): Promise<DetectResult<I>> {
   const t1 = performance.now();
-  const out = await forward({ image }, { signal: run.signal, deadlineMs: run.deadlineMs });
+  const out = await forward(isEncoded(image) ? { encoded: image } : { image }, { signal: run.signal, deadlineMs: run.deadlineMs });
   const t2 = performance.now();
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;
   const labels = info?.labels?.length ? info.labels : run.labels ?? [];
   // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
-  const size = image.source ?? image;
+  const size = ('source' in image ? image.source : undefined) ?? image;
   const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
   const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
   // With per-class thresholds the post-process keeps everything above the lowest of them; each detection is
@@ -141,9 +149,10 @@ export async function detectDecoded(forward: Forward, info: SidecarInfo | null, 
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).
-  const unaccounted = t2 - t1 - (out.queueMs ?? 0) - out.preprocessMs - out.forwardMs - out.transferMs;
+  const unaccounted = t2 - t1 - (out.queueMs ?? 0) - (out.decodeMs ?? 0) - out.preprocessMs - out.forwardMs - out.transferMs;
   const timing: PredictTiming = {
-    decode: run.decodeMs,
+    // An encoded image: the header read here and the sidecar's own decode.
+    decode: run.decodeMs + (out.decodeMs ?? 0),
     preprocess: out.preprocessMs,
     inference: out.forwardMs,
     postprocess: t3 - t2,

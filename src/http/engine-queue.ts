@@ -52,7 +52,8 @@ interface Waiting {
 export const PIPELINE_MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
 function frameBytes(input: InferInput): number {
-  // From the sides: an image decoded into a slot file reads its `data` back only when asked. A file goes as it is.
+  // From the sides: an image decoded into a slot file reads its `data` back only when asked. A file the sidecar
+  // decodes is sent as it is: its frame is the file's bytes (its decode is engine time, charged as such).
   if ('encoded' in input) return input.encoded.bytes.byteLength;
   return 'image' in input ? input.image.width * input.image.height * 3 : input.pixelValues.length * 4;
 }

@@ -31,6 +31,7 @@ export class ServerMetrics {
   readonly deviceForwards: client.Counter<'device'>;
   readonly deviceRestarts: client.Counter<'device'>;
   readonly devicesRemoved: client.Counter;
+  readonly imagesDecoded: client.Counter<'by'>;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -132,6 +133,13 @@ export class ServerMetrics {
       help: 'Sidecars taken out of the pool (restart cap reached, or could not start); the others keep serving',
       registers,
     });
+    this.imagesDecoded = new client.Counter({
+      name: 'rfdetr_images_decoded_total',
+      help: '/predict images decoded, by where: by="server" (sharp, here), "sidecar" (the file sent to the sidecar, which decoded it), "server_after_decline" (the sidecar declined the file; decoded here, then sent again)',
+      labelNames: ['by'],
+      registers,
+    });
+    for (const by of ['server', 'sidecar', 'server_after_decline']) this.imagesDecoded.inc({ by }, 0);
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
     for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);
     // Unprefixed: process_* and nodejs_* are the names standard Node dashboards and alerts query.

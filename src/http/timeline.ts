@@ -21,7 +21,7 @@ export const MARKS = [
   ['engine_queued', 'admit'], //           handed to the engine queue
   ['dispatched', 'engine-wait'], //        the queue gave it to the sidecar client
   ['frame_written', 'send'], //            the whole infer frame was handed to the kernel
-  ['reply_read', 'sidecar'], //            the reply frame was read (split below into the sidecar's own figures)
+  ['reply_read', 'sidecar'], //            the reply frame was read (split below into the sidecar's own figures: its decode, if it decoded the file, its resize and forward)
   ['forward_done', 'reply'], //            the reply decoded and back in the detector
   ['postprocessed', 'postprocess'], //     detections out of logits and boxes
   ['serialised', 'serialise'], //          the response body as JSON text (return_image's drawing included)
@@ -30,8 +30,12 @@ export const MARKS = [
 export type Mark = (typeof MARKS)[number][0];
 const MARK_INDEX = new Map<Mark, number>(MARKS.map(([m], i) => [m, i]));
 
-/** The sidecar's share of the `sidecar` stage: its own resize and forward times; the rest is `sidecar-io`. */
+/**
+ * The sidecar's share of the `sidecar` stage: its own decode (a file it decoded, `sidecar-decode`), resize and
+ * forward times; the rest is `sidecar-io`.
+ */
 export interface SidecarSplit {
+  decodeMs?: number | undefined;
   preprocessMs: number;
   forwardMs: number;
 }
@@ -110,9 +114,11 @@ export class Timeline {
       const name = MARKS[i]![1];
       if (name === 'sidecar' && this.#sidecar) {
         const span = t - prev;
-        const pre = Math.min(span, this.#sidecar.preprocessMs);
-        const fwd = Math.min(span - pre, this.#sidecar.forwardMs);
-        out.push(['preprocess', pre], ['inference', fwd], ['sidecar-io', span - pre - fwd]);
+        const dec = this.#sidecar.decodeMs === undefined ? undefined : Math.min(span, this.#sidecar.decodeMs);
+        const pre = Math.min(span - (dec ?? 0), this.#sidecar.preprocessMs);
+        const fwd = Math.min(span - (dec ?? 0) - pre, this.#sidecar.forwardMs);
+        if (dec !== undefined) out.push(['sidecar-decode', dec]);
+        out.push(['preprocess', pre], ['inference', fwd], ['sidecar-io', span - (dec ?? 0) - pre - fwd]);
       } else {
         out.push([name, t - prev]);
       }

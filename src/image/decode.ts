@@ -25,8 +25,9 @@
 // frame-decode.ts): the same pixels, no buffer here and no copy after the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
+import type { EncodedImage } from '../sidecar/backend.ts';
 
-import { readImageHeader } from './header.ts';
+import { readImageHeader, sidecarForm } from './header.ts';
 import { rgbPipeline } from './rgb-pipeline.ts';
 import { decodeToFrame, V_HEADER_BYTES, type FrameTarget } from './frame-decode.ts';
 import { PIXEL_THREAD_MIN_BYTES, PixelPool, PixelThreadError } from './pixel-pool.ts';
@@ -83,6 +84,19 @@ export function checkImageBytes(bytes: Buffer | Uint8Array): void {
   if (bytes.length > MAX_IMAGE_BYTES) {
     throw new RfdetrError('E_IMAGE_TOO_LARGE', `image is too large: ${bytes.length} bytes (${mib(bytes.length)}); the limit is ${MAX_IMAGE_BYTES} bytes (32 MiB)`, { bytes: bytes.length, limit: MAX_IMAGE_BYTES });
   }
+}
+
+/**
+ * The file as the sidecar decodes it, or undefined (decodeImage decodes it here): a form the sidecar's decoder
+ * takes (header.ts sidecarForm), sides within MAX_IMAGE_SIDE, and pixels under PIXEL_THREAD_MIN_BYTES (larger
+ * images keep their decode path here: the pixel thread, or straight into the sidecar's shared memory). Throws
+ * what checkImageBytes throws, as decodeImage would.
+ */
+export function encodedForSidecar(bytes: Buffer | Uint8Array): EncodedImage | undefined {
+  checkImageBytes(bytes);
+  const h = sidecarForm(bytes);
+  if (!h || h.width > MAX_IMAGE_SIDE || h.height > MAX_IMAGE_SIDE || h.width * h.height * 3 >= PIXEL_THREAD_MIN_BYTES) return undefined;
+  return { format: h.format, width: h.width, height: h.height, bytes };
 }
 
 /**

@@ -116,3 +116,19 @@ test('a decode is charged its time, at most what its pixels cost a free core (5 
   assert.equal(decodeCharge(2000, { width: 8192, height: 8192 }), 5 + 4e-6 * 8192 * 8192);
   assert.equal(decodeCharge(50, undefined), 50, 'no header read: its time');
 });
+
+test('engine queue: a file the sidecar decodes counts as its bytes, not its pixels, for the large-frame rule', async (t) => {
+  const s = scripted(t);
+  const q = new EngineQueue(s.b, 2);
+  // 2400² declared (17 MB of pixels) in a small file: pipelined; a file past the limit: only to an idle engine.
+  const encoded = (tag: string, bytes: number) => ({ encoded: { format: 'png', width: 2400, height: 2400, bytes: new Uint8Array(bytes) }, tag }) as unknown as InferInput;
+  const jobs = [q.run(small('a1'), opts('a')), q.run(encoded('a2', 1 << 20), opts('a')), q.run(encoded('a3', PIPELINE_MAX_FRAME_BYTES + 1), opts('a'))];
+  await turn();
+  assert.deepEqual(s.started, ['a1', 'a2'], 'a2 is a 1 MiB frame: it goes into the second slot; a3 waits for the engine to be idle');
+  await s.finish(5);
+  assert.deepEqual(s.started, ['a1', 'a2'], 'a3 still waits: a2 is in flight');
+  await s.finish(5);
+  assert.deepEqual(s.started, ['a1', 'a2', 'a3']);
+  await s.finish(5);
+  await Promise.all(jobs);
+});

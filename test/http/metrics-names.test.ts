@@ -12,7 +12,7 @@ test('metrics: default process/Node metrics under their standard names, our own 
     assert.ok(names.has(n), `${n} missing; have ${[...names].filter((x) => /process|nodejs/.test(x)).slice(0, 8).join(', ')}`);
   }
   assert.deepEqual([...names].filter((n) => /^rfdetr_(process|nodejs)_/.test(n)), [], 'no rfdetr_-prefixed default metrics');
-  for (const n of ['rfdetr_http_requests_total', 'rfdetr_predict_stage_seconds', 'rfdetr_engine_state', 'rfdetr_predict_rejected_total']) {
+  for (const n of ['rfdetr_http_requests_total', 'rfdetr_predict_stage_seconds', 'rfdetr_engine_state', 'rfdetr_predict_rejected_total', 'rfdetr_images_decoded_total']) {
     assert.ok(names.has(n), `${n} missing`);
   }
   const own = [...names].filter((n) => !/^(process|nodejs)_/.test(n));

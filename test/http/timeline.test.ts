@@ -34,6 +34,21 @@ test('timeline: a mark earlier than the one before it is clamped (no negative st
   assert.equal(new Set(MARKS.map(([, s]) => s)).size, MARKS.length, 'stage names are unique');
 });
 
+test('timeline: a file the sidecar decoded: its decode is a `sidecar-decode` stage before the resize, within the sidecar stage', () => {
+  const t = new Timeline(0);
+  t.mark('decode_done', 2);
+  t.mark('frame_written', 3);
+  t.mark('reply_read', 23);
+  t.sidecar({ decodeMs: 5, preprocessMs: 3, forwardMs: 10 });
+  assert.deepEqual(t.stages(), [['decode', 2], ['send', 1], ['sidecar-decode', 5], ['preprocess', 3], ['inference', 10], ['sidecar-io', 2]]);
+  assert.match(t.header(), /^decode;dur=2, send;dur=1, sidecar-decode;dur=5, preprocess;dur=3, inference;dur=10, sidecar-io;dur=2, total;dur=23, /);
+  // Figures larger than the stage are cut to it, the decode first: the stages still add up to the round trip.
+  const over = new Timeline(0);
+  over.mark('reply_read', 4);
+  over.sidecar({ decodeMs: 3, preprocessMs: 3, forwardMs: 3 });
+  assert.deepEqual(over.stages(), [['sidecar-decode', 3], ['preprocess', 1], ['inference', 0], ['sidecar-io', 0]]);
+});
+
 test('timelines: the event loop blocked while a request is in flight is charged to it, not to one that ended before', () => {
   // The probe's timer and the clock it reads are both fakes: a 40 ms block of the loop is the clock moving
   // 40 ms past the probe's due time before its timer runs, so the charge is exact.

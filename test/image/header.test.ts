@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
-import { readImageHeader } from '../../src/image/header.ts';
+import { readImageHeader, sidecarForm } from '../../src/image/header.ts';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { makePng } from './png-helper.ts';
 
@@ -71,4 +71,50 @@ test('header: the cases with their own decode path or an unusual header are left
   assert.deepEqual(readImageHeader(png.subarray(0, 33)), { format: 'png', width: 2, height: 2 });
   const jpg = await sharp(noise(12, 1), { raw: { width: 2, height: 2, channels: 3 } }).jpeg().toBuffer();
   for (const n of [0, 2, 3, 100]) assert.equal(readImageHeader(jpg.subarray(0, n)), undefined, `JPEG cut to ${n} bytes`);
+});
+
+test('sidecarForm: plain PNGs and 8-bit 1- or 3-component JPEGs, with the header readImageHeader reads; the rest undefined', async () => {
+  const raw = { raw: { width: 7, height: 5, channels: 3 as const } };
+  const px = noise(7 * 5 * 3, 11);
+  const rgba = { raw: { width: 7, height: 5, channels: 4 as const } };
+  const taken: Array<[string, Buffer]> = [
+    ['rgb png', await sharp(px, raw).png().toBuffer()],
+    ['rgba png', await sharp(noise(7 * 5 * 4, 12), rgba).png().toBuffer()],
+    ['palette png', await sharp(px, raw).png({ palette: true }).toBuffer()],
+    ['16-bit rgb png', await sharp(px, raw).toColourspace('rgb16').png().toBuffer()],
+    ['baseline jpeg', await sharp(px, raw).jpeg().toBuffer()],
+    ['progressive jpeg', await sharp(px, raw).jpeg({ progressive: true }).toBuffer()],
+    ['grey jpeg', await sharp(px, raw).greyscale().jpeg().toBuffer()],
+  ];
+  // Hand-made: every colour type and depth but the low-depth greys (and 16-bit grey, left to sharp anyway).
+  for (const [colourType, bitDepth, channels] of [[0, 8, 1], [2, 8, 3], [2, 16, 3], [3, 1, 1], [3, 2, 1], [3, 4, 1], [3, 8, 1], [4, 8, 2], [4, 16, 2], [6, 8, 4], [6, 16, 4]] as const) {
+    const rowBytes = Math.ceil((5 * channels * bitDepth) / 8);
+    const palette = colourType === 3 ? noise(3 * 256, 5) : undefined;
+    const rows = colourType === 3 ? Buffer.alloc(rowBytes * 3) : noise(rowBytes * 3, bitDepth);
+    taken.push([`png type ${colourType} depth ${bitDepth}`, makePng({ width: 5, height: 3, colourType, bitDepth, rows, ...(palette ? { palette } : {}) })]);
+  }
+  for (const [what, bytes] of taken) {
+    assert.ok(readImageHeader(bytes), `${what}: readImageHeader reads it`);
+    assert.deepEqual(sidecarForm(bytes), readImageHeader(bytes), `${what}: taken by the sidecar, with the same header`);
+  }
+  const left: Array<[string, Buffer]> = [
+    ['interlaced png', await sharp(px, raw).png({ progressive: true }).toBuffer()],
+    ['interlaced palette png', await sharp(px, raw).png({ progressive: true, palette: true }).toBuffer()],
+    ['cmyk jpeg', await sharp(px, raw).toColourspace('cmyk').jpeg().toBuffer()],
+    ['1-bit grey png', makePng({ width: 5, height: 3, colourType: 0, bitDepth: 1, rows: noise(3, 1) })],
+    ['2-bit grey png', makePng({ width: 5, height: 3, colourType: 0, bitDepth: 2, rows: noise(6, 2) })],
+    ['4-bit grey png', makePng({ width: 5, height: 3, colourType: 0, bitDepth: 4, rows: noise(9, 4) })],
+  ];
+  for (const [what, bytes] of left) {
+    assert.ok(readImageHeader(bytes), `${what}: readImageHeader reads it (only the sidecar leaves it)`);
+    assert.equal(sidecarForm(bytes), undefined, `${what}: decoded by the server`);
+  }
+  // A JPEG frame header with 2 or 4 components, and what readImageHeader leaves to sharp.
+  const sof = (components: number) => Buffer.from([0xff, 0xd8, 0xff, 0xc0, 0, 8 + 3 * components, 8, 0, 9, 0, 16, components, ...Array.from({ length: components }, (_, k) => [k + 1, 0x11, 0]).flat()]);
+  assert.deepEqual(sidecarForm(sof(1)), { format: 'jpeg', width: 16, height: 9 });
+  assert.deepEqual(sidecarForm(sof(3)), { format: 'jpeg', width: 16, height: 9 });
+  for (const n of [2, 4]) assert.equal(sidecarForm(sof(n)), undefined, `a ${n}-component JPEG`);
+  assert.equal(sidecarForm(makePng({ width: 3, height: 2, colourType: 0, bitDepth: 16, rows: noise(12, 3) })), undefined, '16-bit grey png');
+  const webp = await sharp(px, raw).webp().toBuffer();
+  assert.equal(sidecarForm(webp), undefined, 'webp');
 });
