@@ -136,7 +136,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       await write(line);
     };
     // ffmpeg's decoding is work on the host's cores for this client, as a still's decode is: its CPU time is
-    // charged to the client's share of the engine as it accrues (a still's decode is charged in predict.ts).
+    // charged to the client's share of the engine as it accrues (a still's decode is charged in predict-image.ts).
     let decoderCharged = 0;
     for await (const frame of video) {
       if (signal.aborted) throw signal.reason;

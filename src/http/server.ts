@@ -6,6 +6,8 @@
 //   auth.ts          API keys          client-id.ts  who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
 //   predict.ts       POST /predict            probes.ts   the read-only routes
+//   predict-image.ts one image of it: decoded here or in the sidecar, then the detector
+//   predict-context.ts  the types a /predict request runs under (its deps, each image's context)
 //   predict-route.ts POST /predict ahead of the router (the same middlewares), everything else to the app
 //   predict-video.ts POST /predict/video      active.ts   the requests in progress, for the drain
 //   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
