@@ -25,7 +25,6 @@
 // frame-decode.ts): the same pixels, no buffer here and no copy after the decode.
 import sharp, { type Metadata, type SharpOptions } from 'sharp';
 import { RfdetrError } from '../errors.ts';
-import type { EncodedImage } from '../sidecar/backend.ts';
 
 import { readImageHeader, sidecarForm } from './header.ts';
 import { rgbPipeline } from './rgb-pipeline.ts';
@@ -49,6 +48,18 @@ export interface RgbImage {
   release?: () => void;
   /** Set when the pixels were decoded straight into a sidecar's slot file (frame-decode.ts); `data` reads them back. */
   frame?: FrameTarget;
+}
+
+/**
+ * An image file for the sidecar to decode (sidecar/PROTOCOL.md, "Images the sidecar decodes"): send it only in a
+ * format the backend's decodes() says yes to. `width` and `height` are the caller's reading of its header.
+ */
+export interface EncodedImage {
+  format: 'jpeg' | 'png';
+  width: number;
+  height: number;
+  /** The whole file, sent as it is (not copied into the frame). */
+  bytes: Uint8Array;
 }
 
 /** The decode threads and their buffers, for images of PIXEL_THREAD_MIN_BYTES and more. */

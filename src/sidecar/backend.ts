@@ -1,7 +1,9 @@
 // The domain-level seam between everything above the sidecar (HTTP, CLI, detect) and the sidecar
 // client/supervisor that implements it. No wire (snake_case) shapes cross this file.
 
-import type { RgbImage } from '../image/decode.ts';
+import type { EncodedImage, RgbImage } from '../image/decode.ts';
+
+export type { EncodedImage };
 import type { FrameTarget } from '../image/frame-decode.ts';
 
 export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
@@ -51,18 +53,6 @@ export interface InferOptions {
   signal?: AbortSignal;
   /** Per-request deadline in ms, from the moment infer() is called. */
   deadlineMs?: number;
-}
-
-/**
- * An image file for the sidecar to decode (PROTOCOL.md, "Images the sidecar decodes"): send it only in a
- * format the backend's decodes() says yes to. `width` and `height` are the caller's reading of its header.
- */
-export interface EncodedImage {
-  format: 'jpeg' | 'png';
-  width: number;
-  height: number;
-  /** The whole file, sent as it is (not copied into the frame). */
-  bytes: Uint8Array;
 }
 
 /**
