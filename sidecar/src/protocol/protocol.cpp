@@ -139,136 +139,104 @@ std::string decode_ms(const char * name, const msgpack::object & v, double & dst
     return "";
 }
 
-// The image map {width, height, rgb}: every key once, no others, each well-typed.
-std::string decode_image(const msgpack::object & v, message & out) {
+// A map field whose keys are exactly `names`, each once, string keys, no others: take(j, "field.key", value)
+// checks and stores key j's value and returns what was wrong, or "". A missing key is named, in `names` order.
+template <size_t N, typename Take>
+std::string decode_keyed_map(const char * field, const char * const (&names)[N], const msgpack::object & v, Take take) {
+    const auto list = [&names] {
+        std::string l;
+        for (size_t j = 0; j < N; j++) {
+            l += (j ? ", " : "") + std::string(names[j]);
+        }
+        return l;
+    };
     if (v.type != msgpack::type::MAP) {
-        return expected("image", "a map {width, height, rgb}", v);
+        return expected(field, ("a map {" + list() + "}").c_str(), v);
     }
-    bool have_width = false, have_height = false, have_rgb = false;
+    bool have[N] = {};
     for (uint32_t i = 0; i < v.via.map.size; i++) {
-        const auto & k  = v.via.map.ptr[i].key;
-        const auto & ev = v.via.map.ptr[i].val;
+        const auto & k = v.via.map.ptr[i].key;
         if (k.type != msgpack::type::STR) {
-            return std::string("field 'image' must have string keys, got ") + type_str(k);
+            return std::string("field '") + field + "' must have string keys, got " + type_str(k);
         }
-        if ((key_is(k, "width") && !have_width) || (key_is(k, "height") && !have_height)) {
-            const bool w = key_is(k, "width");
-            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
-                return expected(w ? "image.width" : "image.height", "an unsigned integer", ev);
-            }
-            (w ? out.image_width : out.image_height) = ev.via.u64;
-            (w ? have_width : have_height)           = true;
-        } else if (key_is(k, "rgb") && !have_rgb) {
-            if (ev.type != msgpack::type::BIN) {
-                return expected("image.rgb", "binary (RGB u8, row-major)", ev);
-            }
-            out.image_rgb = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
-            have_rgb      = true;
-        } else {
-            return "field 'image' has an unknown or repeated key '" + as_string(k) + "'; expected width, height, rgb";
-        }
-    }
-    if (!have_width || !have_height || !have_rgb) {
-        return std::string("field 'image' lacks ") + (!have_width ? "'width'" : !have_height ? "'height'" : "'rgb'") +
-               "; expected {width, height, rgb}";
-    }
-    return "";
-}
-
-// The shared-memory image reference {name, offset, length, width, height}: every key once, no others.
-std::string decode_image_shm(const msgpack::object & v, message & out) {
-    if (v.type != msgpack::type::MAP) {
-        return expected("image_shm", "a map {name, offset, length, width, height}", v);
-    }
-    const char * const keys[] = {"name", "offset", "length", "width", "height"};
-    uint64_t * const   dst[]  = {nullptr, &out.shm_offset, &out.shm_length, &out.image_width, &out.image_height};
-    bool               have[5] = {false, false, false, false, false};
-    for (uint32_t i = 0; i < v.via.map.size; i++) {
-        const auto & k  = v.via.map.ptr[i].key;
-        const auto & ev = v.via.map.ptr[i].val;
-        if (k.type != msgpack::type::STR) {
-            return std::string("field 'image_shm' must have string keys, got ") + type_str(k);
-        }
-        int which = -1;
-        for (int j = 0; j < 5; j++) {
-            if (key_is(k, keys[j]) && !have[j]) {
-                which = j;
-            }
-        }
-        if (which < 0) {
-            return "field 'image_shm' has an unknown or repeated key '" + as_string(k) +
-                   "'; expected name, offset, length, width, height";
-        }
-        const std::string full = std::string("image_shm.") + keys[which];
-        if (which == 0) {
-            if (ev.type != msgpack::type::STR) {
-                return expected(full.c_str(), "a string (a slot file's name)", ev);
-            }
-            out.shm_name = as_string(ev);
-        } else {
-            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
-                return expected(full.c_str(), "an unsigned integer", ev);
-            }
-            *dst[which] = ev.via.u64;
-        }
-        have[which] = true;
-    }
-    for (int j = 0; j < 5; j++) {
-        if (!have[j]) {
-            return std::string("field 'image_shm' lacks '") + keys[j] + "'; expected {name, offset, length, width, height}";
-        }
-    }
-    return "";
-}
-
-// The image file {format, width, height, bytes}: every key once, no others, each well-typed.
-std::string decode_image_encoded(const msgpack::object & v, message & out) {
-    const char * const keys = "format, width, height, bytes";
-    if (v.type != msgpack::type::MAP) {
-        return expected("image_encoded", "a map {format, width, height, bytes}", v);
-    }
-    const char * const names[] = {"format", "width", "height", "bytes"};
-    bool               have[4] = {false, false, false, false};
-    for (uint32_t i = 0; i < v.via.map.size; i++) {
-        const auto & k  = v.via.map.ptr[i].key;
-        const auto & ev = v.via.map.ptr[i].val;
-        if (k.type != msgpack::type::STR) {
-            return std::string("field 'image_encoded' must have string keys, got ") + type_str(k);
-        }
-        int which = -1;
-        for (int j = 0; j < 4; j++) {
+        size_t which = N;
+        for (size_t j = 0; j < N; j++) {
             if (key_is(k, names[j]) && !have[j]) {
                 which = j;
             }
         }
-        if (which < 0) {
-            return "field 'image_encoded' has an unknown or repeated key '" + as_string(k) + "'; expected " + keys;
+        if (which == N) {
+            return std::string("field '") + field + "' has an unknown or repeated key '" + as_string(k) + "'; expected " +
+                   list();
         }
-        const std::string full = std::string("image_encoded.") + names[which];
-        if (which == 0) {
-            if (ev.type != msgpack::type::STR) {
-                return expected(full.c_str(), "a string (\"jpeg\" or \"png\")", ev);
-            }
-            out.encoded_format_name = as_string(ev);
-        } else if (which == 3) {
-            if (ev.type != msgpack::type::BIN) {
-                return expected(full.c_str(), "binary (the image file)", ev);
-            }
-            out.encoded_bytes = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
-        } else {
-            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
-                return expected(full.c_str(), "an unsigned integer", ev);
-            }
-            (which == 1 ? out.image_width : out.image_height) = ev.via.u64;
+        std::string err = take(which, std::string(field) + "." + names[which], v.via.map.ptr[i].val);
+        if (!err.empty()) {
+            return err;
         }
         have[which] = true;
     }
-    for (int j = 0; j < 4; j++) {
+    for (size_t j = 0; j < N; j++) {
         if (!have[j]) {
-            return std::string("field 'image_encoded' lacks '") + names[j] + "'; expected {" + keys + "}";
+            return std::string("field '") + field + "' lacks '" + names[j] + "'; expected {" + list() + "}";
         }
     }
     return "";
+}
+
+std::string take_uint(const std::string & full, const msgpack::object & ev, uint64_t & dst) {
+    if (ev.type != msgpack::type::POSITIVE_INTEGER) {
+        return expected(full.c_str(), "an unsigned integer", ev);
+    }
+    dst = ev.via.u64;
+    return "";
+}
+
+std::string take_bin(const std::string & full, const char * what, const msgpack::object & ev, byte_view & dst) {
+    if (ev.type != msgpack::type::BIN) {
+        return expected(full.c_str(), what, ev);
+    }
+    dst = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
+    return "";
+}
+
+std::string take_str(const std::string & full, const char * what, const msgpack::object & ev, std::string & dst) {
+    if (ev.type != msgpack::type::STR) {
+        return expected(full.c_str(), what, ev);
+    }
+    dst = as_string(ev);
+    return "";
+}
+
+// The image map {width, height, rgb}.
+std::string decode_image(const msgpack::object & v, message & out) {
+    static const char * const names[] = {"width", "height", "rgb"};
+    return decode_keyed_map("image", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
+        return j == 2 ? take_bin(full, "binary (RGB u8, row-major)", ev, out.image_rgb)
+                      : take_uint(full, ev, j == 0 ? out.image_width : out.image_height);
+    });
+}
+
+// The shared-memory image reference {name, offset, length, width, height}.
+std::string decode_image_shm(const msgpack::object & v, message & out) {
+    static const char * const names[] = {"name", "offset", "length", "width", "height"};
+    return decode_keyed_map("image_shm", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
+        uint64_t * const dst[] = {nullptr, &out.shm_offset, &out.shm_length, &out.image_width, &out.image_height};
+        return j == 0 ? take_str(full, "a string (a slot file's name)", ev, out.shm_name) : take_uint(full, ev, *dst[j]);
+    });
+}
+
+// The image file {format, width, height, bytes}.
+std::string decode_image_encoded(const msgpack::object & v, message & out) {
+    static const char * const names[] = {"format", "width", "height", "bytes"};
+    return decode_keyed_map("image_encoded", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
+        if (j == 0) {
+            return take_str(full, "a string (\"jpeg\" or \"png\")", ev, out.encoded_format_name);
+        }
+        if (j == 3) {
+            return take_bin(full, "binary (the image file)", ev, out.encoded_bytes);
+        }
+        return take_uint(full, ev, j == 1 ? out.image_width : out.image_height);
+    });
 }
 
 // An array of strings (labels, decoders) into `dst`.

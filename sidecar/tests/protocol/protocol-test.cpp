@@ -219,6 +219,49 @@ TEST(protocol, infer_needs_exactly_one_input_and_names_the_fields) {
     EXPECT_NE(r.message.find("neither 'image' nor 'pixel_values'"), std::string::npos) << r.message;
 }
 
+TEST(protocol, input_map_errors_name_the_field_and_what_was_expected) {
+    // The messages an infer request's input maps (image, image_shm, image_encoded) get, pinned: one map walker
+    // (decode_keyed_map) writes them all, so a change to it shows here as a changed sentence.
+    const std::pair<const char *, const char *> cases[] = {
+        {"bad-infer-image-encoded-bytes-not-bin.bin",
+         "field 'image_encoded.bytes' must be binary (the image file), got string"},
+        {"bad-infer-image-encoded-format-not-str.bin",
+         "field 'image_encoded.format' must be a string (\"jpeg\" or \"png\"), got unsigned integer"},
+        {"bad-infer-image-encoded-height-not-uint.bin",
+         "field 'image_encoded.height' must be an unsigned integer, got float64"},
+        {"bad-infer-image-encoded-no-bytes.bin",
+         "field 'image_encoded' lacks 'bytes'; expected {format, width, height, bytes}"},
+        {"bad-infer-image-encoded-unknown-key.bin",
+         "field 'image_encoded' has an unknown or repeated key 'quality'; expected format, width, height, bytes"},
+        {"bad-infer-image-no-rgb.bin",
+         "field 'image' lacks 'rgb'; expected {width, height, rgb}"},
+        {"bad-infer-image-not-map.bin",
+         "field 'image' must be a map {width, height, rgb}, got binary"},
+        {"bad-infer-image-rgb-not-bin.bin",
+         "field 'image.rgb' must be binary (RGB u8, row-major), got string"},
+        {"bad-infer-image-shm-name-not-str.bin",
+         "field 'image_shm.name' must be a string (a slot file's name), got unsigned integer"},
+        {"bad-infer-image-shm-no-length.bin",
+         "field 'image_shm' lacks 'length'; expected {name, offset, length, width, height}"},
+        {"bad-infer-image-shm-offset-negative.bin",
+         "field 'image_shm.offset' must be an unsigned integer, got negative integer"},
+        {"bad-infer-image-shm-unknown-key.bin",
+         "field 'image_shm' has an unknown or repeated key 'fd'; expected name, offset, length, width, height"},
+        {"bad-infer-image-unknown-key.bin",
+         "field 'image' has an unknown or repeated key 'depth'; expected width, height, rgb"},
+        {"bad-infer-image-width-not-uint.bin",
+         "field 'image.width' must be an unsigned integer, got negative integer"},
+    };
+    for (const auto & [file, want] : cases) {
+        const auto bytes = read_bytes(std::string(RFDETR_FRAMES_DIR) + "/" + file);
+        ASSERT_GT(bytes.size(), 4u) << file;
+        message m;
+        const auto r = rfdetr::decode_payload(bytes.data() + 4, bytes.size() - 4, m);
+        EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FIELD) << file;
+        EXPECT_EQ(r.message, want) << file;
+    }
+}
+
 TEST(protocol, error_table_matches_protocol_md) {
     std::ifstream     f(RFDETR_PROTOCOL_MD);
     std::stringstream ss;
