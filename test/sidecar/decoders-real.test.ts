@@ -4,35 +4,17 @@
 // with the connection serving on.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
+import { startTestSidecar } from '../helpers/test-sidecar.ts';
 import sharp from 'sharp';
-import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
+import { testFixturesDir } from '../../src/config/paths.ts';
 import { SidecarConnection } from '../../src/sidecar/client.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { isRfdetrError, type RfdetrError } from '../../src/errors.ts';
 
-const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
-
 async function startSidecar(t: { after: (fn: () => unknown) => void }): Promise<SidecarConnection> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-dec-'));
-  const socket = path.join(dir, 'run', 'sidecar.sock');
-  const child = execa(testBinary, ['--engine', 'test-echo', '--weights', dir, '--socket', socket], { reject: false, stderr: 'ignore' });
-  t.after(async () => {
-    child.kill('SIGTERM');
-    await child;
-    rmSync(dir, { recursive: true, force: true });
-  });
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      if (buf.includes('READY ')) resolve();
-    });
-    void child.then((r) => reject(new Error(`sidecar exited before READY: ${r.exitCode}`)));
-  });
+  const { socket } = await startTestSidecar(t, 'rfdetr-dec-');
   const conn = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
   t.after(() => conn.close());
   return conn;

@@ -6,40 +6,19 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { execa, type ResultPromise } from 'execa';
-import { packageRoot } from '../../src/config/paths.ts';
 import { SidecarConnection, shmRange } from '../../src/sidecar/client.ts';
 import { ShmSlots, sweepStaleLinkDirs } from '../../src/sidecar/shm-slots.ts';
 import { execa as run } from 'execa';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { startTestSidecar } from '../helpers/test-sidecar.ts';
 import sharp from 'sharp';
 import { decodeImage } from '../../src/image/decode.ts';
 import { PIXEL_THREAD_MIN_BYTES } from '../../src/image/pixel-pool.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 
-const testBinary = path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test');
-
-async function startSidecar(t: { after: (fn: () => unknown) => void }): Promise<{ socket: string; pid: number; child: ResultPromise }> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-shm-'));
-  const socket = path.join(dir, 'run', 'sidecar.sock');
-  const child = execa(testBinary, ['--engine', 'test-echo', '--weights', dir, '--socket', socket], { reject: false, stderr: 'ignore' });
-  t.after(async () => {
-    child.kill('SIGTERM');
-    await child;
-    rmSync(dir, { recursive: true, force: true });
-  });
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      if (buf.includes('READY ')) resolve();
-    });
-    void child.then((r) => reject(new Error(`sidecar exited before READY: ${r.exitCode}`)));
-  });
-  return { socket, pid: child.pid!, child };
-}
+const startSidecar = (t: { after: (fn: () => unknown) => void }) => startTestSidecar(t, 'rfdetr-shm-');
 
 function image(w: number, h: number): { width: number; height: number; data: Uint8Array } {
   const data = new Uint8Array(w * h * 3);
