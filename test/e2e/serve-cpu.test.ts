@@ -1,5 +1,6 @@
-// End to end through every layer: POST /predict → decode/preprocess (src/image) → the supervised C++ sidecar
-// with the cpu engine on the seed-1 synthetic checkpoint → postprocess → JSON, compared with the fixtures'
+// End to end through every layer: POST /predict → the supervised C++ sidecar with the cpu engine on the seed-1
+// synthetic checkpoint, which decodes the fixture PNG itself (SERVING.md, "Where images are decoded"; the CLI's
+// e2e tests cover sharp's decode in the server) and resizes it → postprocess → JSON, compared with the fixtures'
 // detections.json (made by the upstream reference on the same weights and images).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -29,6 +30,9 @@ test('serve (cpu engine, real sidecar): /predict on every fixture image equals d
   const health = (await (await fetch(`${url}/health`)).json()) as { status: string; device: string | null };
   assert.equal(health.status, 'ok');
   assert.match(String(health.device), /threads/);
+  // Every image below goes to the sidecar as the file: its answer to `decoders` is in before the first one.
+  await backend.decodersKnown();
+  assert.equal(backend.decodes('png'), true, 'the cpu sidecar decodes PNG');
 
   for (const name of cases) {
     const dir = path.join(testFixturesDir, 'rfdetr-synth', name);
@@ -72,4 +76,6 @@ test('serve (cpu engine, real sidecar): /predict on every fixture image equals d
       t.diagnostic(`${name} @${thr}: ${want.length} detections, score max |Δ| ${maxScore.toExponential(2)}, box max |Δ| ${maxBox.toExponential(2)} px, inference ${body.timing_ms.inference!.toFixed(0)} ms`);
     }
   }
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  assert.match(metrics, new RegExp(`rfdetr_images_decoded_total\\{by="sidecar"\\} ${cases.length * 2}\\b`), 'every fixture image was decoded by the sidecar');
 });
