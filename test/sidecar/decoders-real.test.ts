@@ -38,7 +38,7 @@ test('real sidecar: a PNG and a JPEG sent as files give the logits of the same i
     const asImage = await conn.infer({ image });
     const asFile = await conn.infer({ encoded: { format, width: image.width, height: image.height, bytes: file } });
     assert.equal(asImage.decodeMs, undefined);
-    assert.ok(asFile.decodeMs !== undefined && asFile.decodeMs > 0, `${format}: decodeMs ${asFile.decodeMs}`);
+    assert.ok(Number.isFinite(asFile.decodeMs), `${format}: the reply to a file carries decode_ms, got ${asFile.decodeMs}`);
     assert.ok(Buffer.from(asFile.logits.buffer).equals(Buffer.from(asImage.logits.buffer)), `${format}: the sidecar's decode gives other logits than sharp's`);
     assert.ok(Buffer.from(asFile.predBoxes.buffer).equals(Buffer.from(asImage.predBoxes.buffer)), format);
   }

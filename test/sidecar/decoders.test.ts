@@ -159,7 +159,6 @@ test('infer({ encoded }): before the answer it is refused unsent; after it, sent
   assert.equal(r.decodeMs, 4.5);
   assert.equal(r.preprocessMs, 0.5);
   assert.equal(r.forwardMs, 2);
-  assert.ok(r.transferMs >= 0);
   const long = await conn.infer({ encoded: png(5) });
   assert.equal(long.decodeMs, 60_000);
   assert.equal(long.transferMs, 0, 'transferMs is the round trip less decodeMs (and the other sidecar times)');
