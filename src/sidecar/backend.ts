@@ -2,9 +2,9 @@
 // client/supervisor that implements it. No wire (snake_case) shapes cross this file.
 
 import type { EncodedImage, RgbImage } from '../image/decode.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 
 export type { EncodedImage };
-import type { FrameTarget } from '../image/frame-decode.ts';
 
 export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
 

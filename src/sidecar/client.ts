@@ -21,6 +21,13 @@ type RequestFields = { image?: WireImage; pixel_values?: Uint8Array; image_shm?:
 const MAX_ENCODED_BYTES = MAX_FRAME_BYTES - 65536;
 const NO_DECODERS: ReadonlySet<string> = new Set();
 
+/** E_USAGE unless both sides are whole numbers from 1 to MAX_IMAGE_SIDE (what the sidecar accepts). */
+function checkSides(width: number, height: number): void {
+  if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
+    throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
+  }
+}
+
 /**
  * The decoded-image sizes (bytes) sent through the sidecar's shared-memory slots when it offers them; others
  * go in the frame. RFDETR_SHM=off: none. bench/server (RESULTS.md) measured a 640×480 frame's send + sidecar
@@ -306,9 +313,7 @@ export class SidecarConnection {
     if (format !== 'jpeg' && format !== 'png') {
       throw new RfdetrError('E_USAGE', `an encoded image's format must be 'jpeg' or 'png', got '${String(format)}'`);
     }
-    if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
-      throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
-    }
+    checkSides(width, height);
     if (bytes.byteLength === 0) throw new RfdetrError('E_USAGE', `the ${format} file is empty; send the whole file`);
     if (!this.decodes(format)) {
       throw new RfdetrError('E_SIDECAR_DECLINED', `this sidecar does not decode ${format} files (${this.#noDecodeWhy()}); decode the image and send it as { image }`, { format });
@@ -327,9 +332,7 @@ export class SidecarConnection {
     let slot: number | undefined;
     if ('image' in input) {
       const { width, height, frame } = input.image;
-      if (!(Number.isInteger(width) && Number.isInteger(height) && width >= 1 && height >= 1 && width <= MAX_IMAGE_SIDE && height <= MAX_IMAGE_SIDE)) {
-        throw new RfdetrError('E_USAGE', `image must be 1 to ${MAX_IMAGE_SIDE} pixels on each side, got ${width}×${height}`);
-      }
+      checkSides(width, height);
       // Decoded into one of this connection's slots: sent by reference, its pixels never read here.
       const framed = frame && this.#shm?.ref(frame, width, height);
       if (framed) {
