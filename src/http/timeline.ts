@@ -114,11 +114,12 @@ export class Timeline {
       const name = MARKS[i]![1];
       if (name === 'sidecar' && this.#sidecar) {
         const span = t - prev;
-        const dec = this.#sidecar.decodeMs === undefined ? undefined : Math.min(span, this.#sidecar.decodeMs);
-        const pre = Math.min(span - (dec ?? 0), this.#sidecar.preprocessMs);
-        const fwd = Math.min(span - (dec ?? 0) - pre, this.#sidecar.forwardMs);
-        if (dec !== undefined) out.push(['sidecar-decode', dec]);
-        out.push(['preprocess', pre], ['inference', fwd], ['sidecar-io', span - (dec ?? 0) - pre - fwd]);
+        const { decodeMs } = this.#sidecar;
+        const dec = Math.min(span, decodeMs ?? 0);
+        const pre = Math.min(span - dec, this.#sidecar.preprocessMs);
+        const fwd = Math.min(span - dec - pre, this.#sidecar.forwardMs);
+        if (decodeMs !== undefined) out.push(['sidecar-decode', dec]);
+        out.push(['preprocess', pre], ['inference', fwd], ['sidecar-io', span - dec - pre - fwd]);
       } else {
         out.push([name, t - prev]);
       }
