@@ -32,7 +32,7 @@ const packr = new Packr({ useRecords: false, variableMapSize: true, mapsAsObject
 
 export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown' | 'shm_attach' | 'decoders';
 const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown', 'shm_attach', 'decoders']);
-const OPS_TEXT = 'infer, ping, shutdown, shm_attach, decoders';
+const OPS_TEXT = [...REQUEST_OPS].join(', ');
 
 export interface WireHello {
   kind: 'hello';
@@ -382,6 +382,20 @@ const REPLY_KEYS = [
   fixstr('decode_ms'),
 ].map((a) => Uint8Array.from(a));
 
+/**
+ * What is wrong with `v` as the map field `key` whose keys are exactly `fields` (the infer inputs image,
+ * image_shm and image_encoded): not a map, an unknown key, or a missing one; undefined when its keys are right
+ * (the values' types are the caller's to check).
+ */
+function keyedMapError(key: string, v: unknown, fields: readonly string[]): string | undefined {
+  const list = fields.join(', ');
+  if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return `field '${key}' must be a map {${list}}, got ${typeName(v)}`;
+  const extra = Object.keys(v).find((k) => !fields.includes(k));
+  if (extra !== undefined) return `field '${key}' has an unknown key '${extra}'; expected ${list}`;
+  const missing = fields.find((k) => !Object.hasOwn(v, k));
+  return missing === undefined ? undefined : `field '${key}' lacks '${missing}'; expected ${list}`;
+}
+
 function typeName(v: unknown): string {
   if (v === null) return 'nil';
   if (v instanceof Uint8Array) return 'binary';
@@ -453,22 +467,18 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         if (!(v >= 0)) return fieldErr(`field '${key}' must be a non-negative number`);
         break;
       case 'image': {
-        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {width, height, rgb}');
+        const bad = keyedMapError(key, v, IMAGE_FIELDS);
+        if (bad !== undefined) return fieldErr(bad);
         const im = v as Record<string, unknown>;
-        const extra = Object.keys(im).find((k) => !(IMAGE_FIELDS as readonly string[]).includes(k));
-        if (extra !== undefined) return fieldErr(`field 'image' has an unknown key '${extra}'; expected width, height, rgb`);
-        for (const k of IMAGE_FIELDS) if (!Object.hasOwn(im, k)) return fieldErr(`field 'image' lacks '${k}'; expected width, height, rgb`);
         if (!isUint(im.width)) return fieldErr(`field 'image.width' must be an unsigned integer, got ${typeName(im.width)}`);
         if (!isUint(im.height)) return fieldErr(`field 'image.height' must be an unsigned integer, got ${typeName(im.height)}`);
         if (!(im.rgb instanceof Uint8Array)) return fieldErr(`field 'image.rgb' must be binary (RGB u8 HWC), got ${typeName(im.rgb)}`);
         break;
       }
       case 'image_shm': {
-        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {name, offset, length, width, height}');
+        const bad = keyedMapError(key, v, IMAGE_SHM_FIELDS);
+        if (bad !== undefined) return fieldErr(bad);
         const r = v as Record<string, unknown>;
-        const extra = Object.keys(r).find((k) => !(IMAGE_SHM_FIELDS as readonly string[]).includes(k));
-        if (extra !== undefined) return fieldErr(`field 'image_shm' has an unknown key '${extra}'; expected ${IMAGE_SHM_FIELDS.join(', ')}`);
-        for (const k of IMAGE_SHM_FIELDS) if (!Object.hasOwn(r, k)) return fieldErr(`field 'image_shm' lacks '${k}'; expected ${IMAGE_SHM_FIELDS.join(', ')}`);
         if (typeof r.name !== 'string') return fieldErr(`field 'image_shm.name' must be a string (a slot file's name), got ${typeName(r.name)}`);
         for (const k of IMAGE_SHM_FIELDS.slice(1)) {
           if (!isUint(r[k])) return fieldErr(`field 'image_shm.${k}' must be an unsigned integer, got ${typeName(r[k])}`);
@@ -476,11 +486,9 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         break;
       }
       case 'image_encoded': {
-        if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return want('a map {format, width, height, bytes}');
+        const bad = keyedMapError(key, v, IMAGE_ENCODED_FIELDS);
+        if (bad !== undefined) return fieldErr(bad);
         const r = v as Record<string, unknown>;
-        const extra = Object.keys(r).find((k) => !(IMAGE_ENCODED_FIELDS as readonly string[]).includes(k));
-        if (extra !== undefined) return fieldErr(`field 'image_encoded' has an unknown key '${extra}'; expected ${IMAGE_ENCODED_FIELDS.join(', ')}`);
-        for (const k of IMAGE_ENCODED_FIELDS) if (!Object.hasOwn(r, k)) return fieldErr(`field 'image_encoded' lacks '${k}'; expected ${IMAGE_ENCODED_FIELDS.join(', ')}`);
         if (typeof r.format !== 'string') return fieldErr(`field 'image_encoded.format' must be a string ("jpeg" or "png"), got ${typeName(r.format)}`);
         if (!isUint(r.width)) return fieldErr(`field 'image_encoded.width' must be an unsigned integer, got ${typeName(r.width)}`);
         if (!isUint(r.height)) return fieldErr(`field 'image_encoded.height' must be an unsigned integer, got ${typeName(r.height)}`);

@@ -282,3 +282,30 @@ test('decodePayload: an infer reply read byte by byte equals the general path\'s
     if (!r.ok) assert.equal(r.code, code, `${what}: ${r.message}`);
   }
 });
+
+test('the infer inputs\' map errors (image, image_shm, image_encoded) name the field and what was expected', () => {
+  // One map check (keyedMapError) writes the not-a-map, unknown-key and missing-key sentences for all three:
+  // pinned here, as sidecar/tests/protocol pins the C++ side's.
+  const cases: Array<[string, string]> = [
+    ["bad-infer-image-encoded-bytes-not-bin.bin", "field 'image_encoded.bytes' must be binary (the image file), got string"],
+    ["bad-infer-image-encoded-format-not-str.bin", "field 'image_encoded.format' must be a string (\"jpeg\" or \"png\"), got unsigned integer"],
+    ["bad-infer-image-encoded-height-not-uint.bin", "field 'image_encoded.height' must be an unsigned integer, got float"],
+    ["bad-infer-image-encoded-no-bytes.bin", "field 'image_encoded' lacks 'bytes'; expected format, width, height, bytes"],
+    ["bad-infer-image-encoded-unknown-key.bin", "field 'image_encoded' has an unknown key 'quality'; expected format, width, height, bytes"],
+    ["bad-infer-image-no-rgb.bin", "field 'image' lacks 'rgb'; expected width, height, rgb"],
+    ["bad-infer-image-not-map.bin", "field 'image' must be a map {width, height, rgb}, got binary"],
+    ["bad-infer-image-rgb-not-bin.bin", "field 'image.rgb' must be binary (RGB u8 HWC), got string"],
+    ["bad-infer-image-shm-name-not-str.bin", "field 'image_shm.name' must be a string (a slot file's name), got unsigned integer"],
+    ["bad-infer-image-shm-no-length.bin", "field 'image_shm' lacks 'length'; expected name, offset, length, width, height"],
+    ["bad-infer-image-shm-offset-negative.bin", "field 'image_shm.offset' must be an unsigned integer, got negative integer"],
+    ["bad-infer-image-shm-unknown-key.bin", "field 'image_shm' has an unknown key 'fd'; expected name, offset, length, width, height"],
+    ["bad-infer-image-unknown-key.bin", "field 'image' has an unknown key 'depth'; expected width, height, rgb"],
+    ["bad-infer-image-width-not-uint.bin", "field 'image.width' must be an unsigned integer, got negative integer"],
+  ];
+  for (const [file, want] of cases) {
+    const r = decodePayload(readFileSync(path.join(framesDir, file)).subarray(4));
+    assert.ok(!r.ok, file);
+    assert.equal(r.code, 'E_FIELD', file);
+    assert.equal(r.message, want, file);
+  }
+});
