@@ -10,6 +10,21 @@
 
 namespace rfdetr {
 
+namespace {
+
+// Why an image's sides are out of range ("image.width is 0; expected 1 to 8192"), or "" when both are in it.
+std::string side_error(const char * field, uint64_t width, uint64_t height) {
+    for (const auto & side : {std::make_pair("width", width), std::make_pair("height", height)}) {
+        if (side.second < 1 || side.second > k_max_image_side) {
+            return std::string(field) + "." + side.first + " is " + std::to_string(side.second) + "; expected 1 to " +
+                   std::to_string(k_max_image_side);
+        }
+    }
+    return "";
+}
+
+}  // namespace
+
 std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
     message hello;
     hello.id               = 0;
@@ -136,32 +151,24 @@ void dispatcher::infer(uint64_t serial, shm_slots * slots, const message & req, 
                         "image_encoded.format is '" + name + "'; expected one of jpeg, png (the decoders reply)");
             return;
         }
-        for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
-            if (side.second < 1 || side.second > k_max_image_side) {
-                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
-                            std::string("image_encoded.") + side.first + " is " + std::to_string(side.second) +
-                                "; expected 1 to " + std::to_string(k_max_image_side));
-                return;
-            }
+        if (const std::string bad = side_error("image_encoded", req.image_width, req.image_height); !bad.empty()) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD, bad);
+            return;
         }
         if (req.encoded_bytes.size == 0) {
             reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
                         "image_encoded.bytes is empty; expected the whole " + name + " file");
             return;
         }
-        j.format       = name == "png" ? encoded_format::png : encoded_format::jpeg;
+        j.format       = name == encoded_format_name(encoded_format::png) ? encoded_format::png : encoded_format::jpeg;
         j.encoded      = req.encoded_bytes.data;
         j.encoded_size = req.encoded_bytes.size;
         j.width        = static_cast<int>(req.image_width);
         j.height       = static_cast<int>(req.image_height);
     } else {
-        for (const auto & side : {std::make_pair("width", req.image_width), std::make_pair("height", req.image_height)}) {
-            if (side.second < 1 || side.second > k_max_image_side) {
-                reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD,
-                            std::string("image.") + side.first + " is " + std::to_string(side.second) +
-                                "; expected 1 to " + std::to_string(k_max_image_side));
-                return;
-            }
+        if (const std::string bad = side_error("image", req.image_width, req.image_height); !bad.empty()) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD, bad);
+            return;
         }
         const uint64_t want = req.image_width * req.image_height * 3;
         if (req.has(WIRE_FIELD_IMAGE_SHM)) {
