@@ -248,7 +248,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
   app.post('/predict', ...predictRoute);
   const handleVideo = createVideoHandler({
-    backend, engineState, engine, admission, errors, deadlineMs, labels,
+    backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
+    decode: (bytes, o) => decode(bytes, o),
     limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,

@@ -21,6 +21,7 @@ import { SidecarConnection } from './client.ts';
 import { silentLogger, type Logger } from './logger.ts';
 import { SidecarProcess, type ExitInfo } from './sidecar-process.ts';
 import { makeSocketDir, sweepStaleSocketDirs } from './socket-dir.ts';
+import { prepareFrame, type FrameData, type Prepared, type TransportBudget } from './transport.ts';
 
 export { silentLogger, type Logger } from './logger.ts';
 
@@ -276,6 +277,11 @@ export class SidecarBackend implements InferenceBackend {
     }
   }
 
+  prepare(frame: FrameData, budget?: TransportBudget): Promise<Prepared> {
+    return prepareFrame(this, frame, budget);
+  }
+
+  /** A shared-memory slot of the current sidecar for a large decode (SidecarConnection.frameTarget); the transport's. */
   frameTarget(bytes: number): FrameTarget | undefined {
     const p = this.#phase;
     return p.state === 'ready' && !this.#closing ? p.conn.frameTarget(bytes) : undefined;
