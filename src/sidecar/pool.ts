@@ -129,14 +129,19 @@ export class SidecarPool implements InferenceBackend {
   }
 
   /**
-   * A shared-memory slot for a large decode, lent by the member the request would go to now (the fewest in
-   * flight); infer() then sends the frame to that member, which takes it by reference.
+   * A shared-memory slot for a large decode, lent by the least busy serving member that has one free (each
+   * keeps one of its two slots for copied frames); infer() then sends the frame to that member, which takes it
+   * by reference.
    */
   frameTarget(bytes: number): FrameTarget | undefined {
-    const m = this.#pick();
-    const t = m?.backend.frameTarget(bytes);
-    if (m && t) this.#lent.set(t, m);
-    return t;
+    const serving = this.#members.filter((m) => m.backend.serving).sort((a, b) => a.backend.inFlight - b.backend.inFlight);
+    for (const m of serving) {
+      const t = m.backend.frameTarget(bytes);
+      if (!t) continue;
+      this.#lent.set(t, m);
+      return t;
+    }
+    return undefined;
   }
 
   /**

@@ -216,6 +216,12 @@ export class SidecarBackend implements InferenceBackend {
     return p.state === 'ready' && !p.conn.closed;
   }
 
+  /** Images the current connection sent through shared memory, copied or by reference (SidecarConnection.framesViaShm). */
+  get framesViaShm(): number {
+    const p = this.#phase;
+    return 'conn' in p ? p.conn.framesViaShm : 0;
+  }
+
   /** Requests handed to this backend and not yet settled. */
   get inFlight(): number {
     return this.#calls.active;
