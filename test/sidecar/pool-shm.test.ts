@@ -57,7 +57,7 @@ test('pool (--workers 2): a large JPEG is decoded into a member\'s shared-memory
     prepared.release();
     assert.equal(readBack, 0, 'the pixels were read back to be copied: the frame went to a member that does not hold its slot');
     assert.equal(after[0]! + after[1]! - before[0]! - before[1]!, 1, 'one frame through shared memory');
-    assert.deepEqual(Buffer.from(r.logits.buffer), Buffer.from(copied.logits.buffer), 'the slot\'s pixels are sharp\'s');
+    assert.deepEqual(Buffer.from(r.outputs.logits!.buffer), Buffer.from(copied.outputs.logits!.buffer), 'the slot\'s pixels are sharp\'s');
   }
   assert.deepEqual([0, 1].map((i) => p.member(`worker-${i}`)!.framesViaShm > 0), [true, true], 'each member took one by reference');
 });
