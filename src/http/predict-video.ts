@@ -8,7 +8,7 @@
 // temporary file removed. An error once lines are out is written as a last line {"error": {...}}.
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import type { PredictDetection, PredictTiming } from '../detect/pipeline.ts';
+import type { PredictDetection, PredictResponse, PredictTiming } from '../detect/pipeline.ts';
 import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
 import { FrameTagger, trackingSink } from '../track/tag-frames.ts';
 import type { OpenVideoOptions, VideoSource } from '../video/source.ts';
@@ -151,7 +151,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
         yield frame;
       }
     }
-    type Outcome = FrameOutcome<ServerFrame, { response: import('../detect/pipeline.ts').PredictResponse }>;
+    type Outcome = FrameOutcome<ServerFrame, { response: PredictResponse }>;
     const lineOf = (o: Outcome): FrameLine | undefined => {
       if (!o.result) return undefined;
       const r = o.result.response;
@@ -169,7 +169,12 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       ? trackingSink(ndjson, (o) => o.result?.response, () => new FrameTagger({ frameRate: video.fps > 0 ? video.fps : 30 }))
       : ndjson;
     // A video has at most FRAMES_IN_QUEUE frames waiting for the engine at any time.
-    await runFrames(frames(), detectFrame, sink, { inFlight: FRAMES_IN_QUEUE, signal });
+    try {
+      await runFrames(frames(), detectFrame, sink, { inFlight: FRAMES_IN_QUEUE, signal });
+    } catch (e) {
+      // A frame stopped by the abort fails with its own words; the run ends for the abort's reason (the drain, the client gone).
+      throw signal.aborted ? signal.reason : e;
+    }
     if (signal.aborted) throw signal.reason;
     const elapsedMs = performance.now() - t0;
     await write({
