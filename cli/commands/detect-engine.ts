@@ -7,6 +7,7 @@ import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
 import type { Frame } from '../../src/detect/frame.ts';
 import { detectDecoded, type PredictResponse } from '../../src/detect/pipeline.ts';
+import { StageClock } from '../../src/detect/stage-clock.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 import { decodeImage, type EncodedImage, type RgbImage } from '../../src/image/decode.ts';
 import type { InferInput } from '../../src/sidecar/backend.ts';
@@ -87,10 +88,12 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
       // The first frame waits for the sidecar to say which files it decodes (one round trip before any forward).
       const prepared = await backend.prepare(frame.data, { needPixels, waitForDecoders: true });
       try {
-        let decodeMs = performance.now() - frame.t0;
+        // The frame's decode counts from its start (its file's read included).
+        const clock = new StageClock(frame.t0);
+        clock.decoded();
         const r = await prepared.send(
-          (input) => detectDecoded((inp, o) => backend.infer(inp, o), backend.info, imageOf(input), params, { t0: frame.t0, decodeMs }),
-          (fallbackMs) => void (decodeMs += fallbackMs),
+          (input) => detectDecoded((inp, o) => backend.infer(inp, o), backend.info, imageOf(input), params, clock.run),
+          (fallbackMs, startedAt) => clock.redecoded(fallbackMs, startedAt),
         );
         const release = () => prepared.release();
         if (!needPixels) release();

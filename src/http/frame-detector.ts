@@ -3,8 +3,8 @@
 // return_image's drawing. A file takes a decode slot, then its pixels and any annotation's bytes are reserved
 // from its header (fairly across clients) before a pixel is decoded; decoded pixels (a video frame) are
 // reserved as they are. Its decode time is charged to the client's share of the engine, and its errors come
-// out as the request's answer would be (E_IMAGE_UNDECODABLE, or inferenceError's mapping). Its stage marks go
-// to the request's timeline (Server-Timing) when it has one; timing_ms comes from the same clock.
+// out as the request's answer would be (E_IMAGE_UNDECODABLE, or inferenceError's mapping). One stage clock
+// (src/detect/stage-clock.ts) gives its timing_ms and, when the request has a timeline, its Server-Timing marks.
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, inputSizeOf, isEncoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import type { Frame } from '../detect/frame.ts';
@@ -15,6 +15,7 @@ import { annotateCost } from './memory-budget.ts';
 import { inferenceError } from './respond.ts';
 import type { PredictDeps, RunContext } from './predict-context.ts';
 import type { Timeline } from './timeline.ts';
+import { StageClock } from '../detect/stage-clock.ts';
 
 /**
  * What an image's decode is charged against its client's share of the engine (engine-queue.ts charge()): its
@@ -64,7 +65,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
   const { admission, engine } = d;
 
   return async function detectFrame(f: ServerFrame): Promise<DetectResult<RgbImage | EncodedImage>> {
-    const { run: r, timeline: tl, returnImage, params } = f;
+    const { run: r, returnImage, params } = f;
     const { signal, client } = r;
     const isFile = 'file' in f.data;
     const releases: Array<() => void> = [];
@@ -72,11 +73,10 @@ export function createFrameDetector(d: FrameDetectorDeps) {
     let prepared: Prepared | undefined;
     try {
       // A file: a decode slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
-      const tWait0 = performance.now();
+      const clock = new StageClock(r.t0, f.timeline);
+      clock.waiting();
       if (isFile) releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client));
-      const tDecode0 = performance.now();
-      tl?.mark('decode_started', tDecode0);
-      let reservedMs = 0;
+      clock.decodeStarted();
       let header: { width: number; height: number } | undefined;
       const reserve = async (n: number, size: { width: number; height: number }) => {
         header = size;
@@ -89,11 +89,9 @@ export function createFrameDetector(d: FrameDetectorDeps) {
           need += returnImage ? annotateCost(size.width, size.height) : 0;
           if (need + r.outputBytes > admission.memory.maxWorkPerImage) throw admission.memory.tooLargeFor(size.width, size.height, need, returnImage !== undefined, r.outputBytes);
         }
-        const r0 = performance.now();
-        tl?.mark('decode_header', r0);
+        const r0 = clock.headerRead();
         releases.push(await admission.memory.work.acquire(signal, () => signal.reason as Error, need, client));
-        reservedMs = performance.now() - r0;
-        tl?.mark('decode_reserved', r0 + reservedMs);
+        clock.reserved(r0, performance.now());
       };
       try {
         prepared = await d.backend.prepare(f.data, {
@@ -105,45 +103,29 @@ export function createFrameDetector(d: FrameDetectorDeps) {
       } finally {
         if (isFile) releases.shift()!(); // the decode slot; the memory stays reserved until the response is written
       }
-      const tDecoded = performance.now();
-      tl?.mark('decode_done', tDecoded);
+      clock.decoded();
       // A file for the sidecar: its header read here; the sidecar's decode is added by the pipeline.
-      let decodeMs = tDecoded - tDecode0 - reservedMs;
-      if (isFile) engine.charge(client, decodeCharge(decodeMs, header));
+      if (isFile) engine.charge(client, decodeCharge(clock.decodeMs, header));
       if (signal.aborted) throw signal.reason;
-      // Time since the decode spent elsewhere (a declined file's round trip), reported as queue.
-      let waited = 0;
       const forward = (input: InferInput) => detectDecoded(
         async (inp, o) => {
           r.inEngine();
           const queued = performance.now();
-          tl?.mark('engine_queued', queued);
           const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: f.leaveQueue });
-          if (tl) {
-            tl.mark('dispatched', queued + out.queueMs);
-            // A backend without a socket (in-process, tests) reports neither: its whole call is the sidecar stage.
-            tl.mark('frame_written', out.frameWrittenAt ?? queued + out.queueMs);
-            tl.mark('reply_read', out.replyReadAt ?? performance.now());
-            tl.sidecar({ decodeMs: out.decodeMs, preprocessMs: out.preprocessMs, forwardMs: out.forwardMs });
-          }
+          clock.forwarded(queued, out);
           return out;
         },
         d.backend.info, imageOf(input), params,
-        { t0: r.t0, decodeMs, waitMs: tDecode0 - tWait0 + reservedMs + waited, signal, labels: d.labels() },
+        { ...clock.run, signal, labels: d.labels() },
       );
       try {
         const result = await prepared.send(forward, (fallbackMs, t1) => {
           engine.charge(client, decodeCharge(fallbackMs, header));
           d.metrics.imagesDecoded.inc({ by: 'server_after_decline' });
-          decodeMs += fallbackMs;
-          waited = t1 - tDecoded;
+          clock.redecoded(fallbackMs, t1);
         });
         if (prepared.by === 'sidecar') d.metrics.imagesDecoded.inc({ by: 'sidecar' });
-        if (tl) {
-          const t = result.response.timing_ms;
-          tl.mark('forward_done', r.t0 + t.total - t.postprocess);
-          tl.mark('postprocessed', r.t0 + t.total);
-        }
+        clock.done(result.response.timing_ms);
         if (returnImage && !isEncoded(result.image)) {
           const png = await annotate(result.image, result.detections, returnImage);
           // Until written, the response holds the base64, the JSON string and the buffer sent (4/3 each).
