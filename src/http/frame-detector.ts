@@ -68,6 +68,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
     const { run: r, returnImage, params } = f;
     const { signal, client } = r;
     const isFile = 'file' in f.data;
+    // The pixels' memory reservation (and, with return_image, the drawing's).
     const releases: Array<() => void> = [];
     const fileDone = once(f.fileDone);
     let prepared: Prepared | undefined;
@@ -75,8 +76,11 @@ export function createFrameDetector(d: FrameDetectorDeps) {
       // A file: a decode slot, then the pixels' bytes (reserved from the header, before any pixel is decoded).
       const clock = new StageClock(r.t0, f.timeline);
       clock.waiting();
-      if (isFile) releases.push(await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client));
-      clock.decodeStarted();
+      const slot = async () => {
+        const release = await admission.decodes.acquire(signal, () => signal.reason as Error, 1, client);
+        clock.decodeStarted();
+        return release;
+      };
       let header: { width: number; height: number } | undefined;
       const reserve = async (n: number, size: { width: number; height: number }) => {
         header = size;
@@ -93,16 +97,13 @@ export function createFrameDetector(d: FrameDetectorDeps) {
         releases.push(await admission.memory.work.acquire(signal, () => signal.reason as Error, need, client));
         clock.reserved(r0, performance.now());
       };
-      try {
-        prepared = await d.backend.prepare(f.data, {
-          signal, reserve, decode: d.decode, fileDone,
-          needPixels: returnImage !== undefined,
-          fastDecode: params.fast_decode ? { size: inputSizeOf(d.backend.info)[0] } : undefined,
-        });
-        if (prepared.by === 'server') d.metrics.imagesDecoded.inc({ by: 'server' });
-      } finally {
-        if (isFile) releases.shift()!(); // the decode slot; the memory stays reserved until the response is written
-      }
+      // The memory stays reserved until the response is written.
+      prepared = await d.backend.prepare(f.data, {
+        signal, slot, reserve, decode: d.decode, fileDone,
+        needPixels: returnImage !== undefined,
+        fastDecode: params.fast_decode ? { size: inputSizeOf(d.backend.info)[0] } : undefined,
+      });
+      if (prepared.by === 'server') d.metrics.imagesDecoded.inc({ by: 'server' });
       clock.decoded();
       // A file for the sidecar: its header read here; the sidecar's decode is added by the pipeline.
       if (isFile) engine.charge(client, decodeCharge(clock.decodeMs, header));

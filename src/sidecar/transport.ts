@@ -6,9 +6,9 @@
 // go to shared memory or the socket (the connection's choice, client.ts); a tensor goes as it is. A file the
 // sidecar declines (E_SIDECAR_DECLINED) is decoded here and sent again: the transport's own retry.
 //
-// The caller's budget goes in as arguments (TransportBudget): the memory reservation made from the header
-// before any pixel is decoded, the abort signal, whether it needs the pixels (a drawing), the scaled decode,
-// and the decode function itself.
+// The caller's budget goes in as arguments (TransportBudget): the decode slot, the memory reservation made from
+// the header before any pixel is decoded, the abort signal, whether it needs the pixels (a drawing), the scaled
+// decode, and the decode function itself.
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import { decodeImage, encodedForSidecar, type DecodeOptions, type EncodedImage, type RgbImage } from '../image/decode.ts';
 import type { FrameTarget } from '../image/frame-decode.ts';
@@ -23,6 +23,12 @@ export type DecodedBy = 'server' | 'sidecar' | 'server_after_decline' | null;
 export interface TransportBudget {
   /** Stops a decode's wait and the retry after a decline. */
   signal?: AbortSignal | undefined;
+  /**
+   * A decode slot: taken before a file's header is read, given back (the function it resolves to) once the file
+   * is decoded here or sent as it is. Not taken for the retry after a decline: waiting for a slot while holding
+   * pixel memory could deadlock with slot holders waiting for memory.
+   */
+  slot?: (() => Promise<() => void>) | undefined;
   /**
    * Called with the bytes the frame's pixels take (here or in the sidecar) and their size, before any pixel is
    * decoded; the frame waits for it and fails with it (a memory budget).
@@ -131,6 +137,7 @@ export async function prepareFrame(caps: TransportCaps | undefined, frame: Frame
     return new PreparedFrame({ image: img }, null, img, undefined, budget);
   }
   const bytes = frame.file;
+  const releaseSlot = await budget.slot?.();
   let sent = false;
   try {
     let encoded: EncodedImage | undefined;
@@ -155,6 +162,7 @@ export async function prepareFrame(caps: TransportCaps | undefined, frame: Frame
   } catch (e) {
     throw decodeFailure(e, budget.signal);
   } finally {
+    releaseSlot?.();
     // The file's bytes: no longer needed once decoded here (a file for the sidecar: once it answered).
     if (!sent) budget.fileDone?.();
   }
