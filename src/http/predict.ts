@@ -39,11 +39,6 @@ function bodyTimeoutError(ms: number): RfdetrError {
   return new RfdetrError('E_BODY_TIMEOUT', `the request body did not arrive completely within ${ms} ms: send the whole body promptly (the connection is closed)`, { body_timeout_ms: ms });
 }
 
-/** A source of one frame. */
-async function* oneFrame<F>(frame: F): AsyncGenerator<F> {
-  yield frame;
-}
-
 /** Rejects when `signal` aborts; never resolves otherwise. */
 function abortedBy(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
@@ -114,21 +109,55 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       throw e;
     }
     try {
-      if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
-      const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-      const frame: ServerFrame = {
-        data: { file: image }, index: 0, params, returnImage: input.params.return_image, run: r, timeline,
-        fileDone: () => bytes.release(), leaveQueue: places.leave[0]!,
-      };
-      let response: PredictResponse | undefined;
-      await runFrames(oneFrame(frame), detectFrame, (o) => {
-        response = o.result!.response;
-      }, { inFlight: 1 });
-      res.locals.timing = response!.timing_ms;
-      res.locals.numDetections = response!.num_detections;
-      return response!;
+      const batch = input.form === 'batch';
+      const outcomes: FrameOutcome<ServerFrame, { response: PredictResponse }>[] = [];
+      await runFrames(bodyFrames(input, params, bytes, r, places, timeline), detectFrame, (o) => void outcomes.push(o), batch ? {
+        // Every image at once (the decode slots and the engine queue pace them); an image's own failure is its entry.
+        inFlight: input.images.length, signal: r.signal,
+        isFrameProblem: (e) => !r.signal.aborted && !(isRfdetrError(e) && REQUEST_LEVEL.has(e.code)),
+      } : { inFlight: 1 });
+      if (!batch) {
+        const { response } = outcomes[0]!.result!;
+        res.locals.timing = response.timing_ms;
+        res.locals.numDetections = response.num_detections;
+        return response;
+      }
+      if (r.signal.aborted) throw r.signal.reason;
+      return { results: outcomes.map((o) => (o.result ? o.result.response : imageErrorBody(o.error))) };
     } finally {
       places.leaveAll();
+    }
+  }
+
+  /**
+   * The body as a frame source: its one image (an image_url's bytes fetched first), or a batch's images, each
+   * with its place in the queue (a batch is admitted together: all of its images fit, or the request is
+   * refused) and each going through the decode slots and the engine queue like a request of its own. A batch
+   * entry the body already refused comes as that refusal. Only a lone image marks the request's timeline (a
+   * batch's images overlap each other).
+   */
+  async function* bodyFrames(input: PredictInput | BatchInput | UrlInput, params: DetectParams & { fast_decode?: boolean }, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces, timeline: Timeline): AsyncGenerator<ServerFrame | { frame: ServerFrame; error: Error }> {
+    const returnImage = input.params.return_image;
+    if (input.form !== 'batch') {
+      const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
+      yield { data: { file: image }, index: 0, params, returnImage, run: r, timeline, fileDone: () => bytes.release(), leaveQueue: places.leave[0]! };
+      return;
+    }
+    let pending = input.images.length;
+    const fileDone = () => {
+      if (--pending === 0) bytes.release();
+    };
+    let place = 0;
+    for (const [index, item] of input.images.entries()) {
+      const ok = Buffer.isBuffer(item);
+      const frame: ServerFrame = {
+        data: { file: ok ? item : Buffer.alloc(0) }, index, params, returnImage, run: r, fileDone, leaveQueue: ok ? places.leave[place++]! : () => {},
+      };
+      if (ok) yield frame;
+      else {
+        fileDone();
+        yield { frame, error: item };
+      }
     }
   }
 
@@ -143,43 +172,6 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       bytes.release();
       throw e;
     }
-  }
-
-  /**
-   * `images: [...]`: admitted to the queue together (all of them fit, or the request is refused), then each
-   * image goes through the decode slots and the engine queue like a request of its own. An image that
-   * fails gets its own error in `results`; an abort or the deadline ends the whole request.
-   */
-  async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces): Promise<object> {
-    let pending = input.images.length;
-    const fileDone = () => {
-      if (--pending === 0) bytes.release();
-    };
-    async function* frames(): AsyncGenerator<ServerFrame | { frame: ServerFrame; error: Error }> {
-      let place = 0;
-      for (const [index, item] of input.images.entries()) {
-        const frame: ServerFrame = {
-          data: { file: Buffer.isBuffer(item) ? item : Buffer.alloc(0) }, index, params, returnImage: input.params.return_image, run: r,
-          fileDone, leaveQueue: Buffer.isBuffer(item) ? places.leave[place++]! : () => {},
-        };
-        if (Buffer.isBuffer(item)) yield frame;
-        else {
-          fileDone();
-          yield { frame, error: item };
-        }
-      }
-    }
-    const results: Record<string, unknown>[] = [];
-    const sink = ({ result, error }: FrameOutcome<ServerFrame, { response: PredictResponse }>) => {
-      results.push(result ? result.response as unknown as Record<string, unknown> : imageErrorBody(error));
-    };
-    // Every image at once (the decode slots and the engine queue pace them); an image's own failure is its entry.
-    await runFrames(frames(), detectFrame, sink, {
-      inFlight: input.images.length, signal: r.signal,
-      isFrameProblem: (e) => !r.signal.aborted && !(isRfdetrError(e) && REQUEST_LEVEL.has(e.code)),
-    });
-    if (r.signal.aborted) throw r.signal.reason;
-    return { results };
   }
 
   return async function handlePredict(req: Request, res: Response): Promise<void> {
