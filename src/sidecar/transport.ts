@@ -133,7 +133,8 @@ export async function prepareFrame(caps: TransportCaps | undefined, frame: Frame
   if ('tensor' in frame) return new PreparedFrame({ pixelValues: frame.tensor }, null, undefined, undefined, budget);
   if ('pixels' in frame) {
     const img = frame.pixels;
-    await budget.reserve?.(img.data.length, { width: img.width, height: img.height });
+    // From the sides: pixels in a slot file (frame-decode.ts) read `data` back only when asked.
+    await budget.reserve?.(img.width * img.height * 3, { width: img.width, height: img.height });
     return new PreparedFrame({ image: img }, null, img, undefined, budget);
   }
   const bytes = frame.file;
