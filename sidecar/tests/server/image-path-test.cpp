@@ -50,15 +50,17 @@ TEST_F(sidecar, an_image_infer_forwards_exactly_the_preprocess_of_that_image) {
         client c;
         ASSERT_TRUE(c.open(socket_));
         const auto rgb = noise_rgb(333, 517, 5);
+        const auto t0  = clk::now();
         c.send_msg(make_image_infer(8, 333, 517, rgb));
         message              r;
         std::vector<uint8_t> s;
         ASSERT_TRUE(c.recv_msg(r, s));
+        const double round_trip_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
         EXPECT_EQ(r.id, 8u);
         ASSERT_TRUE(r.ok) << engine << ": " << r.error_message;
         EXPECT_TRUE(echoes(r, reference_pixels(rgb, 333, 517))) << engine;
         EXPECT_GT(r.preprocess_ms, 0.0) << engine;
-        EXPECT_LT(r.preprocess_ms, 5000.0) << engine;
+        EXPECT_LE(r.preprocess_ms, round_trip_ms) << engine << ": the resize is timed within the request";
 
         c.send_msg(make_infer(9, ramp_pixels()));
         ASSERT_TRUE(c.recv_msg(r, s));
