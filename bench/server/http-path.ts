@@ -47,7 +47,8 @@ if (values.child) {
     state: 'ready', restarts: 0, failureReason: null,
     info: { protocolVersion: 2, sidecarVersion: 'bench', engine: 'instant', device: 'bench', inputShape: [3, 560, 560], numQueries: Q, numClasses: C, labels: Array.from({ length: C }, (_, i) => `class-${i}`) },
     onStateChange: (l: (s: string, p: string) => void) => (listeners.add(l), () => listeners.delete(l)),
-    infer: async () => ({ logits, predBoxes: boxes, preprocessMs: 0, forwardMs: 0, transferMs: 0 }),
+    // Both result shapes, so that an A/B run against a checkout from before named outputs serves too.
+    infer: async () => ({ outputs: { logits, pred_boxes: boxes }, logits, predBoxes: boxes, preprocessMs: 0, forwardMs: 0, transferMs: 0 }),
     close: async () => {}, destroy: () => {},
   };
   const stages: Record<string, number[]> = {};

@@ -41,7 +41,7 @@ async function runAll(backend: InferenceBackend, cases: readonly CaseInput[]): P
   try {
     for (const c of cases) {
       const r = await backend.infer({ image: c.image });
-      out.push({ logits: r.logits, predBoxes: r.predBoxes, forwardMs: r.forwardMs });
+      out.push({ logits: r.outputs.logits!, predBoxes: r.outputs.pred_boxes!, forwardMs: r.forwardMs });
     }
   } finally {
     await backend.close();

@@ -6,7 +6,8 @@
 // gives the two best cats, not the cats among the two best detections.
 import { decodeImage, type RgbImage } from '../image/decode.ts';
 import type { EncodedImage, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
-import { postprocess, rawToNested, type Detection } from './postprocess.ts';
+import type { Detection } from './postprocess.ts';
+import { taskFor } from './tasks.ts';
 import type { PredictParams } from './params-schema.ts';
 
 /** RF-DETR-base's input side, used only when no engine has said its own (a backend before its first hello). */
@@ -36,7 +37,8 @@ export interface PredictResponse {
   input_size: [number, number];
   threshold: number;
   timing_ms: PredictTiming;
-  raw?: { logits: number[][]; pred_boxes: number[][] };
+  /** `return_raw`: each head output as nested arrays under its name (detect: logits [Q][C], pred_boxes [Q][4]). */
+  raw?: Record<string, number[][]>;
   /** The picture with the detections drawn on it (HTTP `return_image`). */
   annotated_image?: { format: 'png' | 'jpeg'; media_type: 'image/png' | 'image/jpeg'; base64: string };
 }
@@ -48,7 +50,7 @@ export interface BuildResponseArgs {
   inputSize: [number, number];
   threshold: number;
   timing: PredictTiming;
-  raw?: { logits: number[][]; pred_boxes: number[][] } | undefined;
+  raw?: Record<string, number[][]> | undefined;
 }
 
 /** The /predict response object, keys in the contract's order. */
@@ -134,18 +136,19 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
   const labels = info?.labels?.length ? info.labels : run.labels ?? [];
   // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
   const size = ('source' in image ? image.source : undefined) ?? image;
-  const raw = { logits: out.logits, predBoxes: out.predBoxes, numQueries, numClasses };
+  const task = taskFor(info?.task ?? 'detect');
+  const dims = { numQueries, numClasses };
   const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
   // With per-class thresholds the post-process keeps everything above the lowest of them; each detection is
   // then held to its own class's threshold (the global one for the others).
   const floor = perClass ? Math.min(params.threshold, ...perClass.values()) : params.threshold;
-  const all = postprocess(raw, {
+  const all = task.postprocess(out.outputs, dims, {
     width: size.width, height: size.height, threshold: floor, labels,
     maxDetections: params.classes || perClass ? numQueries : params.max_detections,
   });
   const passing = perClass ? all.filter((d) => d.score > Math.fround(perClass.get(d.label_id) ?? params.threshold)) : all;
   const detections = selectDetections(passing, params.classes, params.max_detections);
-  const nested = params.return_raw ? rawToNested(out.logits, out.predBoxes, numQueries, numClasses) : undefined;
+  const nested = params.return_raw ? task.raw(out.outputs, dims) : undefined;
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).

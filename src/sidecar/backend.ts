@@ -6,6 +6,13 @@ import type { FrameTarget } from '../image/frame-decode.ts';
 
 export type { EncodedImage };
 
+/** One head output as the sidecar's hello declares it: the infer reply carries it by `name`, product(shape) f32 values. */
+export interface OutputSpec {
+  name: string;
+  dtype: 'f32';
+  shape: number[];
+}
+
 export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
 
 /** What the sidecar said about itself in its `hello`. */
@@ -24,6 +31,16 @@ export interface SidecarInfo {
    * of checkpointVariant); null from a version-2 sidecar, whose hello does not say.
    */
   variant: string | null;
+  /** The model's task ("detect"); a version-2/3 sidecar's is "detect". */
+  task: string;
+  /** The head outputs every infer result carries, in the sidecar's order. */
+  outputs: OutputSpec[];
+  /** The arithmetic the engine runs ("fp32", "bf16", "int8"); null from a version-2/3 sidecar, which does not say. */
+  precision: string | null;
+  /** The precisions the engine can run, its default first; null from a version-2/3 sidecar. */
+  precisions: string[] | null;
+  /** Whether the engine's forward computes on the host's cores; null from a version-2/3 sidecar. */
+  hostCores: boolean | null;
   /** What the spawned sidecar did with `--nice` (its READY line); absent for an external one. */
   enginePriority?: EnginePriority;
 }
@@ -63,10 +80,11 @@ export interface InferOptions {
 export type InferInput = { image: RgbImage } | { encoded: EncodedImage } | { pixelValues: Float32Array };
 
 export interface InferResult {
-  /** f32 [numQueries × numClasses], pre-sigmoid. */
-  logits: Float32Array;
-  /** f32 [numQueries × 4], normalised cxcywh, unclamped. */
-  predBoxes: Float32Array;
+  /**
+   * The head outputs by name, exactly those SidecarInfo.outputs declares, each of its size (detect: `logits`
+   * f32 [numQueries × numClasses] pre-sigmoid, `pred_boxes` f32 [numQueries × 4] normalised cxcywh, unclamped).
+   */
+  outputs: Record<string, Float32Array>;
   /** The sidecar's decode time of the file: present for `encoded` input only. */
   decodeMs?: number;
   /** The sidecar's resize + normalise time (0 for pixelValues input). */

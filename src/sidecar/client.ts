@@ -11,6 +11,7 @@ import { WIRE_ERRORS } from '../protocol/error-codes.ts';
 import type { FrameTarget } from '../image/frame-decode.ts';
 import type { EncodedImage, InferInput, InferResult, SidecarInfo } from './backend.ts';
 import { ShmSlots } from './shm-slots.ts';
+import { helloTaskError } from '../detect/tasks.ts';
 
 const MAX_ID = 0xffffffff;
 /** Bytes read from the socket at a time: an infer reply and its header in one read. */
@@ -100,6 +101,15 @@ export function infoFromHello(h: WireHello): SidecarInfo {
     numClasses: h.num_classes,
     labels: h.labels,
     variant: h.variant ?? null,
+    // A version-2/3 sidecar serves detection with the two outputs its reply carries as top-level keys.
+    task: 'detect',
+    outputs: [
+      { name: 'logits', dtype: 'f32', shape: [h.num_queries, h.num_classes] },
+      { name: 'pred_boxes', dtype: 'f32', shape: [h.num_queries, 4] },
+    ],
+    precision: null,
+    precisions: null,
+    hostCores: null,
   };
 }
 
@@ -195,9 +205,16 @@ export class SidecarConnection {
             fail(new RfdetrError('E_PROTOCOL', `sidecar input shape is [${m.input_shape.join(',')}]; this client expects [3,S,S] with 32 ≤ S ≤ 4096`));
             return;
           }
+          const info = infoFromHello(m);
+          const taskWhy = helloTaskError(info);
+          if (taskWhy !== undefined) {
+            reader.stop();
+            fail(new RfdetrError('E_PROTOCOL', taskWhy, { task: info.task }));
+            return;
+          }
           settled = true;
           clearTimeout(timer);
-          conn = new SidecarConnection(socket, infoFromHello(m), opts);
+          conn = new SidecarConnection(socket, info, opts);
           resolve(conn);
         },
         (message) => fail(new RfdetrError('E_PROTOCOL', `sidecar sent a bad frame (${message}); closing the connection`)),
@@ -388,8 +405,7 @@ export class SidecarConnection {
     }
     const decodeMs = reply.decode_ms;
     return {
-      logits: f32FromBytes(reply.logits),
-      predBoxes: f32FromBytes(reply.pred_boxes),
+      outputs: { logits: f32FromBytes(reply.logits), pred_boxes: f32FromBytes(reply.pred_boxes) },
       ...(decodeMs === undefined ? {} : { decodeMs }),
       preprocessMs: reply.preprocess_ms,
       forwardMs: reply.forward_ms,

@@ -11,6 +11,7 @@ import { RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { ScriptedBackend } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
+import { testSidecarInfo } from '../helpers/sidecar-info.ts';
 import { runCli } from '../../cli/program.ts';
 import { resolveClasses } from '../../cli/parsers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
@@ -41,10 +42,10 @@ export function fixtureLabels(): string[] {
  * E_INFERENCE error, so a wrong decode fails the tests.
  */
 export class FixtureReplayBackend extends ScriptedBackend {
-  readonly info: SidecarInfo = {
+  readonly info: SidecarInfo = testSidecarInfo({
     protocolVersion: 3, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
     numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base',
-  };
+  });
   infers = 0;
   closed = false;
 
@@ -53,7 +54,7 @@ export class FixtureReplayBackend extends ScriptedBackend {
     if (!('image' in input)) throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: expected a decoded image');
     const c = await fixtureCaseOf(input.image);
     if (!c) throw new RfdetrError('E_INFERENCE', 'fixture-replay backend: the image matches no fixture case');
-    return { logits: c.logits.slice(), predBoxes: c.predBoxes.slice(), preprocessMs: 0.75, forwardMs: 1.5, transferMs: 0.25 };
+    return { outputs: { logits: c.logits.slice(), pred_boxes: c.predBoxes.slice() }, preprocessMs: 0.75, forwardMs: 1.5, transferMs: 0.25 };
   }
   async close(): Promise<void> {
     this.closed = true;

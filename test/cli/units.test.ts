@@ -78,8 +78,8 @@ class ShiftedBackend extends FixtureReplayBackend {
   }
   override async infer(input: InferInput) {
     const r = await super.infer(input);
-    for (let i = 0; i < r.predBoxes.length; i += 4) r.predBoxes[i] = r.predBoxes[i]! + this.shift;
-    for (let i = 0; i < r.logits.length; i++) r.logits[i] = r.logits[i]! + this.logitNoise * Math.sin(i);
+    for (let i = 0; i < r.outputs.pred_boxes!.length; i += 4) r.outputs.pred_boxes![i] = r.outputs.pred_boxes![i]! + this.shift;
+    for (let i = 0; i < r.outputs.logits!.length; i++) r.outputs.logits![i] = r.outputs.logits![i]! + this.logitNoise * Math.sin(i);
     return r;
   }
 }

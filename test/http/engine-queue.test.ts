@@ -8,7 +8,7 @@ import { FakeBackend } from './helpers.ts';
 
 const px = (v: number) => ({ pixelValues: new Float32Array([v]) });
 const far = () => performance.now() + 60_000;
-const result = (forwardMs: number) => ({ logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs, transferMs: 0 });
+const result = (forwardMs: number) => ({ outputs: {}, preprocessMs: 0, forwardMs, transferMs: 0 });
 /** Lets the promise callbacks queued so far run (setImmediate is not among the faked timers). */
 const turn = () => new Promise<void>((r) => setImmediate(r));
 

@@ -24,7 +24,7 @@ function scripted(t: TestContext) {
   b.infer = (input: InferInput) => new Promise<InferResult>((resolve) => {
     const tag = (input as unknown as { tag: string }).tag;
     started.push(tag);
-    inFlight.push({ tag, end: () => resolve({ logits: new Float32Array(0), predBoxes: new Float32Array(0), preprocessMs: 0, forwardMs: 0, transferMs: 0 }) });
+    inFlight.push({ tag, end: () => resolve({ outputs: {}, preprocessMs: 0, forwardMs: 0, transferMs: 0 }) });
   });
   return {
     b, started, inFlight,

@@ -6,6 +6,7 @@ import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { ScriptedBackend } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
+import { testSidecarInfo } from '../helpers/sidecar-info.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
 import { createJsonLogger } from '../../src/http/log.ts';
 import fs from 'node:fs';
@@ -93,7 +94,7 @@ export class FakeBackend extends ScriptedBackend {
 
   constructor(labels: string[] = cocoLabels()) {
     super();
-    this.info = {
+    this.info = testSidecarInfo({
       protocolVersion: 3,
       sidecarVersion: 'fake-0',
       engine: 'fake',
@@ -103,7 +104,7 @@ export class FakeBackend extends ScriptedBackend {
       numClasses: 91,
       labels,
       variant: 'base',
-    };
+    });
   }
 
   /** Every forward from now on waits until the returned function is called. */
@@ -132,7 +133,7 @@ export class FakeBackend extends ScriptedBackend {
     this.completed++;
     if (this.fail) throw this.fail;
     const out = await this.respond(input);
-    return { logits: out.logits, predBoxes: out.predBoxes, preprocessMs: this.preprocessMs, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
+    return { outputs: { logits: out.logits, pred_boxes: out.predBoxes }, preprocessMs: this.preprocessMs, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
   }
 
   async close(): Promise<void> {

@@ -39,8 +39,8 @@ test('real sidecar: a PNG and a JPEG sent as files give the logits of the same i
     const asFile = await conn.infer({ encoded: { format, width: image.width, height: image.height, bytes: file } });
     assert.equal(asImage.decodeMs, undefined);
     assert.ok(Number.isFinite(asFile.decodeMs), `${format}: the reply to a file carries decode_ms, got ${asFile.decodeMs}`);
-    assert.ok(Buffer.from(asFile.logits.buffer).equals(Buffer.from(asImage.logits.buffer)), `${format}: the sidecar's decode gives other logits than sharp's`);
-    assert.ok(Buffer.from(asFile.predBoxes.buffer).equals(Buffer.from(asImage.predBoxes.buffer)), format);
+    assert.ok(Buffer.from(asFile.outputs.logits!.buffer).equals(Buffer.from(asImage.outputs.logits!.buffer)), `${format}: the sidecar's decode gives other logits than sharp's`);
+    assert.ok(Buffer.from(asFile.outputs.pred_boxes!.buffer).equals(Buffer.from(asImage.outputs.pred_boxes!.buffer)), format);
   }
   const e = await conn.infer({ encoded: { format: 'png', width: 640, height: 480, bytes: png.subarray(0, png.length >> 1) } })
     .then(() => assert.fail('a truncated PNG must be declined'), (err: RfdetrError) => err);

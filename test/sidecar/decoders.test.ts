@@ -155,7 +155,7 @@ test('infer({ encoded }): before the answer it is refused unsent; after it, sent
   const sent = p.requests.at(-1)!;
   assert.equal(sent.op, 'infer');
   assert.deepEqual({ ...sent.image_encoded, bytes: Buffer.from(sent.image_encoded!.bytes) }, { ...file, bytes: Buffer.from(file.bytes) });
-  assert.deepEqual(Array.from(r.logits), new Array(NQ * NC).fill(7));
+  assert.deepEqual(Array.from(r.outputs.logits!), new Array(NQ * NC).fill(7));
   assert.equal(r.decodeMs, 4.5);
   assert.equal(r.preprocessMs, 0.5);
   assert.equal(r.forwardMs, 2);
@@ -168,8 +168,8 @@ test('infer({ encoded }): before the answer it is refused unsent; after it, sent
   assert.match(e.message, /E_DECODE: png: truncated IDAT \(scripted\)/);
   assert.equal(e.details?.wireCode, 'E_DECODE');
   assert.equal(conn.closed, false, 'E_DECODE does not close the connection');
-  assert.equal((await conn.infer({ encoded: png(9) })).logits[0], 9);
+  assert.equal((await conn.infer({ encoded: png(9) })).outputs.logits![0], 9);
   const jpeg = await conn.infer({ encoded: { ...png(3), format: 'jpeg' } });
   assert.equal(p.requests.at(-1)!.image_encoded?.format, 'jpeg');
-  assert.equal(jpeg.logits[0], 3);
+  assert.equal(jpeg.outputs.logits![0], 3);
 });

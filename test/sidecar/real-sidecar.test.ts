@@ -57,7 +57,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   );
   const px = rampPixels();
   const r = await b.infer({ pixelValues: px });
-  for (let i = 0; i < r.logits.length; i += 37) assert.equal(r.logits[i], Math.fround(px[i]! + 1));
+  for (let i = 0; i < r.outputs.logits!.length; i += 37) assert.equal(r.outputs.logits![i], Math.fround(px[i]! + 1));
 
   const slow = rampPixels();
   slow[0] = SENTINEL_SLEEP;
@@ -73,7 +73,7 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   assert.notEqual(e.stateThen, 'ready', 'the pending infer was failed on the death, not after the restart');
   await waitReadyAgain(b, pid, 20_000);
   const again = await b.infer({ pixelValues: px });
-  assert.deepEqual(again.logits, r.logits);
+  assert.deepEqual(again.outputs.logits!, r.outputs.logits!);
   await b.close();
   assert.equal(b.state, 'stopped');
 });
@@ -99,7 +99,7 @@ test('real sidecar (test-echo): a crashing forward (abort) and a hung forward ar
   assert.equal(h.code, 'E_DEADLINE');
   await waitReadyAgain(b, pid, 20_000);
   const px = rampPixels();
-  assert.equal((await b.infer({ pixelValues: px })).logits[5], Math.fround(px[5]! + 1));
+  assert.equal((await b.infer({ pixelValues: px })).outputs.logits![5], Math.fround(px[5]! + 1));
 });
 
 test('real sidecar (test-echo): SIGTERM → exit 0 and the socket file is gone', async (t) => {
@@ -141,8 +141,8 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
     for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - g[i]!));
     return m;
   };
-  const dl = maxAbs(r.logits, golden.f32('logits'));
-  const db = maxAbs(r.predBoxes, golden.f32('pred_boxes'));
+  const dl = maxAbs(r.outputs.logits!, golden.f32('logits'));
+  const db = maxAbs(r.outputs.pred_boxes!, golden.f32('pred_boxes'));
   t.diagnostic(`cpu engine case-1: logits max |Δ| ${dl.toExponential(2)}, pred_boxes max |Δ| ${db.toExponential(2)}, forward_ms ${r.forwardMs.toFixed(0)}, transfer_ms ${r.transferMs.toFixed(2)}`);
   assert.ok(dl <= 1e-3, `logits max |Δ| ${dl}`);
   assert.ok(db <= 1e-3, `pred_boxes max |Δ| ${db}`);
@@ -160,8 +160,8 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.ok(ri.frameWrittenAt !== undefined && ri.replyReadAt !== undefined, 'frame written / reply read are reported');
   assert.ok(asked <= ri.frameWrittenAt && ri.frameWrittenAt < ri.replyReadAt, `asked ${asked}, written ${ri.frameWrittenAt}, read ${ri.replyReadAt}`);
   assert.ok(ri.replyReadAt - asked >= ri.forwardMs + ri.preprocessMs - 0.5, `asked ${asked}, read ${ri.replyReadAt}, forward ${ri.forwardMs}, preprocess ${ri.preprocessMs}`);
-  assert.deepEqual(ri.logits, r.logits, 'image input gives exactly the pixel_values input\'s logits');
-  assert.deepEqual(ri.predBoxes, r.predBoxes);
+  assert.deepEqual(ri.outputs.logits!, r.outputs.logits!, 'image input gives exactly the pixel_values input\'s logits');
+  assert.deepEqual(ri.outputs.pred_boxes!, r.outputs.pred_boxes!);
 
   const pid = b.pid!;
   // Killed in the same turn as the request is made: it cannot have been answered, whatever the forward's speed.
@@ -173,7 +173,7 @@ test('real sidecar (cpu, synthetic checkpoint): READY/hello, golden logits and b
   assert.notEqual(e.stateThen, 'ready', 'the pending infer was failed on the death, not after the restart');
   await waitReadyAgain(b, pid, 300_000);
   const again = await b.infer({ pixelValues: golden.f32('pixel_values') });
-  assert.ok(maxAbs(again.logits, golden.f32('logits')) <= 1e-3);
+  assert.ok(maxAbs(again.outputs.logits!, golden.f32('logits')) <= 1e-3);
   await b.close();
 });
 

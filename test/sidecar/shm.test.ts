@@ -57,8 +57,8 @@ test('shm: images through the slots give the same logits as through the socket, 
   assert.equal(files.length, 2, `two slot files before the first reference, found ${files.join(', ')}`);
   const [a, b] = await Promise.all([conn.infer(img), conn.infer({ image: image(33, 17) })]);
   assert.equal(conn.framesViaShm, 2);
-  assert.deepEqual(Buffer.from(a.logits.buffer), Buffer.from(viaSocket.logits.buffer), 'shm and socket give different logits');
-  assert.equal(b.logits.length, viaSocket.logits.length);
+  assert.deepEqual(Buffer.from(a.outputs.logits!.buffer), Buffer.from(viaSocket.outputs.logits!.buffer), 'shm and socket give different logits');
+  assert.equal(b.outputs.logits!.length, viaSocket.outputs.logits!.length);
   // Both slots were taken by the two requests in flight; a third at once falls back to the socket.
   const before = conn.framesViaShm;
   await Promise.all([conn.infer(img), conn.infer(img), conn.infer(img)]);
@@ -156,13 +156,13 @@ test('shm: a large JPEG decoded straight into a slot is sent by reference, with 
   const before = conn.framesViaShm;
   const a = await conn.infer({ image: img });
   assert.equal(conn.framesViaShm - before, 1);
-  assert.deepEqual(Buffer.from(a.logits.buffer), Buffer.from(copied.logits.buffer), 'a frame decoded into the slot gives other logits');
+  assert.deepEqual(Buffer.from(a.outputs.logits!.buffer), Buffer.from(copied.outputs.logits!.buffer), 'a frame decoded into the slot gives other logits');
   assert.ok(Buffer.from(img.data.buffer, img.data.byteOffset, img.data.length).equals(rgb), 'the pixels read back differ from sharp\'s raw decode');
   // Another connection's frame is not its own: read back and copied (or sent in the frame), the same logits.
   const other = await SidecarConnection.connect(socket, { helloTimeoutMs: 10_000 });
   t.after(() => other.close());
   const b = await other.infer({ image: img });
-  assert.deepEqual(Buffer.from(b.logits.buffer), Buffer.from(copied.logits.buffer));
+  assert.deepEqual(Buffer.from(b.outputs.logits!.buffer), Buffer.from(copied.outputs.logits!.buffer));
   img.release!();
   assert.throws(() => img.data, /released frame/);
   const again = conn.frameTarget(64 + rgb.length);

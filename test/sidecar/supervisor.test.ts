@@ -62,7 +62,9 @@ async function rejectsWith(p: Promise<unknown>, code: string): Promise<RfdetrErr
   assert.fail(`expected a rejection with ${code}`);
 }
 
-function checkEcho(px: Float32Array, r: { logits: Float32Array; predBoxes: Float32Array }) {
+function checkEcho(px: Float32Array, { outputs }: { outputs: Record<string, Float32Array> }) {
+  const r = { logits: outputs.logits!, predBoxes: outputs.pred_boxes! };
+  assert.deepEqual(Object.keys(outputs), ['logits', 'pred_boxes']);
   assert.equal(r.logits.length, 300 * 91);
   assert.equal(r.predBoxes.length, 300 * 4);
   for (let i = 0; i < r.logits.length; i += 101) assert.equal(r.logits[i], Math.fround(px[i]! + 1));

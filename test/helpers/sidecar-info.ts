@@ -1,0 +1,12 @@
+// A test backend's SidecarInfo: the hello fields given, and a detect head (logits + pred_boxes of the given
+// numQueries/numClasses), fp32 on the host's cores, unless the test says otherwise.
+import type { SidecarInfo } from '../../src/sidecar/backend.ts';
+import { taskFor } from '../../src/detect/tasks.ts';
+
+type Given = Omit<SidecarInfo, 'task' | 'outputs' | 'precision' | 'precisions' | 'hostCores'> & Partial<SidecarInfo>;
+
+export function testSidecarInfo(given: Given): SidecarInfo {
+  return {
+    task: 'detect', outputs: taskFor('detect').outputs(given), precision: 'fp32', precisions: ['fp32'], hostCores: true, ...given,
+  };
+}
