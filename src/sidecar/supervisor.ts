@@ -501,8 +501,8 @@ export class SidecarBackend implements InferenceBackend {
     if (attempt.proc && attempt.proc.exitInfo === undefined) attempt.proc.kill('SIGKILL');
     if (this.#closing) return;
 
-    if (err.code === 'E_VERSION_MISMATCH') {
-      this.#fail(err);  // restarting the same binary cannot fix it
+    if (err.code === 'E_VERSION_MISMATCH' || err.details?.unservable === true) {
+      this.#fail(err);  // restarting the same binary cannot fix it (another protocol version, a task this server cannot serve)
       return;
     }
     const startup = this.#startupFailure(err);
