@@ -45,14 +45,18 @@ std::string engine_precision_error(const engine_entry & e, const std::string & p
            e.precisions.front() + "): pass one of those, or choose another --engine";
 }
 
-std::vector<std::string> engine_names() {
+std::vector<std::string> engine_names(const engine_table & table) {
     std::vector<std::string> names;
-    for (const auto & e : engine_registry()) {
+    for (const auto & e : table) {
         if (engine_unbuilt_reason(e).empty()) {
             names.push_back(e.name);
         }
     }
     return names;
+}
+
+std::vector<std::string> engine_names() {
+    return engine_names(engine_registry());
 }
 
 std::string engine_unbuilt_reason(const std::string & name) {

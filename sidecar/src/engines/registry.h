@@ -38,6 +38,9 @@ std::string engine_unbuilt_reason(const engine_entry & e);
 // "" when the engine runs `precision`; else what was wrong and the engine's precisions.
 std::string engine_precision_error(const engine_entry & e, const std::string & precision);
 
+// The names of the engines of `table` this build has, in table order.
+std::vector<std::string> engine_names(const engine_table & table);
+
 // Over engine_registry(): the built engines' names; why a known engine is unbuilt ("" when built or unknown).
 std::vector<std::string> engine_names();
 std::string              engine_unbuilt_reason(const std::string & name);

@@ -72,17 +72,6 @@ double warm_up(engine & eng, int input_size) {
     return ms_since(t0);
 }
 
-// The engines of `engines` this build has, in table order.
-std::vector<std::string> built_names(const engine_table & engines) {
-    std::vector<std::string> names;
-    for (const auto & e : engines) {
-        if (engine_unbuilt_reason(e).empty()) {
-            names.push_back(e.name);
-        }
-    }
-    return names;
-}
-
 // --list-engines: what the CLI checks --engine and --precision against and `rfdetr info` lists (one JSON line
 // on stdout): every engine of the table, the built ones first, each with its facts; an unbuilt one with why.
 std::string engines_json(const engine_table & engines) {
@@ -115,7 +104,7 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
     sidecar_options opts;
     std::string     err;
     switch (options_parse(argc, argv, getenv_fn, opts, err)) {
-        case options_status::OPTIONS_HELP: std::fputs(options_help(built_names(engines)).c_str(), stdout); return 0;
+        case options_status::OPTIONS_HELP: std::fputs(options_help(engine_names(engines)).c_str(), stdout); return 0;
         case options_status::OPTIONS_VERSION:
             std::printf("rfdetr-sidecar %s (protocol %u)\n", RFDETR_SIDECAR_VERSION, k_protocol_version);
             return 0;
@@ -140,7 +129,7 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
     const engine_entry * entry = engine_find(engines, opts.engine);
     if (!entry) {
         std::string known;
-        for (const auto & n : built_names(engines)) {
+        for (const auto & n : engine_names(engines)) {
             known += (known.empty() ? "" : ", ") + n;
         }
         fail_line("--engine '" + opts.engine + "' is not built into this sidecar; built: " +
