@@ -52,4 +52,12 @@ class engine {
     virtual void forward(const float * pixel_values, output_buffers & out) = 0;
 };
 
+// One forward with the check that it wrote every declared output (throws rfdetr::error naming the ones it did
+// not): how the server runs an engine.
+inline void engine_forward(engine & eng, const float * pixel_values, output_buffers & out) {
+    out.begin_forward();
+    eng.forward(pixel_values, out);
+    out.check_written(eng.name());
+}
+
 }  // namespace rfdetr

@@ -36,14 +36,22 @@ class output_buffers {
     explicit output_buffers(std::vector<output_spec> specs);
 
     const std::vector<output_spec> & specs() const { return specs_; }
-    // The buffer of output `name` (specs' count floats), for the engine to fill. Throws rfdetr::error when this
-    // set has no output of that name (an engine writing an output its task does not declare).
+    // The buffer of output `name` (specs' count floats), for the engine to fill; marks it written. Throws
+    // rfdetr::error when this set has no output of that name (an engine writing an output its task does not
+    // declare).
     float * at(const std::string & name);
     const std::vector<float> & values(size_t i) const { return values_[i]; }
+
+    // Around one forward: forget which outputs were written, then throw rfdetr::error naming `engine` and
+    // every declared output its forward did not ask for (a task row added without the engine's compute would
+    // otherwise send the last request's values, or zeros).
+    void begin_forward();
+    void check_written(const std::string & engine) const;
 
   private:
     std::vector<output_spec>        specs_;
     std::vector<std::vector<float>> values_;
+    std::vector<bool>               written_;
 };
 
 }  // namespace rfdetr

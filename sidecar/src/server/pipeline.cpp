@@ -292,7 +292,7 @@ void pipeline::forward_and_reply(const prepared & p) {
     finished_reply d{p.conn_serial, {}};
     const auto     t0 = clock_type::now();
     try {
-        eng_.forward(inputs_[static_cast<size_t>(p.slot)].data(), outputs_);
+        engine_forward(eng_, inputs_[static_cast<size_t>(p.slot)].data(), outputs_);
         message m       = make_ok_reply(p.id);
         m.fields       |= WIRE_FIELD_OUTPUTS | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         m.forward_ms    = ms_since(t0);
