@@ -35,8 +35,8 @@ export interface SidecarBackendOptions {
   nice?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
-  /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
-  precision?: 'fp32' | 'bf16' | 'int8';
+  /** `--precision`: one the engine runs (`rfdetr-sidecar --list-engines`); absent: the engine's default. */
+  precision?: string;
   /** Socket path: where the spawned sidecar listens (default: a fresh 0700 temp dir), or the external sidecar's socket. */
   socketPath?: string;
   /** Connect to an existing sidecar at `socketPath` (e.g. a systemd unit); never spawn. */
