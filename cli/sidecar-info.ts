@@ -10,7 +10,7 @@ import { sidecarBinary } from '../src/config/paths.ts';
 export interface SidecarSelfReport {
   path: string;
   present: boolean;
-  /** e.g. "rfdetr-sidecar 0.1.0 (protocol 4)", or why it could not be asked. */
+  /** Its `--version` line, "rfdetr-sidecar <version> (protocol <n>)", or why it could not be asked. */
   version: string;
   /** Protocol version parsed from --version, when it says. */
   protocol: number | null;

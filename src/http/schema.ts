@@ -120,7 +120,7 @@ export const DeviceEntry = Type.Object({
 
 export const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('starting')]),
-  model: Type.String({ pattern: '^RF-DETR-', description: 'the loaded variant: RF-DETR-base (the seed contract), RF-DETR-nano, RF-DETR-small, …' }),
+  model: Type.String({ pattern: '^RF-DETR-', description: 'the loaded variant: RF-DETR-base, RF-DETR-nano, RF-DETR-small, …' }),
   device: Type.Union([Type.String(), Type.Null()]),
   devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
 });

@@ -21,6 +21,7 @@ import { SidecarConnection } from './client.ts';
 import { silentLogger, type Logger } from './logger.ts';
 import { SidecarProcess, type ExitInfo } from './sidecar-process.ts';
 import { makeSocketDir, sweepStaleSocketDirs } from './socket-dir.ts';
+import { prepareFrame, type FrameData, type Prepared, type TransportBudget } from './transport.ts';
 
 export { silentLogger, type Logger } from './logger.ts';
 
@@ -215,6 +216,12 @@ export class SidecarBackend implements InferenceBackend {
     return p.state === 'ready' && !p.conn.closed;
   }
 
+  /** Images the current connection sent through shared memory, copied or by reference (SidecarConnection.framesViaShm). */
+  get framesViaShm(): number {
+    const p = this.#phase;
+    return 'conn' in p ? p.conn.framesViaShm : 0;
+  }
+
   /** Requests handed to this backend and not yet settled. */
   get inFlight(): number {
     return this.#calls.active;
@@ -276,6 +283,11 @@ export class SidecarBackend implements InferenceBackend {
     }
   }
 
+  prepare(frame: FrameData, budget?: TransportBudget): Promise<Prepared> {
+    return prepareFrame(this, frame, budget);
+  }
+
+  /** A shared-memory slot of the current sidecar for a large decode (SidecarConnection.frameTarget); the transport's. */
   frameTarget(bytes: number): FrameTarget | undefined {
     const p = this.#phase;
     return p.state === 'ready' && !this.#closing ? p.conn.frameTarget(bytes) : undefined;

@@ -42,14 +42,16 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
 
 TEST_F(sidecar, infer_returns_the_engines_outputs_and_ping_works) {
     sidecar_proc p;
-    start(p);
+    start(p, {"RFDETR_TEST_ECHO_FORWARD_MS=20"});
     client c;
     ASSERT_TRUE(c.open(socket_));
     const auto px = ramp_pixels();
+    const auto t0 = clk::now();
     c.send_msg(make_infer(5, px));
     message              r;
     std::vector<uint8_t> s;
     ASSERT_TRUE(c.recv_msg(r, s));
+    const double round_trip_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     EXPECT_EQ(r.id, 5u);
     ASSERT_TRUE(r.ok) << r.error_message;
     const rfdetr::byte_view rl = reply_output(r, "logits"), rb = reply_output(r, "pred_boxes");
@@ -64,7 +66,10 @@ TEST_F(sidecar, infer_returns_the_engines_outputs_and_ping_works) {
     for (size_t i = 0; i < boxes.size(); i++) {
         ASSERT_EQ(boxes[i], px[300 * 91 + i] * 0.5f) << i;
     }
-    EXPECT_GE(r.forward_ms, 0.0);
+    // forward_ms is the engine's forward, made to take at least 20 ms, and lies within the round trip.
+    EXPECT_TRUE(r.has(rfdetr::WIRE_FIELD_FORWARD_MS));
+    EXPECT_GE(r.forward_ms, 20.0);
+    EXPECT_LE(r.forward_ms, round_trip_ms);
     c.send_msg(make_request(6, rfdetr::wire_op::WIRE_OP_PING));
     ASSERT_TRUE(c.recv_msg(r, s));
     EXPECT_EQ(r.id, 6u);

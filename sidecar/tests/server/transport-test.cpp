@@ -1,7 +1,8 @@
 // The sidecar's framing as transport behaviour on a real Unix socket: a declared length over the cap is
 // refused at the header before anything is allocated, a frame stalled half-way is ended by the frame
-// timeout, connections idle between frames are left alone, and replies a client does not read yet queue up
-// whole.
+// timeout, and replies a client does not read yet queue up whole. That the timeout never cuts a frame that
+// keeps arriving, or a connection idle between frames, is not tested here: it could only be shown by racing
+// sleeps against the timeout, a wall-clock gate.
 #include "sidecar-harness.h"
 
 #include <fstream>
@@ -21,10 +22,6 @@ long proc_status_kb(pid_t pid, const std::string & field) {
         }
     }
     return -1;
-}
-
-double ms_between(clk::time_point a, clk::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
 TEST_F(sidecar, a_length_over_the_cap_is_refused_at_the_header_before_allocating) {
@@ -98,8 +95,7 @@ TEST_F(sidecar, a_stalled_partial_frame_gets_E_FRAME_and_is_closed_after_the_fra
         {part_payload, "received 10 of 100 payload bytes, then nothing for 300 ms"},
     };
     for (const auto & sc : cases) {
-        // The message names the timeout that fired; that it does not fire early is the steady-frame test's job
-        // (gaps of 80 ms under a 200 ms timeout must not be cut).
+        // The message names the timeout that fired.
         client c;
         ASSERT_TRUE(c.open(socket_));
         c.send_raw(sc.bytes);
@@ -111,33 +107,6 @@ TEST_F(sidecar, a_stalled_partial_frame_gets_E_FRAME_and_is_closed_after_the_fra
         EXPECT_TRUE(c.at_eof()) << "the connection must close after the stall";
     }
     EXPECT_TRUE(serves_a_ping(socket_, 7));
-}
-
-TEST_F(sidecar, idle_connections_and_slow_but_steady_frames_are_not_timed_out) {
-    sidecar_proc p;
-    start(p, {}, {"--frame-timeout-ms", "200"});
-    client idle;
-    ASSERT_TRUE(idle.open(socket_));
-    client slow;
-    ASSERT_TRUE(slow.open(socket_));
-    std::vector<uint8_t> frame;
-    rfdetr::encode_frame(make_request(3, rfdetr::wire_op::WIRE_OP_PING), frame);
-    const auto t0 = clk::now();
-    for (uint8_t b : frame) {  // one byte every 80 ms: the frame takes longer than the timeout, each gap is shorter
-        slow.send_raw({b});
-        std::this_thread::sleep_for(std::chrono::milliseconds(80));
-    }
-    ASSERT_GT(ms_between(t0, clk::now()), 600.0);
-    message              r;
-    std::vector<uint8_t> s;
-    ASSERT_TRUE(slow.recv_msg(r, s)) << "a frame that keeps arriving was cut";
-    EXPECT_EQ(r.id, 3u);
-    EXPECT_TRUE(r.ok);
-    // The idle client sent nothing for > 3 timeouts and still works.
-    idle.send_msg(make_request(4, rfdetr::wire_op::WIRE_OP_PING));
-    ASSERT_TRUE(idle.recv_msg(r, s)) << "an idle connection was closed";
-    EXPECT_EQ(r.id, 4u);
-    EXPECT_TRUE(r.ok);
 }
 
 TEST_F(sidecar, replies_a_client_reads_late_pile_up_and_arrive_whole_and_in_order) {

@@ -2,6 +2,8 @@
 
 #include "detections.h"
 
+#include <gtest/gtest.h>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -51,6 +53,32 @@ family_case family_load(const std::string & variant) {
     c.golden     = read_golden(d + "/golden.safetensors");
     c.detections = read_json(d + "/detections.json");
     return c;
+}
+
+bool family_gate(const family_case & c, const std::string & key) {
+    // Each variant's "Not stored" list (the fixtures' README per variant, and dropped_for_size in the golden).
+    static const std::map<std::string, std::set<std::string>> k_not_stored = {
+        { "nano", { "backbone.pos_embed_interp" } },
+        { "small", { "backbone.pos_embed_interp", "backbone.embeddings" } },
+        { "medium", { "backbone.pos_embed_interp", "backbone.embeddings", "decoder.layer_outputs" } },
+        { "large", { "backbone.pos_embed_interp", "backbone.embeddings", "two_stage.enc_class_logits", "decoder.query_pos",
+                     "decoder.layer_outputs" } },
+        { "large_deprecated", { "backbone.pos_embed_interp", "backbone.embeddings", "two_stage.enc_class_logits" } },
+    };
+    const auto v = k_not_stored.find(c.variant);
+    if (v == k_not_stored.end()) {
+        ADD_FAILURE() << "family_gate: no not-stored list for variant '" << c.variant << "'; add one to family-case.cpp";
+        return false;
+    }
+    const bool stored = c.golden.count(key) != 0;
+    if (v->second.count(key)) {
+        EXPECT_FALSE(stored) << c.variant << "'s golden stores " << key
+                             << ", listed as not stored: remove it from family_gate's list so its gate runs";
+        return false;
+    }
+    EXPECT_TRUE(stored) << c.variant << "'s golden lacks " << key
+                        << ", which its README does not list as not stored: the fixture is incomplete (re-fetch it)";
+    return stored;
 }
 
 tolerance family_tolerance(const std::string & variant) {

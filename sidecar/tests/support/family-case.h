@@ -27,6 +27,11 @@ const std::vector<std::string> & family_variants();
 std::string family_missing(const std::string & variant);
 family_case family_load(const std::string & variant);
 
+// Whether a stage gate on `key` runs for this case: false only for a tensor the variant's golden does not store
+// (its README's "Not stored", the golden's dropped_for_size metadata). A key missing otherwise, or stored although
+// listed as not stored, fails the calling test, so a gate never vanishes with its golden key.
+bool family_gate(const family_case & c, const std::string & key);
+
 // Base's table (the cpu parity test's): decoder = layer outputs and hs_last.
 struct tolerance {
     double feature_map = 5e-5, projector = 1e-4, enc_logits = 1e-4, ref_points = 2e-5, query_pos = 5e-6, decoder = 1e-4,
