@@ -81,7 +81,7 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
   out(`          ${sidecar.path}`);
   out(`protocol  ${PROTOCOL_VERSION} (this client), ${sidecar.protocol ?? 'unknown'} (the sidecar)`);
   const built = sidecar.engineFacts?.filter((e) => e.built);
-  out(`engines   ${built ? built.map((e) => `${e.name} (${precisionsText(e)})`).join('; ') : '(unknown: the sidecar did not list them)'}`);
+  out(`engines   ${built ? built.map((e) => `${e.name}: ${precisionsText(e)}`).join('; ') : '(unknown: the sidecar did not list them)'}`);
   if (weights.found) {
     out(`weights   ${String(weights.dir)} (${String(weights.source)}${weights.commit ? `, commit ${String(weights.commit)}` : ''})${weights.synthetic ? ' SYNTHETIC: detections are meaningless' : ''}`);
   } else {
