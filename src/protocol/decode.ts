@@ -9,7 +9,7 @@ import { MAX_FRAME_BYTES } from './framing.ts';
 import {
   FIELD_ORDER, HELLO_FIELDS, HELLO_FIELDS_V2, HELLO_FIELDS_V3, IMAGE_ENCODED_FIELDS, IMAGE_FIELDS, IMAGE_SHM_FIELDS, INFER_INPUTS,
   INFER_REPLY_FIELDS, INFER_REPLY_FIELDS_V3, OUTPUT_DTYPES, OUTPUT_SPEC_FIELDS, PROTOCOL_VERSION_WITHOUT_OUTPUTS, PROTOCOL_VERSION_WITHOUT_VARIANT,
-  REQUEST_OPS, type WireErrorReply, type WireHello, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOkReply,
+  REQUEST_OPS, type WireHello, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOkReply,
   type WireOp, type WireRequest, type WireShm,
 } from './messages.ts';
 
@@ -62,12 +62,12 @@ function outputBinsError(v: unknown): string | undefined {
 
 /**
  * What is wrong with `v` as the map field `key` whose keys are exactly `fields` (the infer inputs image,
- * image_shm and image_encoded): not a map, an unknown key, or a missing one; undefined when its keys are right
- * (the values' types are the caller's to check).
+ * image_shm and image_encoded, and each of a hello's outputs): not a map, an unknown key, or a missing one;
+ * undefined when its keys are right (the values' types are the caller's to check).
  */
 function keyedMapError(key: string, v: unknown, fields: readonly string[]): string | undefined {
   const list = fields.join(', ');
-  if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return `field '${key}' must be a map {${list}}, got ${typeName(v)}`;
+  if (!isMap(v)) return `field '${key}' must be a map {${list}}, got ${typeName(v)}`;
   const extra = Object.keys(v).find((k) => !fields.includes(k));
   if (extra !== undefined) return `field '${key}' has an unknown key '${extra}'; expected ${list}`;
   const missing = fields.find((k) => !Object.hasOwn(v, k));
