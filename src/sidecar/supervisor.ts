@@ -36,8 +36,8 @@ export interface SidecarBackendOptions {
   nice?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
-  /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
-  precision?: 'fp32' | 'bf16' | 'int8';
+  /** `--precision`: one the engine runs (`rfdetr-sidecar --list-engines`); absent: the engine's default. */
+  precision?: string;
   /** Socket path: where the spawned sidecar listens (default: a fresh 0700 temp dir), or the external sidecar's socket. */
   socketPath?: string;
   /** Connect to an existing sidecar at `socketPath` (e.g. a systemd unit); never spawn. */
@@ -513,8 +513,8 @@ export class SidecarBackend implements InferenceBackend {
     if (attempt.proc && attempt.proc.exitInfo === undefined) attempt.proc.kill('SIGKILL');
     if (this.#closing) return;
 
-    if (err.code === 'E_VERSION_MISMATCH') {
-      this.#fail(err);  // restarting the same binary cannot fix it
+    if (err.code === 'E_VERSION_MISMATCH' || err.details?.unservable === true) {
+      this.#fail(err);  // restarting the same binary cannot fix it (another protocol version, a task this server cannot serve)
       return;
     }
     const startup = this.#startupFailure(err);

@@ -43,10 +43,15 @@ export function fixtureLabels(): string[] {
  * E_INFERENCE error, so a wrong decode fails the tests.
  */
 export class FixtureReplayBackend extends ScriptedBackend {
-  readonly info: SidecarInfo = testSidecarInfo({
-    protocolVersion: 3, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
-    numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base',
-  });
+  readonly info: SidecarInfo;
+  /** `precision`: what its hello says it runs. */
+  constructor(precision = 'fp32') {
+    super();
+    this.info = testSidecarInfo({
+      protocolVersion: 4, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
+      numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base', precision,
+    });
+  }
   infers = 0;
   closed = false;
 
