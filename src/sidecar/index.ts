@@ -6,3 +6,4 @@ export type { BackendState, InferenceBackend, InferInput, InferOptions, InferRes
 export { createPool, SidecarPool, type PoolOptions } from './pool.ts';
 export { planMembers, parseDeviceList, type MemberSpec } from './devices.ts';
 export type { DeviceStatus } from './backend.ts';
+export { prepareFrame, type DecodedBy, type FrameData, type Prepared, type TransportBudget, type TransportCaps } from './transport.ts';
