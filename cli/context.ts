@@ -10,8 +10,8 @@ export interface BackendRequest {
   weightsDir: string;
   /** CPU threads, 0 = physical cores. */
   threads?: number | undefined;
-  /** Engine precision: fp32 | bf16 (tt-host) | int8 (cpu). */
-  precision?: 'fp32' | 'bf16' | 'int8' | undefined;
+  /** `--precision`: one the engine runs (checked against `--list-engines`); absent: the engine's default. */
+  precision?: string | undefined;
   /** The sidecar's `--nice` (-20..0): its priority raised at start where permitted; 0 / absent = as started. */
   nice?: number | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */

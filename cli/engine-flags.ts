@@ -6,7 +6,7 @@ import { intParser } from './parsers.ts';
 export interface EngineFlags {
   engine: string;
   threads?: number;
-  precision?: 'fp32' | 'bf16' | 'int8';
+  precision?: string;
   weights?: string;
   model?: string;
   revision?: string;
@@ -17,7 +17,7 @@ export function addEngineOptions(cmd: Command, defaultEngine: string | { describ
   return cmd
     .addOption(typeof defaultEngine === 'string' ? engine.default(defaultEngine) : engine)
     .addOption(new Option('--threads <n>', 'CPU threads for the engine, 0 = physical cores').argParser(intParser(0, 1024)))
-    .addOption(new Option('--precision <p>', 'engine arithmetic: fp32 (default); bf16 (tt-host); int8 (cpu: int8 weight GEMMs, check it with verify first)').choices(['fp32', 'bf16', 'int8']))
+    .addOption(new Option('--precision <p>', 'engine arithmetic, one the engine runs (rfdetr info lists each engine\'s, its default first; check a reduced one against the cpu engine with verify); default: the engine\'s'))
     .addOption(new Option('--weights <dir>', 'checkpoint directory with model.safetensors + config.json (beats TT_RF_DETR_WEIGHTS)'))
     .addOption(new Option('--model <repo>', 'Hub repo id (default: HF_MODEL, else Roboflow/rf-detr-base)'))
     .addOption(new Option('--revision <sha>', 'Hub revision (default: TT_WEIGHTS_REVISION, else the pinned sha)'));

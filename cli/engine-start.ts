@@ -14,7 +14,7 @@ export async function weightsFor(ctx: CliContext, f: EngineFlags, opts: { downlo
   if (f.weights !== undefined && (f.model !== undefined || f.revision !== undefined)) {
     throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
   }
-  await checkEngine(ctx, f.engine);
+  await checkEngine(ctx, f.engine, f.precision);
   const { resolveWeights } = await import('../src/weights/resolve.ts');
   const w = await resolveWeights({
     env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision,

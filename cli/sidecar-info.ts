@@ -1,6 +1,8 @@
-// What the sidecar executable says about itself (`--version`, and `--list-engines`: the engines it has and how
-// to build the ones it lacks), for `rfdetr --version`, `rfdetr info` and the --engine check. Never throws: a
-// missing or broken executable is described instead.
+// What the sidecar executable says about itself (`--version`, and `--list-engines`: every engine it knows,
+// whether it is built in and how to build it if not, the precisions it runs with its default, and whether its
+// forward computes on the host's cores), for `rfdetr --version`, `rfdetr info` and the --engine/--precision
+// check. These facts live in the sidecar's engine registry only; nothing here lists engines or precisions.
+// Never throws: a missing or broken executable is described instead.
 import fs from 'node:fs';
 import { execFile } from 'node:child_process';
 import { sidecarBinary } from '../src/config/paths.ts';
@@ -14,12 +16,31 @@ export interface SidecarSelfReport {
   protocol: number | null;
   /** Engines built in (from --list-engines); null when it does not say. */
   engines: string[] | null;
+  /** Every engine it knows with its facts; null when it does not say. */
+  engineFacts: EngineFacts[] | null;
 }
 
-/** `rfdetr-sidecar --list-engines`: the engines built in, and each known engine this build lacks with how to build it. */
+/** One engine as `rfdetr-sidecar --list-engines` describes it. */
+export interface EngineFacts {
+  name: string;
+  built: boolean;
+  /** The precisions it runs, its default first. */
+  precisions: string[];
+  defaultPrecision: string;
+  /** Its forward computes on the host's cores (scaled with --workers), not on a card (--devices). */
+  hostCores: boolean;
+  /** How to build it, when it is not built in. */
+  unbuiltReason?: string;
+}
+
+/** `rfdetr-sidecar --list-engines`: every engine it knows, in its order. */
 export interface SidecarEngines {
+  /** The names of those built in. */
   built: string[];
+  /** Each known engine this build lacks, with how to build it. */
   unbuilt: Map<string, string>;
+  /** Every engine by name. */
+  engines: Map<string, EngineFacts>;
 }
 
 type Answer = { ok: true; stdout: string } | { ok: false; why: string };
@@ -36,13 +57,25 @@ function ask(bin: string, flag: string, env: NodeJS.ProcessEnv): Promise<Answer>
   });
 }
 
-function parseEngines(a: Answer): SidecarEngines | null {
-  if (!a.ok) return null;
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.length > 0 && v.every((s) => typeof s === 'string');
+
+/** One --list-engines row, or null when it lacks a fact (a sidecar from before protocol 4 lists names only). */
+function engineFacts(e: Record<string, unknown>): EngineFacts | null {
+  const { name, built, precisions, default_precision: def, host_cores: hostCores, unbuilt_reason: why } = e;
+  if (typeof name !== 'string' || typeof built !== 'boolean' || !isStrings(precisions) || typeof def !== 'string' || !precisions.includes(def) || typeof hostCores !== 'boolean') return null;
+  return { name, built, precisions, defaultPrecision: def, hostCores, ...(typeof why === 'string' ? { unbuiltReason: why } : {}) };
+}
+
+/** The parsed list; exported for its test. Null when the output is not the documented JSON line. */
+export function parseEngineList(stdout: string): SidecarEngines | null {
   try {
-    const { engines } = JSON.parse(a.stdout) as { engines: Array<{ name: string; built: boolean; unbuilt_reason?: string }> };
+    const { engines } = JSON.parse(stdout) as { engines: Array<Record<string, unknown>> };
+    const facts = engines.map(engineFacts);
+    if (!facts.every((f): f is EngineFacts => f !== null)) return null;
     return {
-      built: engines.filter((e) => e.built).map((e) => e.name),
-      unbuilt: new Map(engines.filter((e) => !e.built).map((e) => [e.name, e.unbuilt_reason ?? ''])),
+      built: facts.filter((e) => e.built).map((e) => e.name),
+      unbuilt: new Map(facts.filter((e) => !e.built).map((e) => [e.name, e.unbuiltReason ?? ''])),
+      engines: new Map(facts.map((e) => [e.name, e])),
     };
   } catch {
     return null;
@@ -57,7 +90,7 @@ export function sidecarEngines(env: NodeJS.ProcessEnv = process.env): Promise<Si
   const bin = sidecarBinary(env);
   let list = engineLists.get(bin);
   if (!list) {
-    list = fs.existsSync(bin) ? ask(bin, '--list-engines', env).then(parseEngines) : Promise.resolve(null);
+    list = fs.existsSync(bin) ? ask(bin, '--list-engines', env).then((a) => (a.ok ? parseEngineList(a.stdout) : null)) : Promise.resolve(null);
     engineLists.set(bin, list);
   }
   return list;
@@ -66,10 +99,10 @@ export function sidecarEngines(env: NodeJS.ProcessEnv = process.env): Promise<Si
 export async function sidecarSelfReport(env: NodeJS.ProcessEnv = process.env): Promise<SidecarSelfReport> {
   const bin = sidecarBinary(env);
   if (!fs.existsSync(bin)) {
-    return { path: bin, present: false, version: `not built (${bin} is missing: npm run build:sidecar)`, protocol: null, engines: null };
+    return { path: bin, present: false, version: `not built (${bin} is missing: npm run build:sidecar)`, protocol: null, engines: null, engineFacts: null };
   }
   const [v, engines] = await Promise.all([ask(bin, '--version', env), sidecarEngines(env)]);
   const version = v.ok ? v.stdout : v.why;
   const proto = /protocol (\d+)/.exec(version);
-  return { path: bin, present: true, version, protocol: proto ? Number(proto[1]) : null, engines: engines?.built ?? null };
+  return { path: bin, present: true, version, protocol: proto ? Number(proto[1]) : null, engines: engines?.built ?? null, engineFacts: engines ? [...engines.engines.values()] : null };
 }

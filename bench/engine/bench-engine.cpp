@@ -143,10 +143,11 @@ int main(int argc, char ** argv) {
     const double load_ms = now_ms() - t0;
     const int    nc      = eng->num_classes();
     std::vector<float> logits(static_cast<size_t>(rfdetr::cpu::k_queries) * nc), boxes(rfdetr::cpu::k_queries * 4);
+    rfdetr::output_buffers outs(eng->outputs());  // the engine interface fills these; the model, logits and boxes
     std::vector<double> warm;
     for (int i = 0; i < 2; ++i) {
         const double s = now_ms();
-        eng->forward(px.data(), logits.data(), boxes.data());
+        eng->forward(px.data(), outs);
         warm.push_back(now_ms() - s);
     }
     const double cold_ms  = now_ms() - t0;
@@ -155,7 +156,7 @@ int main(int argc, char ** argv) {
     const double cpu0 = process_cpu_ms();
     for (int r = 0; r < runs; ++r) {
         const double s = now_ms();
-        eng->forward(px.data(), logits.data(), boxes.data());
+        eng->forward(px.data(), outs);
         times.push_back(now_ms() - s);
     }
     const double med = median(times);
@@ -226,7 +227,7 @@ int main(int argc, char ** argv) {
         rfdetr::cpu::model m1(*ckpt1, 1);
         auto               engn = rfdetr::cpu_engine_create(weights, opts);
         m1.forward(px.data(), logits.data(), boxes.data());
-        engn->forward(px.data(), logits.data(), boxes.data());
+        engn->forward(px.data(), outs);
         auto peer = [&](const std::string & name, const std::string & cmd, const char * key) {
             auto j = run_peer(cmd);
             if (j.is_object() && j.contains(key)) {
@@ -246,7 +247,7 @@ int main(int argc, char ** argv) {
             std::vector<double> t;
             for (int i = 0; i < runs; ++i) {
                 const double s0 = now_ms();
-                engn->forward(px.data(), logits.data(), boxes.data());
+                engn->forward(px.data(), outs);
                 t.push_back(now_ms() - s0);
             }
             series["engine_wall"].push_back(median(t));

@@ -48,6 +48,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   let one: () => Promise<PredictTiming>;
   let close: () => Promise<void>;
   let engineName: string;
+  let precision: string | null = null;
   if (f.url !== undefined) {
     const client = new RfdetrClient(f.url);
     one = async () => (await client.predict(bytes)).timing_ms;
@@ -58,7 +59,9 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
     const backend = await openEngine(ctx, 'bench', backendRequest(ctx, f, w.dir));
     one = async () => (await detectImage(backend, bytes, { threshold: DEFAULT_THRESHOLD, max_detections: DEFAULT_MAX_DETECTIONS })).response.timing_ms;
     close = () => backend.close();
-    engineName = `${backend.info?.engine ?? f.engine}${f.precision ? ` (${f.precision})` : ''} on ${backend.info?.device ?? 'unknown device'}`;
+    // What the engine runs, as its hello says (the flag's, or the engine's default).
+    precision = backend.info?.precision ?? f.precision ?? null;
+    engineName = `${backend.info?.engine ?? f.engine}${precision ? ` (${precision})` : ''} on ${backend.info?.device ?? 'unknown device'}`;
   }
   const samples: Sample[] = [];
   let t0 = 0;
@@ -84,7 +87,7 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
   const stats = stageStats(samples);
   const throughput = samples.length / ((t1 - t0) / 1000);
   if (f.json) {
-    ctx.stdout.write(`${JSON.stringify({ engine: engineName, precision: f.url !== undefined ? null : (f.precision ?? 'fp32'), image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
+    ctx.stdout.write(`${JSON.stringify({ engine: engineName, precision, image: imagePath, n: samples.length, warmup: f.warmup, concurrency: f.concurrency, images_per_s: throughput, stages_ms: stats })}\n`);
     return;
   }
   const out = (s: string) => void ctx.stdout.write(`${s}\n`);

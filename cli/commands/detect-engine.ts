@@ -1,12 +1,17 @@
-// What `rfdetr detect` sends frames to: the engine in this process (the sidecar's infer, with the decoded
-// frame) or a running server (--url: POST /predict with the encoded image, classes applied by the server).
-// Both give the /predict response object.
+// What `rfdetr detect` sends frames to: the engine in this process (its backend's transport decides how each
+// frame reaches the sidecar: a plain JPEG/PNG is sent as the file for the sidecar to decode, others are decoded
+// here; src/sidecar/transport.ts) or a running server (--url: POST /predict with the file, classes applied by
+// the server). Both give the /predict response object.
 import fs from 'node:fs';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
+import type { Frame } from '../../src/detect/frame.ts';
 import { detectDecoded, type PredictResponse } from '../../src/detect/pipeline.ts';
+import { StageClock } from '../../src/detect/stage-clock.ts';
 import { isRfdetrError } from '../../src/errors.ts';
-import type { RgbImage } from '../../src/image/decode.ts';
+import { decodeImage, type EncodedImage, type RgbImage } from '../../src/image/decode.ts';
+import type { InferInput } from '../../src/sidecar/backend.ts';
+import type { DecodedBy } from '../../src/sidecar/transport.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
 import { stderrLine } from '../context.ts';
@@ -22,20 +27,26 @@ export interface DetectParamsFlags extends EngineFlags {
   raw?: boolean;
 }
 
-/** One frame for the detector: decoded pixels (in process) or the encoded bytes (a server decodes them). */
-export interface DetectorFrame {
-  image?: RgbImage;
-  bytes?: Uint8Array;
-  /** When the frame's work started (performance.now()) and how long getting its pixels took. */
+/** One frame for the detector: a file (a still) or pixels (a video frame), and when its work started. */
+export interface DetectorFrame extends Frame {
+  /** performance.now() when the frame's work started (its read, for a file): timing_ms.total counts from here. */
   t0: number;
-  decodeMs: number;
+}
+
+export interface Detected {
+  response: PredictResponse;
+  /** The frame's pixels here, when asked for (`needPixels`) or given: what a drawing is made on. */
+  pixels: RgbImage | undefined;
+  /** Who decoded a file: this process, the sidecar, this process after the sidecar declined it; null: no file, or a server did. */
+  by: DecodedBy;
+  /** Gives back what the pixels hold (a pool buffer, a shared-memory slot), once drawn. */
+  release(): void;
 }
 
 export interface FrameDetector {
   readonly labels: readonly string[];
-  /** Whether frames must carry encoded bytes (a server) rather than pixels. */
-  readonly wantsBytes: boolean;
-  detect(frame: DetectorFrame): Promise<PredictResponse>;
+  /** Detects `frame`; `needPixels`: its pixels are wanted here afterwards (--save). */
+  detect(frame: DetectorFrame, needPixels: boolean): Promise<Detected>;
   close(): Promise<void>;
 }
 
@@ -66,13 +77,31 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
     throw e;
   }
   const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds };
+  const imageOf = (input: InferInput): RgbImage | EncodedImage => {
+    if ('encoded' in input) return input.encoded;
+    if ('image' in input) return input.image;
+    throw new Error('inProcessDetector: frames are images, not pixel_values');
+  };
   return {
     labels,
-    wantsBytes: false,
-    async detect(frame) {
-      if (!frame.image) throw new Error('inProcessDetector: the frame has no pixels');
-      const r = await detectDecoded((input, o) => backend.infer(input, o), backend.info, frame.image, params, { t0: frame.t0, decodeMs: frame.decodeMs });
-      return r.response;
+    async detect(frame, needPixels) {
+      // The first frame waits for the sidecar to say which files it decodes (one round trip before any forward).
+      const prepared = await backend.prepare(frame.data, { needPixels, waitForDecoders: true });
+      try {
+        // The frame's decode counts from its start (its file's read included).
+        const clock = new StageClock(frame.t0);
+        clock.decoded();
+        const r = await prepared.send(
+          (input) => detectDecoded((inp, o) => backend.infer(inp, o), backend.info, imageOf(input), params, clock.run),
+          (fallbackMs, startedAt) => clock.redecoded(fallbackMs, startedAt),
+        );
+        const release = () => prepared.release();
+        if (!needPixels) release();
+        return { response: r.response, pixels: needPixels ? prepared.image : undefined, by: prepared.by, release };
+      } catch (e) {
+        prepared.release();
+        throw e;
+      }
     },
     close: () => backend.close(),
   };
@@ -87,14 +116,17 @@ export async function remoteDetector(ctx: CliContext, f: DetectParamsFlags, url:
   resolveClassThresholdFlag(f.classThresholds, labels); // a misspelt class is a usage error here, not a 422 per image
   return {
     labels,
-    wantsBytes: true,
-    async detect(frame) {
-      if (!frame.bytes) throw new Error('remoteDetector: the frame has no encoded bytes');
-      return client.predict(frame.bytes, {
+    async detect(frame, needPixels) {
+      if (!('file' in frame.data)) throw new Error('remoteDetector: the frame is not a file (a server takes still images only)');
+      const bytes = frame.data.file;
+      const response = await client.predict(bytes, {
         threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw,
         ...(f.classes?.length ? { classes: f.classes.map((c) => (/^\d+$/.test(c) ? Number(c) : c)) } : {}),
         ...(f.classThresholds ? { class_thresholds: f.classThresholds } : {}),
       });
+      // The server decoded it for its detections; a drawing here needs the pixels here too.
+      const pixels = needPixels ? await decodeImage(bytes) : undefined;
+      return { response, pixels, by: null, release: () => pixels?.release?.() };
     },
     close: () => client.close(),
   };

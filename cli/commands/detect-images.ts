@@ -1,17 +1,18 @@
-// Still images through the frame pipeline: each input read (file, stdin, URL) and decoded once by sharp (the
-// pixels feed the engine and, with --save, the drawing), its result printed as a table or a JSON line and
-// optionally saved as an annotated PNG/JPEG.
+// Still images through the frame pipeline: each input read (file, stdin, URL) is a frame holding the file,
+// which the detector's transport sends to the sidecar to decode or decodes here once (with --save it is
+// decoded here: the pixels feed the engine and the drawing); its result printed as a table or a JSON line and
+// optionally saved as an annotated PNG/JPEG. Who decoded each file is counted for the closing line.
 import path from 'node:path';
 import { annotate, formatForName, layoutLabels } from '../../src/draw/annotate.ts';
 import { runFrames, type FrameOutcome } from '../../src/detect/frame-runner.ts';
 import type { PredictResponse } from '../../src/detect/pipeline.ts';
-import { MAX_IMAGE_BYTES, decodeImage, type RgbImage } from '../../src/image/decode.ts';
+import { MAX_IMAGE_BYTES } from '../../src/image/decode.ts';
 import { createUrlFetcher } from '../../src/image/fetch-url.ts';
 import type { CliContext } from '../context.ts';
 import { readImageFile, type ImageInput } from '../inputs.ts';
 import { ProgressBar } from '../../src/progress.ts';
 import { RefusedOverwrite, writeFileInDir } from '../save-file.ts';
-import { isImageProblem, type DetectorFrame, type FrameDetector } from './detect-engine.ts';
+import { isImageProblem, type Detected, type DetectorFrame, type FrameDetector } from './detect-engine.ts';
 
 export function formatTable(name: string, r: PredictResponse): string {
   const lines = [`${name}  ${r.image_size.width}x${r.image_size.height}  ${r.num_detections} detection${r.num_detections === 1 ? '' : 's'} (threshold ${r.threshold})  inference ${r.timing_ms.inference.toFixed(1)} ms, total ${r.timing_ms.total.toFixed(1)} ms`];
@@ -41,12 +42,13 @@ export interface ImageRunTotals {
   failed: string[];
   notSaved: string[];
   sums: Record<'decode' | 'preprocess' | 'inference' | 'postprocess' | 'transfer' | 'total', number>;
+  /** Images whose file the sidecar decoded, and those decoded here (after a decline too); a server's are neither. */
+  bySidecar: number;
+  byHere: number;
 }
 
 interface StillFrame extends DetectorFrame {
   input: ImageInput;
-  /** Decoded pixels for drawing (--save), when the detector took bytes. */
-  drawable?: RgbImage;
 }
 
 export async function runImages(ctx: CliContext, images: readonly (ImageInput & { stdinBytes?: Buffer })[], detector: FrameDetector, o: { json: boolean; saveDir?: string | undefined; used: Set<string>; totals: ImageRunTotals; signal: AbortSignal }): Promise<void> {
@@ -56,49 +58,38 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
   const fetchUrl = createUrlFetcher({ maxBytes: MAX_IMAGE_BYTES });
   const { totals } = o;
   async function* frames(): AsyncGenerator<StillFrame | { frame: StillFrame; error: Error }> {
-    for (const input of images) {
+    for (const [index, input] of images.entries()) {
       const t0 = performance.now();
-      const frame: StillFrame = { input, t0, decodeMs: 0 };
       let bytes: Uint8Array;
       try {
         bytes = input.url !== undefined ? await fetchUrl(input.url) : input.path === null ? input.stdinBytes ?? await ctx.readStdin() : readImageFile(input.path);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         const why = input.url !== undefined || code === 'E_IMAGE_TOO_LARGE' ? (e as Error).message : `cannot read the file (${code ?? (e as Error).message})`;
-        yield { frame, error: new Error(why) };
+        yield { frame: { data: { file: new Uint8Array(0) }, index, source: input.name, input, t0 }, error: new Error(why) };
         continue;
       }
-      try {
-        if (detector.wantsBytes) {
-          frame.bytes = bytes;
-          if (o.saveDir) frame.drawable = await decodeImage(bytes);
-        } else {
-          frame.image = await decodeImage(bytes);
-          frame.decodeMs = performance.now() - t0;
-        }
-      } catch (e) {
-        if (!isImageProblem(e)) throw e;
-        yield { frame, error: e as Error };
-        continue;
-      }
-      yield frame;
+      yield { data: { file: bytes }, index, source: input.name, input, t0 };
     }
   }
-  const sink = async ({ frame, result, error }: FrameOutcome<StillFrame, PredictResponse>) => {
+  const sink = async ({ frame, result: detected, error }: FrameOutcome<StillFrame, Detected>) => {
     const name = frame.input.name;
     const shown = frame.input.shown;
     bar.clear();
-    if (error || !result) {
+    if (error || !detected) {
       log(`detect: ${shown}: ${error?.message ?? 'no result'}`);
       totals.failed.push(shown);
       bar.advance(1, shown);
       return;
     }
+    const result = detected.response;
     totals.ok++;
+    if (detected.by === 'sidecar') totals.bySidecar++;
+    else if (detected.by !== null) totals.byHere++;
     for (const k of Object.keys(totals.sums) as (keyof ImageRunTotals['sums'])[]) totals.sums[k] += result.timing_ms[k] ?? 0;
     if (o.json) ctx.stdout.write(`${JSON.stringify({ image: name, ...result })}\n`);
     else log(formatTable(shown, result));
-    const img = frame.image ?? frame.drawable;
+    const img = detected.pixels;
     if (o.saveDir && img) {
       const file = uniqueName(frame.input, (s) => (formatForName(s) === 'jpeg' ? '.jpg' : '.png'), o.used);
       const skipped = layoutLabels(img.width, img.height, result.detections).skipped.length;
@@ -109,12 +100,14 @@ export async function runImages(ctx: CliContext, images: readonly (ImageInput & 
         if (!(e instanceof RefusedOverwrite) && (e as NodeJS.ErrnoException).code === undefined) throw e;
         log(`detect: ${shown}: not saved: ${(e as Error).message}`);
         totals.notSaved.push(shown);
+      } finally {
+        detected.release();
       }
     }
     bar.advance(1, shown);
   };
   try {
-    await runFrames(frames(), (f) => detector.detect(f), sink, { isFrameProblem: isImageProblem, signal: o.signal });
+    await runFrames(frames(), (f) => detector.detect(f, o.saveDir !== undefined), sink, { isFrameProblem: isImageProblem, signal: o.signal });
   } finally {
     bar.clear();
   }

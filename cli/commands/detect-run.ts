@@ -4,7 +4,8 @@
 //
 // Output: --json → stdout carries exactly one compact JSON line per image that succeeded (the /predict
 // response plus "image") and per processed video frame (plus "source", "frame", "pts_ms"), nothing else;
-// otherwise a table per image and a progress line per video on stderr. A closing line on stderr either way.
+// otherwise a table per image and a progress line per video on stderr. A closing line on stderr either way,
+// which says how many stills the sidecar decoded and how many were decoded here.
 //
 // Failures: an input that names nothing is reported before any engine starts and skipped; when no input names
 // anything nothing is started at all. An image or video that cannot be read or decoded is reported on stderr
@@ -108,7 +109,7 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const used = new Set<string>();
-  const totals: ImageRunTotals = { ok: 0, failed: [], notSaved: [], sums: { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 } };
+  const totals: ImageRunTotals = { ok: 0, failed: [], notSaved: [], sums: { decode: 0, preprocess: 0, inference: 0, postprocess: 0, transfer: 0, total: 0 }, bySidecar: 0, byHere: 0 };
   const videoRuns: VideoRunResult[] = [];
   let stills = 0;
   const t0 = performance.now();
@@ -155,8 +156,10 @@ export async function runDetect(ctx: CliContext, inputs: string[], f: DetectFlag
   const counts = bad || totals.notSaved.length
     ? `${detected} of ${total} input${total === 1 ? '' : 's'} detected${bad ? `, ${bad} failed${problems.length ? ` (${problems.length} named no image)` : ''}` : ''}${totals.notSaved.length ? `, ${totals.notSaved.length} not saved` : ''}`
     : [...(stills || !videos.length ? [`${ok} image${ok === 1 ? '' : 's'}`] : []), ...(videos.length ? [`${videoRuns.length} video${videoRuns.length === 1 ? '' : 's'}`] : [])].join(' and ');
+  // Where the stills were decoded (the transport's choice: src/sidecar/transport.ts); a server's (--url) are not told.
+  const decodedBy = totals.bySidecar + totals.byHere ? `; decoded: ${totals.bySidecar} by the sidecar, ${totals.byHere} here` : '';
   const videoPart = videos.length ? `; ${frames} video frame${frames === 1 ? '' : 's'}` : '';
-  log(`detect: ${counts} in ${s.toFixed(2)} s${stills ? ` (${(ok / Math.max(s, 1e-9)).toFixed(2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}` : ''}${videoPart}${saveDir ? `; annotated copies in ${saveDir}` : ''}${stoppedBy ? `; stopped by ${stoppedBy}` : ''}`);
+  log(`detect: ${counts} in ${s.toFixed(2)} s${stills ? ` (${(ok / Math.max(s, 1e-9)).toFixed(2)} images/s); mean ms per image: decode ${per('decode')}, preprocess ${per('preprocess')}, inference ${per('inference')}, postprocess ${per('postprocess')}, transfer ${per('transfer')}, total ${per('total')}${decodedBy}` : ''}${videoPart}${saveDir ? `; annotated copies in ${saveDir}` : ''}${stoppedBy ? `; stopped by ${stoppedBy}` : ''}`);
   if (bad || totals.notSaved.length) {
     const why = [
       ...(totals.failed.length ? [`failed: ${totals.failed.join(', ')}`] : []),

@@ -1,20 +1,21 @@
 // One video input (a file, stdin, or a live source) through the frame pipeline: frames from src/video, one
-// NDJSON line per processed frame (--json) or a progress line on stderr, ByteTrack ids with --track, and with
-// --save an annotated H.264 video (the source's fps, its audio copied, track ids in the labels).
+// NDJSON line per processed frame (--json) or a progress line on stderr, ByteTrack ids with --track (the
+// tracking sink decorator), and with --save an annotated H.264 video (the source's fps, its audio copied, track
+// ids in the labels).
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { annotateRaw } from '../../src/draw/annotate.ts';
 import { runFrames, type FrameOutcome } from '../../src/detect/frame-runner.ts';
-import type { PredictResponse } from '../../src/detect/pipeline.ts';
-import { ByteTrack, type ByteTrackOptions } from '../../src/track/bytetrack.ts';
+import type { ByteTrackOptions } from '../../src/track/bytetrack.ts';
+import { FrameTagger, trackingSink } from '../../src/track/tag-frames.ts';
 import { openLive, type LiveSource } from '../../src/video/live.ts';
 import { openVideo, type VideoFrame, type VideoSource } from '../../src/video/source.ts';
 import { openVideoWriter, outputFormatFor, type VideoWriter } from '../../src/video/writer.ts';
 import type { CliContext } from '../context.ts';
 import type { ImageInput } from '../inputs.ts';
 import { RefusedOverwrite, refusalToReplace } from '../save-file.ts';
-import type { DetectorFrame, FrameDetector } from './detect-engine.ts';
+import type { Detected, DetectorFrame, FrameDetector } from './detect-engine.ts';
 import { uniqueName } from './detect-images.ts';
 
 /** What `-` holds: an image's bytes, or a video's stream (piped to ffmpeg as it arrives when `stdinPipe`). */
@@ -75,8 +76,6 @@ export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, 
   const stride = Math.max(1, f.vidStride ?? 1);
   const expected = info?.frameCount !== undefined ? Math.ceil(Math.min(info.frameCount, f.duration !== undefined && info.fps ? (f.duration / 1000) * info.fps : Infinity) / stride) : undefined;
   const total = expected !== undefined && f.maxFrames !== undefined ? Math.min(expected, f.maxFrames) : expected;
-  // Made at the first frame: a live source knows its fps only once it has opened.
-  let tracker: ByteTrack | null | undefined = f.tracker ? undefined : null;
   let writer: VideoWriter | null = null;
   let savedPath: string | undefined;
   const tty = ctx.stderr.isTTY === true;
@@ -94,7 +93,7 @@ export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, 
         const r = await it.next();
         if (r.done) return;
         const v = r.value;
-        yield { v, image: { data: v.rgb, width: v.width, height: v.height }, t0: t, decodeMs: performance.now() - t };
+        yield { v, data: { pixels: { data: v.rgb, width: v.width, height: v.height } }, index: v.index, ptsMs: v.ptsMs, source: input.name, t0: t };
       }
     } finally {
       await it.return?.();
@@ -112,12 +111,11 @@ export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, 
     ctx.stderr.write(`\r\x1b[2K${input.shown}: ${done}${live ? '' : ''} frames${tail}, ${rate.toFixed(1)} frames/s`);
   };
 
-  const sink = async ({ frame, result }: FrameOutcome<Frame, PredictResponse>) => {
-    if (!result) return;
+  const draw = async ({ frame, result: detected }: FrameOutcome<Frame, Detected>) => {
+    if (!detected) return;
     const v = frame.v;
-    if (tracker === undefined) tracker = new ByteTrack(trackerAt(f.tracker!, f.trackerRateFromVideo ? (info?.fps || src.fps || 0) / stride : 0));
-    const ids = tracker ? tracker.update(result.detections) : null;
-    const detections = ids ? result.detections.map((d, i) => ({ ...d, track_id: ids[i] ?? null })) : result.detections;
+    const result = detected.response;
+    const { detections } = result;
     if (f.json) {
       ctx.stdout.write(`${JSON.stringify({ source: input.name, frame: v.index, pts_ms: v.ptsMs, ...result, detections })}\n`);
     }
@@ -136,8 +134,8 @@ export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, 
         });
         savedPath = target;
       }
-      const labelled = ids ? detections.map((d, i) => (ids[i] != null ? { ...d, label: `#${ids[i]} ${d.label}` } : d)) : detections;
-      await writer.write(await annotateRaw(frame.image!, labelled));
+      const labelled = detections.map((d: (typeof detections)[number] & { track_id?: number | null }) => (d.track_id != null ? { ...d, label: `#${d.track_id} ${d.label}` } : d));
+      await writer.write(await annotateRaw({ data: v.rgb, width: v.width, height: v.height }, labelled));
     }
     done++;
     progress(false);
@@ -145,7 +143,11 @@ export async function runVideo(ctx: CliContext, input: ImageInput & StdinMedia, 
 
   let stats;
   try {
-    stats = await runFrames(frames(), (fr) => detector.detect(fr), sink, { signal: o.signal });
+    // Made at the first frame: a live source knows its fps only once it has opened.
+    const sink = f.tracker
+      ? trackingSink(draw, (o) => o.result?.response, () => new FrameTagger(trackerAt(f.tracker!, f.trackerRateFromVideo ? (info?.fps || src.fps || 0) / stride : 0)))
+      : draw;
+    stats = await runFrames(frames(), (fr) => detector.detect(fr, false), sink, { signal: o.signal });
   } finally {
     if (tty && !f.json) ctx.stderr.write('\r\x1b[2K');
     if (writer) await (writer as VideoWriter).finish();

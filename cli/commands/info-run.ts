@@ -10,6 +10,7 @@ import type { CliContext } from '../context.ts';
 import { PROTOCOL_VERSION } from '../../src/protocol/codec.ts';
 import { packageVersion } from '../version.ts';
 import { sidecarSelfReport } from '../sidecar-info.ts';
+import { precisionsText } from '../engine-check.ts';
 import { ffmpegVersion } from '../../src/video/ffmpeg.ts';
 
 export interface DeviceReport {
@@ -64,6 +65,8 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
     sidecar: { path: sidecar.path, present: sidecar.present, version: sidecar.version, protocol: sidecar.protocol },
     protocol: { client: PROTOCOL_VERSION, sidecar: sidecar.protocol },
     engines: sidecar.engines,
+    // Per engine, built or not: the precisions it runs (default first) and whether it computes on the host's cores.
+    engine_facts: sidecar.engineFacts?.map((e) => ({ name: e.name, built: e.built, precisions: e.precisions, default_precision: e.defaultPrecision, host_cores: e.hostCores })) ?? null,
     weights,
     device,
     ffmpeg: { present: ffmpeg !== null, version: ffmpeg },
@@ -77,7 +80,8 @@ export async function runInfo(ctx: CliContext, f: InfoFlags): Promise<void> {
   out(`sidecar   ${sidecar.version}`);
   out(`          ${sidecar.path}`);
   out(`protocol  ${PROTOCOL_VERSION} (this client), ${sidecar.protocol ?? 'unknown'} (the sidecar)`);
-  out(`engines   ${sidecar.engines ? sidecar.engines.join(', ') : '(unknown: the sidecar did not list them)'}`);
+  const built = sidecar.engineFacts?.filter((e) => e.built);
+  out(`engines   ${built ? built.map((e) => `${e.name}: ${precisionsText(e)}`).join('; ') : '(unknown: the sidecar did not list them)'}`);
   if (weights.found) {
     out(`weights   ${String(weights.dir)} (${String(weights.source)}${weights.commit ? `, commit ${String(weights.commit)}` : ''})${weights.synthetic ? ' SYNTHETIC: detections are meaningless' : ''}`);
   } else {

@@ -16,7 +16,7 @@ import { planMembers } from '../../src/sidecar/devices.ts';
 import { deviceParamsFor } from './serve-device-params.ts';
 import { checkSidecarVariant, externalSidecarModel } from './serve-model.ts';
 import type { BackendRequest, CliContext } from '../context.ts';
-import { checkEngine } from '../engine-check.ts';
+import type { EngineFacts } from '../sidecar-info.ts';
 import type { EngineFlags } from '../engine-flags.ts';
 import { ApiKeys, readKeys, type ApiKeySource } from '../../src/http/auth.ts';
 
@@ -51,16 +51,15 @@ export class BackendFailedError extends Error {
   override name = 'BackendFailedError';
 }
 
-export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
+/** `engine`: the spawned sidecar's engine facts, checked against --engine and --precision (null: external, or unknown). */
+export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFacts | null): Promise<void> {
   const logger = createJsonLogger(f.logLevel, (l) => void ctx.stderr.write(l));
   const log = (line: string) => logger.log('info', line);
   if (f.weights !== undefined && (f.model !== undefined || f.revision !== undefined)) {
     throw new RfdetrError('E_USAGE', '--weights DIR names the checkpoint directly; it cannot be combined with --model/--revision (use one or the other)');
   }
-  // An external sidecar runs whatever engine it was started with; only a spawned one is checked here.
-  if (!f.sidecarSocket) await checkEngine(ctx, f.engine);
   // Usage errors in the device flags before anything slow starts.
-  const pool = poolFor(ctx, f);
+  const pool = poolFor(ctx, f, engine?.hostCores ?? null);
   let w: ResolvedWeights | null = null;
   try {
     w = await resolveWeights({ env: ctx.env, weightsDir: f.weights, model: f.model, revision: f.revision, download: true, log, progress: null });
@@ -107,7 +106,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
     videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
-    deviceParams: deviceParamsFor(f, pool),
+    deviceParams: deviceParamsFor({ ...f, precision: f.precision ?? engine?.defaultPrecision }, pool),
   });
   try {
     await server.listen(f.host, f.port);
@@ -130,14 +129,14 @@ export async function runServe(ctx: CliContext, f: ServeFlags): Promise<void> {
 }
 
 /** The sidecars to run for --devices / --workers (undefined: one sidecar outside a pool, or an external one). */
-function poolFor(ctx: CliContext, f: ServeFlags): BackendRequest['pool'] {
+function poolFor(ctx: CliContext, f: ServeFlags, hostCores: boolean | null): BackendRequest['pool'] {
   if (f.sidecarSocket) {
     if (f.devices !== undefined || f.workers !== undefined) {
       throw new RfdetrError('E_USAGE', '--sidecar-socket connects to one sidecar someone else runs; it cannot be combined with --devices or --workers');
     }
     return undefined;
   }
-  const members = planMembers({ engine: f.engine, devices: f.devices, workers: f.workers, threads: f.threads, env: ctx.env });
+  const members = planMembers({ engine: f.engine, hostCores, devices: f.devices, workers: f.workers, threads: f.threads, env: ctx.env });
   if (f.minReadyDevices > members.length) {
     throw new RfdetrError('E_USAGE', `--min-ready-devices ${f.minReadyDevices}: expected at most ${members.length}, the number of sidecars (${members.map((m) => m.label).join(', ')})`);
   }

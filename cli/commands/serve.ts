@@ -9,6 +9,7 @@ import { parseAllowedHost } from '../../src/image/allowed-host.ts';
 import { DEFAULT_DECODE_NICE } from '../../src/image/decode-priority.ts';
 import { DEFAULT_ENGINE_NICE } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
+import { checkEngine } from '../engine-check.ts';
 import { addEngineOptions } from '../engine-flags.ts';
 import { EXIT_HELP } from '../failures.ts';
 import { intParser } from '../parsers.ts';
@@ -77,5 +78,10 @@ export function serveCommand(ctx: CliContext): Command {
   addEngineOptions(cmd);
   return cmd
     .addHelpText('after', `${EXIT_HELP}\n\nSIGTERM/SIGINT drain and exit 0. Without weights (no --weights, no cache, no Hub) serve exits 1 listing what it tried.`)
-    .action(async (f: ServeFlags) => (await import('./serve-run.ts')).runServe(ctx, f));
+    .action(async (f: ServeFlags) => {
+      // --engine and --precision are checked before the server's modules load, so that a usage error answers
+      // at once. An external sidecar runs whatever engine and precision it was started with.
+      const engine = f.sidecarSocket ? null : await checkEngine(ctx, f.engine, f.precision);
+      return (await import('./serve-run.ts')).runServe(ctx, f, engine);
+    });
 }

@@ -62,7 +62,7 @@ async function defaultEngine(ctx: CliContext): Promise<string> {
 
 export async function runVerify(ctx: CliContext, given: Omit<VerifyFlags, 'engine'> & { engine?: string }): Promise<void> {
   const f: VerifyFlags = { ...given, engine: given.engine ?? (await defaultEngine(ctx)) };
-  await checkEngine(ctx, f.engine);
+  await checkEngine(ctx, f.engine, f.precision);
   const synthetic = f.weights === undefined && f.model === undefined && f.revision === undefined;
   if (!synthetic) return verifyWith(ctx, f, (await weightsFor(ctx, f)).dir, false);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-verify-'));
@@ -85,7 +85,10 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
   }
   // The engine under test first: a build that cannot run it fails in seconds, before the slower reference.
   log(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''}`);
-  const got = await runAll(await openEngine(ctx, 'verify', backendRequest(ctx, f, w.dir)), cases);
+  const engine = await openEngine(ctx, 'verify', backendRequest(ctx, f, w.dir));
+  // What the engine runs, as its hello says (the flag's, or the engine's default).
+  const precision = engine.info?.precision ?? f.precision ?? null;
+  const got = await runAll(engine, cases);
   log(`verify: reference engine cpu, ${w.dir}`);
   const cpuBackend = await openEngine(ctx, 'verify', backendRequest(ctx, { ...f, engine: 'cpu', precision: undefined }, w.dir));
   const info = cpuBackend.info;
@@ -117,10 +120,10 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags, weightsDir: string, s
   const mean = rows.reduce((s, r) => s + r.detection_iou, 0) / rows.length;
   const pass = mean >= f.gate;
   if (f.json) {
-    ctx.stdout.write(`${JSON.stringify({ engine: f.engine, precision: f.precision ?? null, weights: synthetic ? 'synthetic seed 1' : w.dir, cpu_vs_fixtures_max_abs: goldenMaxAbs, threshold: f.threshold, gate: f.gate, mean_detection_iou: mean, pass, cases: rows })}\n`);
+    ctx.stdout.write(`${JSON.stringify({ engine: f.engine, precision, weights: synthetic ? 'synthetic seed 1' : w.dir, cpu_vs_fixtures_max_abs: goldenMaxAbs, threshold: f.threshold, gate: f.gate, mean_detection_iou: mean, pass, cases: rows })}\n`);
   } else {
     const out = (s: string) => void ctx.stdout.write(`${s}\n`);
-    out(`verify: engine ${f.engine}${f.precision ? ` (${f.precision})` : ''} against cpu; weights ${synthetic ? 'synthetic seed 1 (the fixtures\' checkpoint)' : w.dir}; threshold ${f.threshold}`);
+    out(`verify: engine ${f.engine}${precision ? ` (${precision})` : ''} against cpu; weights ${synthetic ? 'synthetic seed 1 (the fixtures\' checkpoint)' : w.dir}; threshold ${f.threshold}`);
     out(`  ${'case'.padEnd(7)} ${'det-IoU'.padStart(8)} ${'n cpu/eng'.padStart(10)} ${'logits max|d|'.padStart(14)} ${'boxes max|d|'.padStart(13)} ${'logits PCC'.padStart(11)} ${'boxes PCC'.padStart(11)} ${'fwd ms cpu/eng'.padStart(16)}`);
     for (const r of rows) {
       out(`  ${r.case.padEnd(7)} ${r.detection_iou.toFixed(2).padStart(8)} ${`${r.cpu_detections}/${r.engine_detections}`.padStart(10)} ${r.logits_max_abs.toExponential(2).padStart(14)} ${r.boxes_max_abs.toExponential(2).padStart(13)} ${r.logits_pcc.toFixed(6).padStart(11)} ${r.boxes_pcc.toFixed(6).padStart(11)} ${`${r.cpu_forward_ms.toFixed(0)}/${r.engine_forward_ms.toFixed(0)}`.padStart(16)}`);

@@ -1,9 +1,12 @@
-// The one pipeline every frame goes through, whatever made it (a still decoded by sharp, a video frame from
-// ffmpeg): pull a frame from the source, send it to the detector, hand the result to the sink, in order.
+// The one loop every frame goes through, whoever asked (POST /predict: a body's images; POST /predict/video:
+// ffmpeg's frames; `rfdetr detect`: files, videos, live streams) and whatever the frame holds (frame.ts: a file,
+// pixels, a tensor): pull a frame from the source, send it to the detector (the backend's transport, the
+// forward, the postprocess), hand the result to the sink, in order. Tracking is a sink decorator
+// (src/track/tag-frames.ts trackingSink).
 //
 // Overlap: at most `inFlight` frames (default 2) are in the detector at once, so the sidecar prepares frame
-// N+1 while N is on the engine; pulling frame N+1 from the source (its decode) happens while N is in the
-// detector; the sink (drawing, encoding, writing) of N−1 runs while N and N+1 are in the detector. The sink
+// N+1 while N is on the engine; pulling frame N+1 from the source and its decode (in the detector's
+// transport) happen while N is on the engine; the sink (drawing, encoding, writing) of N−1 runs while N and N+1 are in the detector. The sink
 // runs one frame at a time, and nothing more is pulled while it lags, so memory is bounded by
 // inFlight + 2 frames whatever the source's length.
 //

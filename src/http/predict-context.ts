@@ -1,9 +1,8 @@
 // The types a POST /predict request runs under, apart from the code: what the handler is given (PredictDeps) and
-// what each of its images runs in (RunContext). predict.ts builds both and predict-image.ts runs one image in
-// them; each imports them from here, so neither imports the other's types back.
+// what each of its frames runs in (RunContext). predict.ts and predict-video.ts build them and frame-detector.ts
+// runs one frame in them; each imports them from here, so none imports another's types back.
 import type { Request, Response } from 'express';
-import type { RgbImage } from '../image/decode.ts';
-import type { FrameTarget } from '../image/frame-decode.ts';
+import type { DecodeOptions, RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
 import type { PredictTiming } from '../detect/pipeline.ts';
@@ -13,7 +12,7 @@ import type { EngineQueue } from './engine-queue.ts';
 import type { EngineState } from './engine-state.ts';
 import type { ServerMetrics } from './metrics.ts';
 import type { ErrorResponder } from './respond.ts';
-import type { Timeline, TimelineRecord, Timelines } from './timeline.ts';
+import type { TimelineRecord, Timelines } from './timeline.ts';
 
 export interface PredictDeps {
   backend: InferenceBackend;
@@ -24,7 +23,8 @@ export interface PredictDeps {
   errors: ErrorResponder;
   deadlineMs: number;
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void, admissible?: (images: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
-  decode: (bytes: Uint8Array, opts: { reserve: (bytes: number, size: { width: number; height: number }) => Promise<void>; fastDecode?: { size: number }; frameTarget?: (bytes: number) => FrameTarget | undefined }) => Promise<RgbImage>;
+  /** Bytes → RGB u8 (the backend's transport calls it for a file it decodes here). */
+  decode: (bytes: Uint8Array, opts: DecodeOptions) => Promise<RgbImage>;
   labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
@@ -49,7 +49,6 @@ export interface RunContext {
   outputBytes: number;
   /** Keeps memory reserved until the response is written (the response holds the annotated image). */
   holdUntilSent: (release: () => void) => void;
-  timeline: Timeline;
   /** Each image's stage times, for the stage histograms once the response is out (off the response's path). */
   stageTimes: PredictTiming[];
 }

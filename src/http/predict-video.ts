@@ -1,24 +1,24 @@
 // POST /predict/video: serving? → a video slot → the body onto disk (video-body.ts; bytes capped → 413) →
-// ffprobe (duration, frame count and size capped → 422) → ffmpeg decoding RGB frames (src/video) → each frame
-// through the same engine queue as the stills (so stills are answered between video frames) → one NDJSON line
-// per frame as soon as it is done, in order, then a summary line. At most two frames of one video are in the
-// engine queue at once, so a still waits behind two frames at most; a frame's pixels are reserved from the
-// pixel budget like a still's. The client leaving (or the drain) aborts the run: ffmpeg is stopped, the
+// ffprobe (duration, frame count and size capped → 422) → ffmpeg decoding RGB frames (src/video): the frame
+// source of the one runner (src/detect/frame-runner.ts), each frame through the same detector as the stills
+// (frame-detector.ts: its pixels reserved from the budget, the same engine queue, so stills are answered
+// between video frames, the same timing_ms stages) → an NDJSON sink: one line per frame as soon as it is done,
+// in order (ByteTrack ids with ?track=1, the tracking decorator), then a summary line. At most two frames of
+// one video are in the engine queue at once, so a still waits behind two frames at most. The client leaving (or the drain) aborts the run: ffmpeg is stopped, the
 // temporary file removed. An error once lines are out is written as a last line {"error": {...}}.
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
-import { detectDecoded, type PredictDetection } from '../detect/pipeline.ts';
-import type { InferenceBackend } from '../sidecar/backend.ts';
-import { FrameTagger } from '../track/tag-frames.ts';
-import type { OpenVideoOptions, VideoFrame, VideoSource } from '../video/source.ts';
-import type { Admission } from './admission.ts';
-import type { EngineQueue } from './engine-queue.ts';
+import type { PredictDetection, PredictResponse, PredictTiming } from '../detect/pipeline.ts';
+import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
+import { FrameTagger, trackingSink } from '../track/tag-frames.ts';
+import type { OpenVideoOptions, VideoSource } from '../video/source.ts';
 import type { EngineState } from './engine-state.ts';
 import { beginActive, type ActivePredict } from './active.ts';
 import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
+import { createFrameDetector, type FrameDetectorDeps, type ServerFrame } from './frame-detector.ts';
 import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
-import { parseVideoParams, type VideoParams } from './video-schema.ts';
+import { parseVideoParams } from './video-schema.ts';
 import type { VideoLimits } from './video-limits.ts';
 
 /** Frames of one video handed to the engine queue at once. */
@@ -27,19 +27,13 @@ const FRAMES_IN_QUEUE = 2;
 /** Opens an uploaded file for decoding (src/video's openVideo; tests script it). */
 export type OpenVideo = (file: string, opts: OpenVideoOptions) => Promise<VideoSource>;
 
-export interface VideoDeps {
-  backend: InferenceBackend;
+export interface VideoDeps extends FrameDetectorDeps {
   engineState: EngineState;
-  engine: EngineQueue;
-  admission: Admission;
   errors: ErrorResponder;
-  deadlineMs: number;
   limits: VideoLimits;
-  labels: () => readonly string[];
   openVideo: OpenVideo;
   /** Where uploads are written (default os.tmpdir()). */
   tmpRoot?: string | undefined;
-  onForward: (forwardMs: number) => void;
   /** Who sent the request, for the fair share (the API key, else the address). */
   clientOf: (req: Request, res: Response) => string;
 }
@@ -50,7 +44,8 @@ interface FrameLine {
   image_size: { width: number; height: number };
   detections: (PredictDetection & { track_id?: number | null })[];
   num_detections: number;
-  timing_ms: { queue: number; preprocess: number; inference: number; transfer: number; postprocess: number };
+  /** The stages of a /predict image's timing_ms, in its order. */
+  timing_ms: PredictTiming;
 }
 
 function videoTooLong(has: string, limit: string, details: Record<string, unknown>): RfdetrError {
@@ -72,6 +67,7 @@ function drained(res: Response): Promise<void> {
 
 export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   const { admission, engine, limits } = d;
+  const detectFrame = createFrameDetector(d);
   let running = 0;
 
   async function run(req: Request, res: Response, signal: AbortSignal, cleanups: Array<() => Promise<void>>): Promise<void> {
@@ -117,9 +113,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
     res.setHeader('X-Accel-Buffering', 'no'); // proxies: pass each line on as it comes
     res.flushHeaders();
 
-    const tagger = params.track ? new FrameTagger({ frameRate: video.fps > 0 ? video.fps : 30 }) : undefined;
     const t0 = performance.now();
-    const pending: Promise<FrameLine>[] = [];
     let processed = 0;
     let detections = 0;
     let forwardMs = 0;
@@ -128,33 +122,60 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
     const write = async (line: object) => {
       if (!res.write(`${JSON.stringify(line)}\n`)) await Promise.race([drained(res), stopped]);
     };
-    const emit = async (line: FrameLine) => {
-      if (tagger) tagger.tag(line);
+    const detectParams = { threshold: params.threshold, max_detections: params.max_detections, classes };
+    const noop = () => {};
+    // ffmpeg's decoding is work on the host's cores for this client, as a still's decode is: its CPU time is
+    // charged to the client's share of the engine as it accrues (a still's decode: frame-detector.ts).
+    async function* frames(): AsyncGenerator<ServerFrame | { frame: ServerFrame; error: Error }> {
+      let decoderCharged = 0;
+      for await (const v of video) {
+        if (signal.aborted) return;
+        const decoderMs = video.decoderCpuMs?.() ?? null;
+        if (decoderMs !== null && decoderMs > decoderCharged) {
+          engine.charge(client, decoderMs - decoderCharged);
+          decoderCharged = decoderMs;
+        }
+        // Each frame runs under its own deadline, from when it is pulled.
+        const t = performance.now();
+        const frame: ServerFrame = {
+          data: { pixels: { data: v.rgb, width: v.width, height: v.height } }, index: v.index, ptsMs: v.ptsMs, params: detectParams,
+          run: { signal, t0: t, deadlineAt: t + d.deadlineMs, inEngine: noop, client, outputBytes: 0, holdUntilSent: noop, stageTimes: [] },
+          fileDone: noop, leaveQueue: noop,
+        };
+        // the container's frame count can be missing or wrong: the decoded frames are what counts. Its error
+        // reaches the sink after the frames before it were written, and ends the run there.
+        if (v.index >= limits.maxFrames) {
+          yield { frame, error: videoTooLong(`has more than ${limits.maxFrames} frames`, `${limits.maxFrames} frames (--video-max-frames)`, { max_frames: limits.maxFrames }) };
+          return;
+        }
+        yield frame;
+      }
+    }
+    type Outcome = FrameOutcome<ServerFrame, { response: PredictResponse }>;
+    const lineOf = (o: Outcome): FrameLine | undefined => {
+      if (!o.result) return undefined;
+      const r = o.result.response;
+      return { frame: o.frame.index, pts_ms: o.frame.ptsMs ?? 0, image_size: r.image_size, detections: r.detections, num_detections: r.num_detections, timing_ms: r.timing_ms };
+    };
+    const ndjson = async (o: Outcome) => {
+      if (o.error) throw o.error;
+      const line = lineOf(o)!;
       processed++;
       detections += line.num_detections;
       forwardMs += line.timing_ms.inference;
       await write(line);
     };
-    // ffmpeg's decoding is work on the host's cores for this client, as a still's decode is: its CPU time is
-    // charged to the client's share of the engine as it accrues (a still's decode is charged in predict-image.ts).
-    let decoderCharged = 0;
-    for await (const frame of video) {
-      if (signal.aborted) throw signal.reason;
-      const decoderMs = video.decoderCpuMs?.() ?? null;
-      if (decoderMs !== null && decoderMs > decoderCharged) {
-        engine.charge(client, decoderMs - decoderCharged);
-        decoderCharged = decoderMs;
-      }
-      // the container's frame count can be missing or wrong: the decoded frames are what counts
-      if (frame.index >= limits.maxFrames) {
-        while (pending.length > 0) await emit(await pending.shift()!);
-        throw videoTooLong(`has more than ${limits.maxFrames} frames`, `${limits.maxFrames} frames (--video-max-frames)`, { max_frames: limits.maxFrames });
-      }
-      pending.push(runFrame(frame, params, classes, signal, client));
-      pending[pending.length - 1]!.catch(() => {}); // awaited in order below
-      if (pending.length >= FRAMES_IN_QUEUE) await emit(await pending.shift()!);
+    const sink = params.track
+      ? trackingSink(ndjson, (o) => o.result?.response, () => new FrameTagger({ frameRate: video.fps > 0 ? video.fps : 30 }))
+      : ndjson;
+    // A video has at most FRAMES_IN_QUEUE frames waiting for the engine at any time.
+    try {
+      await runFrames(frames(), detectFrame, sink, { inFlight: FRAMES_IN_QUEUE, signal });
+    } catch (e) {
+      // A frame stopped by the abort fails with its own words; the run ends for the abort's reason (the drain, the client gone).
+      throw signal.aborted ? signal.reason : e;
     }
-    while (pending.length > 0) await emit(await pending.shift()!);
+    if (signal.aborted) throw signal.reason;
     const elapsedMs = performance.now() - t0;
     await write({
       summary: {
@@ -170,33 +191,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
         inference_ms: forwardMs,
       },
     });
-  }
-
-  async function runFrame(frame: VideoFrame, params: VideoParams, classes: Set<number> | undefined, signal: AbortSignal, client: string): Promise<FrameLine> {
-    const t0 = performance.now();
-    const release = await admission.memory.work.acquire(signal, () => signal.reason as Error, frame.rgb.length, client);
-    try {
-      const deadlineAt = performance.now() + d.deadlineMs;
-      const { response } = await detectDecoded(
-        (inp, o) => engine.run(inp, { signal: o.signal ?? signal, deadlineAt, deadlineMs: d.deadlineMs, client }),
-        d.backend.info, { data: frame.rgb, width: frame.width, height: frame.height }, { threshold: params.threshold, max_detections: params.max_detections, classes },
-        { t0, decodeMs: 0, signal, labels: d.labels() },
-      ).catch((e: unknown) => {
-        throw inferenceError(e);
-      });
-      d.onForward(response.timing_ms.inference);
-      const t = response.timing_ms;
-      return {
-        frame: frame.index,
-        pts_ms: frame.ptsMs,
-        image_size: response.image_size,
-        detections: response.detections,
-        num_detections: response.num_detections,
-        timing_ms: { queue: t.queue, preprocess: t.preprocess, inference: t.inference, transfer: t.transfer, postprocess: t.postprocess },
-      };
-    } finally {
-      release();
-    }
   }
 
   return async function handleVideo(req: Request, res: Response): Promise<void> {

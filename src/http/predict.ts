@@ -4,11 +4,13 @@
 // fairly across clients) → the engine queue (fair across clients) → the detect pipeline (the sidecar resizes, normalises and runs the forward; postprocess) →
 // JSON. A per-request deadline covers all of it; a client that leaves before its forward starts costs no
 // forward, and every error ends this request only (4xx/5xx), never the process. This file receives the body,
-// admits the request and answers it (one image, a batch or an image_url); each image, from its decode slot to
-// its detections, is run by predict-image.ts.
+// admits the request and answers it: the body is a source of frames (one image, a batch or an image_url) run
+// by the one runner (src/detect/frame-runner.ts) through the server's detector (frame-detector.ts) into a
+// JSON sink.
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError, type ErrorCode } from '../errors.ts';
-import type { DetectParams, PredictTiming } from '../detect/pipeline.ts';
+import type { DetectParams, PredictResponse, PredictTiming } from '../detect/pipeline.ts';
+import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
 import type { QueuePlaces } from './admission.ts';
 import { JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
@@ -19,7 +21,7 @@ import type { Stage } from './metrics.ts';
 import { inferenceError } from './respond.ts';
 import type { Timeline } from './timeline.ts';
 import type { PredictDeps, RunContext } from './predict-context.ts';
-import { createImageRunner } from './predict-image.ts';
+import { createFrameDetector, type ServerFrame } from './frame-detector.ts';
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
 const REQUEST_LEVEL = new Set<ErrorCode>(['E_DEADLINE', 'E_ABORTED', 'E_DRAINING', 'E_CLOSED', 'E_STARTING', 'E_SIDECAR_FAILED']);
@@ -37,6 +39,11 @@ function bodyTimeoutError(ms: number): RfdetrError {
   return new RfdetrError('E_BODY_TIMEOUT', `the request body did not arrive completely within ${ms} ms: send the whole body promptly (the connection is closed)`, { body_timeout_ms: ms });
 }
 
+/** A source of one frame. */
+async function* oneFrame<F>(frame: F): AsyncGenerator<F> {
+  yield frame;
+}
+
 /** Rejects when `signal` aborts; never resolves otherwise. */
 function abortedBy(signal: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
@@ -47,7 +54,7 @@ function abortedBy(signal: AbortSignal): Promise<never> {
 
 export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>) {
   const { admission, engine } = d;
-  const runImage = createImageRunner(d);
+  const detectFrame = createFrameDetector(d);
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
   async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
@@ -95,8 +102,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
   }
 
-  async function run(req: Request, res: Response, r: RunContext): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal, r.timeline, r.client);
+  async function run(req: Request, res: Response, r: RunContext, timeline: Timeline): Promise<object> {
+    const { input, bytes } = await receiveBody(req, res, r.signal, timeline, r.client);
     let params: DetectParams & { fast_decode?: boolean };
     let places: QueuePlaces;
     try {
@@ -109,10 +116,17 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     try {
       if (input.form === 'batch') return await runBatch(input, params, bytes, r, places);
       const image = input.form === 'url' ? await fetchImage(input.url, bytes, r.signal) : input.image;
-      const { response } = await runImage(image, params, input.params.return_image, r, () => bytes.release(), places.leave[0]!, false);
-      res.locals.timing = response.timing_ms;
-      res.locals.numDetections = response.num_detections;
-      return response;
+      const frame: ServerFrame = {
+        data: { file: image }, index: 0, params, returnImage: input.params.return_image, run: r, timeline,
+        fileDone: () => bytes.release(), leaveQueue: places.leave[0]!,
+      };
+      let response: PredictResponse | undefined;
+      await runFrames(oneFrame(frame), detectFrame, (o) => {
+        response = o.result!.response;
+      }, { inFlight: 1 });
+      res.locals.timing = response!.timing_ms;
+      res.locals.numDetections = response!.num_detections;
+      return response!;
     } finally {
       places.leaveAll();
     }
@@ -138,24 +152,33 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
    */
   async function runBatch(input: BatchInput, params: DetectParams & { fast_decode?: boolean }, bytes: UndecodedBytes, r: RunContext, places: QueuePlaces): Promise<object> {
     let pending = input.images.length;
-    const decoded = () => {
+    const fileDone = () => {
       if (--pending === 0) bytes.release();
     };
-    let place = 0;
-    const results = await Promise.all(input.images.map(async (item) => {
-      if (!Buffer.isBuffer(item)) {
-        decoded();
-        return imageErrorBody(item);
+    async function* frames(): AsyncGenerator<ServerFrame | { frame: ServerFrame; error: Error }> {
+      let place = 0;
+      for (const [index, item] of input.images.entries()) {
+        const frame: ServerFrame = {
+          data: { file: Buffer.isBuffer(item) ? item : Buffer.alloc(0) }, index, params, returnImage: input.params.return_image, run: r,
+          fileDone, leaveQueue: Buffer.isBuffer(item) ? places.leave[place++]! : () => {},
+        };
+        if (Buffer.isBuffer(item)) yield frame;
+        else {
+          fileDone();
+          yield { frame, error: item };
+        }
       }
-      const leave = places.leave[place++]!;
-      try {
-        return (await runImage(item, params, input.params.return_image, r, decoded, leave, true)).response;
-      } catch (e) {
-        if (r.signal.aborted) throw r.signal.reason;
-        if (isRfdetrError(e) && REQUEST_LEVEL.has(e.code)) throw e;
-        return imageErrorBody(e);
-      }
-    }));
+    }
+    const results: Record<string, unknown>[] = [];
+    const sink = ({ result, error }: FrameOutcome<ServerFrame, { response: PredictResponse }>) => {
+      results.push(result ? result.response as unknown as Record<string, unknown> : imageErrorBody(error));
+    };
+    // Every image at once (the decode slots and the engine queue pace them); an image's own failure is its entry.
+    await runFrames(frames(), detectFrame, sink, {
+      inFlight: input.images.length, signal: r.signal,
+      isFrameProblem: (e) => !r.signal.aborted && !(isRfdetrError(e) && REQUEST_LEVEL.has(e.code)),
+    });
+    if (r.signal.aborted) throw r.signal.reason;
     return { results };
   }
 
@@ -182,7 +205,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }, Math.max(0, deadlineAt - performance.now()));
     try {
       const client = d.clientOf(req, res);
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), timeline, stageTimes }), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), stageTimes }, timeline), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const text = JSON.stringify(body);

@@ -144,7 +144,8 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       },
       serving: d.serving,
       labels: Object.fromEntries(d.labels().map((l, i) => [String(i), l])),
-      device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams },
+      // The precision the engine runs, as its hello says (a version-2/3 sidecar does not: the flag's then).
+      device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams, ...(info?.precision ? { precision: info.precision } : {}) },
       ...(devices ? { devices } : {}),
     });
   });

@@ -1,19 +1,6 @@
 // The HTTP server: the reference FastAPI app's contract (/health, /info, /v1/models, /predict) plus the probes, metrics and
 // limits serving users expect (/tt-liveness, /ready, /v1/health, /metrics, /openapi.json, /docs). This file wires the
-// rooms together; each has its own file:
-//   engine-state.ts  the backend's lifecycle as probes and admission see it
-//   admission.ts     the budgets a request passes through (bodies, memory, queue, decode)
-//   auth.ts          API keys          client-id.ts  who a request is, for the fair share
-//   connection-guard.ts  per-connection limits (pipelined requests, responses nobody reads)
-//   predict.ts       POST /predict            probes.ts   the read-only routes
-//   predict-image.ts one image of it: decoded here or in the sidecar, then the detector
-//   predict-context.ts  the types a /predict request runs under (its deps, each image's context)
-//   predict-route.ts POST /predict ahead of the router (the same middlewares), everything else to the app
-//   predict-video.ts POST /predict/video      active.ts   the requests in progress, for the drain
-//   respond.ts       errors → responses       request-log.ts  request ids, log lines, request metrics
-//   lifecycle.ts     listen and drain         engine-queue.ts clients in turn in front of the engine (or pool)
-//   schema.ts        the one schema           openapi.ts / docs.ts  the document and its UI
-//   validate.ts      schema → 422s            params.ts / body.ts   the /predict fields and body forms
+// rooms together; each has its own file, named with its job in index.ts.
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
 import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
@@ -248,7 +235,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
   app.post('/predict', ...predictRoute);
   const handleVideo = createVideoHandler({
-    backend, engineState, engine, admission, errors, deadlineMs, labels,
+    backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
+    decode: (bytes, o) => decode(bytes, o),
     limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,

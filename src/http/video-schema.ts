@@ -49,12 +49,14 @@ export const VideoFrameLine = Type.Object({
   })]), { description: 'sorted by score descending, as in /predict' }),
   num_detections: Type.Integer({ minimum: 0 }),
   timing_ms: Type.Object({
-    queue: ms('waiting for the pixel budget and the engine (behind other requests\' images and frames)'),
+    decode: ms('0 but for the reservation\'s bookkeeping: ffmpeg decoded the frame (its CPU time is charged to the client\'s fair share instead)'),
     preprocess: ms('resize and normalise, measured in the sidecar'),
     inference: ms('the engine forward, measured in the sidecar'),
-    transfer: ms('the sidecar round trip minus preprocess and forward'),
     postprocess: ms('scores, threshold, sort, boxes'),
-  }),
+    total: ms('from the frame being taken from the decoder to its detections'),
+    queue: ms('waiting for the pixel budget and the engine (behind other requests\' images and frames)'),
+    transfer: ms('the sidecar round trip minus preprocess and forward'),
+  }, { description: 'the stages of a /predict image\'s timing_ms, in its order; milliseconds, not rounded' }),
 }, { description: 'one line per processed frame, in order, written as soon as the frame is done' });
 
 export const VideoSummaryLine = Type.Object({

@@ -10,10 +10,11 @@
 //
 // The pixels are bit-identical to decode.ts's own call (the same sharp pipeline; test/image/pixel-pool.test.ts).
 // A thread that dies fails only its pending decodes with PixelThreadError, which decode.ts answers by decoding
-// on its own path; the next decode starts a new thread. A buffer is given back when its request is done with
-// it (src/http/predict-image.ts); a request abandoned (deadline, abort) while its frame is still being written to
-// the sidecar may then send pixels of the next image in that buffer: the framing is in a separate header
-// buffer, and only that abandoned request's reply, which nobody reads, can differ.
+// on its own path; the next decode starts a new thread. A buffer is given back when its frame is done with it
+// (the transport's Prepared.release(), src/sidecar/transport.ts); a request abandoned (deadline, abort) while
+// its frame is still being written to the sidecar may then send pixels of the next image in that buffer: the
+// framing is in a separate header buffer, and only that abandoned request's reply, which nobody reads, can
+// differ.
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';

@@ -2,7 +2,7 @@
 // client/supervisor that implements it. No wire (snake_case) shapes cross this file.
 
 import type { EncodedImage, RgbImage } from '../image/decode.ts';
-import type { FrameTarget } from '../image/frame-decode.ts';
+import type { FrameData, Prepared, TransportBudget } from './transport.ts';
 
 export type { EncodedImage };
 
@@ -138,16 +138,10 @@ export interface InferenceBackend {
   onStateChange(listener: (state: BackendState, prev: BackendState) => void): () => void;
   infer(input: InferInput, opts?: InferOptions): Promise<InferResult>;
   /**
-   * Whether an image file of this format may be sent as `{ encoded }` now: the sidecar said it decodes it.
-   * False until it has answered (the question is asked on the first call, in the background), for an older
-   * sidecar, and with RFDETR_SIDECAR_DECODE=off. Absent: never (test backends).
+   * The transport (transport.ts prepareFrame): how `frame` reaches this backend's sidecar (a file sent for it to
+   * decode or decoded here, pixels through shared memory or the socket, a tensor as it is), within `budget`.
    */
-  decodes?(format: 'jpeg' | 'png'): boolean;
-  /**
-   * A shared-memory slot of the sidecar that will serve the next request, for a large decode to write into
-   * (src/image/frame-decode.ts); undefined when there is none to lend (a pool, no shared memory, none free).
-   */
-  frameTarget?(bytes: number): FrameTarget | undefined;
+  prepare(frame: FrameData, budget?: TransportBudget): Promise<Prepared>;
   /** Finish in-flight work, then stop the sidecar. */
   close(): Promise<void>;
   /** Reject everything at once and kill the sidecar. */

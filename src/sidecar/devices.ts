@@ -16,11 +16,6 @@ export interface MemberSpec {
   threads?: number;
 }
 
-/** Engines that run on the host's cores: scaled with --workers, never bound to a card. */
-const HOST_ENGINES = new Set(['cpu', 'tt-host']);
-/** Engines that need a card: one sidecar per card, never --workers. */
-const CARD_ENGINES = new Set(['tt']);
-
 export const DEFAULT_DEVICE_DIR = '/dev/tenstorrent';
 
 /** Where Tenstorrent cards appear (one node per card, named by its index); RFDETR_TT_DEVICE_DIR overrides it. */
@@ -55,6 +50,12 @@ export function parseDeviceList(v: string): number[] | 'all' {
 
 export interface PlanRequest {
   engine: string;
+  /**
+   * Whether the engine's forward computes on the host's cores (the sidecar's --list-engines): such an engine
+   * scales with --workers and is never bound to a card; one that does not runs one sidecar per card
+   * (--devices). Null when the sidecar could not say: neither flag is refused here.
+   */
+  hostCores: boolean | null;
   devices?: number[] | 'all' | undefined;
   workers?: number | undefined;
   /** --threads (0 or absent: physical cores; with --workers, split among them unless RFDETR_THREADS says otherwise). */
@@ -82,7 +83,7 @@ export function planMembers(r: PlanRequest): MemberSpec[] {
     throw new RfdetrError('E_USAGE', '--devices and --workers cannot be combined: --devices runs one sidecar per card, --workers N sidecars on the host; pick one');
   }
   if (r.devices !== undefined) {
-    if (HOST_ENGINES.has(r.engine)) {
+    if (r.hostCores === true) {
       throw new RfdetrError('E_USAGE', `--devices: the ${r.engine} engine runs on the host's cores, not on a card; use --workers N for several ${r.engine} sidecars`);
     }
     let ids = r.devices;
@@ -96,7 +97,7 @@ export function planMembers(r: PlanRequest): MemberSpec[] {
     return ids.map((id) => ({ label: String(id), env: cardEnvironment(id, r.env) }));
   }
   if (r.workers !== undefined) {
-    if (CARD_ENGINES.has(r.engine)) {
+    if (r.hostCores === false) {
       throw new RfdetrError('E_USAGE', `--workers: the ${r.engine} engine runs on a card; use --devices LIST (e.g. 0,1 or all) for one sidecar per card`);
     }
     const threads = r.threads ?? Number(r.env.RFDETR_THREADS || 0);
@@ -106,5 +107,5 @@ export function planMembers(r: PlanRequest): MemberSpec[] {
     return split.map((n, i) => ({ label: `worker-${i}`, env: {}, threads: n }));
   }
   // One sidecar with the inherited environment (TT_DEVICE_ID / TT_METAL_VISIBLE_DEVICES as the operator set them).
-  return [{ label: CARD_ENGINES.has(r.engine) ? (r.env.TT_DEVICE_ID || '0') : 'worker-0', env: {} }];
+  return [{ label: r.hostCores === false ? (r.env.TT_DEVICE_ID || '0') : 'worker-0', env: {} }];
 }

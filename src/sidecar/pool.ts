@@ -5,9 +5,11 @@
 // devices(), counted) and the others keep serving. The pool is `ready` while at least `minReady` members are,
 // and `failed` once fewer than `minReady` could ever be again. close() drains and stops all of them.
 import { RfdetrError, isRfdetrError } from '../errors.ts';
+import type { FrameTarget } from '../image/frame-decode.ts';
 import type { BackendState, DeviceStatus, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from './backend.ts';
 import { silentLogger, type Logger } from './logger.ts';
 import { SidecarBackend, type SidecarBackendOptions } from './supervisor.ts';
+import { prepareFrame, type FrameData, type Prepared, type TransportBudget } from './transport.ts';
 
 export interface PoolOptions {
   /** One entry per sidecar; `label` names it (card index or worker-N). */
@@ -37,6 +39,8 @@ export class SidecarPool implements InferenceBackend {
   #closing = false;
   #removed = 0;
   #closePromise: Promise<void> | undefined;
+  /** The member whose shared-memory slot each lent frame is in: its request goes to that member. */
+  readonly #lent = new WeakMap<FrameTarget, Member>();
 
   constructor(opts: PoolOptions) {
     if (opts.members.length === 0) throw new RfdetrError('E_USAGE', 'a sidecar pool needs at least one member');
@@ -104,7 +108,7 @@ export class SidecarPool implements InferenceBackend {
   async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     const deadlineMs = opts.deadlineMs ?? 60_000;
     const t0 = performance.now();
-    let m = this.#pick();
+    let m = this.#ownerOf(input) ?? this.#pick();
     if (!m) {
       try {
         await this.#waitFor(() => this.#pick() !== undefined, deadlineMs, opts.signal, () => `the request deadline of ${deadlineMs} ms passed with no device ready (${this.failureReason ?? this.#state})`);
@@ -118,6 +122,26 @@ export class SidecarPool implements InferenceBackend {
     m.forwards++;
     m.forwardSeconds += r.forwardMs / 1000;
     return r;
+  }
+
+  prepare(frame: FrameData, budget?: TransportBudget): Promise<Prepared> {
+    return prepareFrame(this, frame, budget);
+  }
+
+  /**
+   * A shared-memory slot for a large decode, lent by the least busy serving member that has one free (each
+   * keeps one of its two slots for copied frames); infer() then sends the frame to that member, which takes it
+   * by reference.
+   */
+  frameTarget(bytes: number): FrameTarget | undefined {
+    const serving = this.#members.filter((m) => m.backend.serving).sort((a, b) => a.backend.inFlight - b.backend.inFlight);
+    for (const m of serving) {
+      const t = m.backend.frameTarget(bytes);
+      if (!t) continue;
+      this.#lent.set(t, m);
+      return t;
+    }
+    return undefined;
   }
 
   /**
@@ -169,6 +193,19 @@ export class SidecarPool implements InferenceBackend {
       if (!best || m.backend.inFlight < best.backend.inFlight) best = m;
     }
     return best;
+  }
+
+  /**
+   * The member an image decoded into a slot it lent belongs to, while it serves and has no more in flight than
+   * the least busy: sent elsewhere, its pixels would be read back and copied (a 12 MP frame: ~36 MB), which
+   * costs less than waiting behind a forward.
+   */
+  #ownerOf(input: InferInput): Member | undefined {
+    const frame = 'image' in input ? input.image.frame : undefined;
+    const m = frame && this.#lent.get(frame);
+    if (!m || !m.backend.serving) return undefined;
+    const best = this.#pick();
+    return best && m.backend.inFlight <= best.backend.inFlight ? m : undefined;
   }
 
   #readyCount(): number {

@@ -21,6 +21,7 @@ import { SidecarConnection } from './client.ts';
 import { silentLogger, type Logger } from './logger.ts';
 import { SidecarProcess, type ExitInfo } from './sidecar-process.ts';
 import { makeSocketDir, sweepStaleSocketDirs } from './socket-dir.ts';
+import { prepareFrame, type FrameData, type Prepared, type TransportBudget } from './transport.ts';
 
 export { silentLogger, type Logger } from './logger.ts';
 
@@ -35,8 +36,8 @@ export interface SidecarBackendOptions {
   nice?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
-  /** `--precision`: fp32 | bf16 (tt-host) | int8 (cpu). */
-  precision?: 'fp32' | 'bf16' | 'int8';
+  /** `--precision`: one the engine runs (`rfdetr-sidecar --list-engines`); absent: the engine's default. */
+  precision?: string;
   /** Socket path: where the spawned sidecar listens (default: a fresh 0700 temp dir), or the external sidecar's socket. */
   socketPath?: string;
   /** Connect to an existing sidecar at `socketPath` (e.g. a systemd unit); never spawn. */
@@ -215,6 +216,12 @@ export class SidecarBackend implements InferenceBackend {
     return p.state === 'ready' && !p.conn.closed;
   }
 
+  /** Images the current connection sent through shared memory, copied or by reference (SidecarConnection.framesViaShm). */
+  get framesViaShm(): number {
+    const p = this.#phase;
+    return 'conn' in p ? p.conn.framesViaShm : 0;
+  }
+
   /** Requests handed to this backend and not yet settled. */
   get inFlight(): number {
     return this.#calls.active;
@@ -276,6 +283,11 @@ export class SidecarBackend implements InferenceBackend {
     }
   }
 
+  prepare(frame: FrameData, budget?: TransportBudget): Promise<Prepared> {
+    return prepareFrame(this, frame, budget);
+  }
+
+  /** A shared-memory slot of the current sidecar for a large decode (SidecarConnection.frameTarget); the transport's. */
   frameTarget(bytes: number): FrameTarget | undefined {
     const p = this.#phase;
     return p.state === 'ready' && !this.#closing ? p.conn.frameTarget(bytes) : undefined;
@@ -501,8 +513,8 @@ export class SidecarBackend implements InferenceBackend {
     if (attempt.proc && attempt.proc.exitInfo === undefined) attempt.proc.kill('SIGKILL');
     if (this.#closing) return;
 
-    if (err.code === 'E_VERSION_MISMATCH') {
-      this.#fail(err);  // restarting the same binary cannot fix it
+    if (err.code === 'E_VERSION_MISMATCH' || err.details?.unservable === true) {
+      this.#fail(err);  // restarting the same binary cannot fix it (another protocol version, a task this server cannot serve)
       return;
     }
     const startup = this.#startupFailure(err);

@@ -33,3 +33,18 @@ export class FrameTagger {
     return frame;
   }
 }
+
+/**
+ * The tracking decorator every runner's sink can wear (POST /predict/video, `rfdetr detect --track`): each
+ * outcome's detections (`frameOf`; undefined: nothing to tag, e.g. a refused frame) get their `track_id` in
+ * place before `sink` sees them. The tagger is made at the first tagged frame (a live source knows its
+ * frame rate only once it has opened).
+ */
+export function trackingSink<O, R>(sink: (o: O) => R, frameOf: (o: O) => TrackableFrame | undefined, tagger: () => FrameTagger): (o: O) => R {
+  let t: FrameTagger | undefined;
+  return (o: O) => {
+    const frame = frameOf(o);
+    if (frame) (t ??= tagger()).tag(frame);
+    return sink(o);
+  };
+}

@@ -49,6 +49,7 @@ test('e2e: detect --json --weights <seed-1 synth> on the fixture images equals d
   CASES.forEach((c, i) => assertMatchesFixture(ls[i]!, c));
   assert.ok(ls.every((l) => (l.timing_ms.inference ?? 0) > 0), 'inference is the engine forward time');
   assert.ok(!r.stderr.includes('\r'), 'no progress bar: stderr is not a TTY');
+  assert.match(r.stderr, /; decoded: 3 by the sidecar, 0 here\n/, 'the sidecar decoded the plain PNGs');
   inProcess = ls;
 });
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { classColour } from '../../src/draw/annotate.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
-import { CASES, caseImage, fixtureDetections, FixtureReplayBackend, runInProcess } from './helpers.ts';
+import { CASES, caseImage, DecodingReplayBackend, fixtureDetections, FixtureReplayBackend, runInProcess } from './helpers.ts';
 import { fixtureCases } from '../helpers/fixture-images.ts';
 
 interface Line {
@@ -65,6 +65,35 @@ test('detect --json: one compact line per image, each the /predict response plus
   assert.equal(r.requests[0]!.weightsDir, await synthWeights(), 'weights resolved from TT_RF_DETR_WEIGHTS');
   // the closing line goes to stderr, not stdout
   assert.match(r.stderr, /detect: 3 images in [\d.]+ s \([\d.]+ images\/s\); mean ms per image: decode [\d.]+, preprocess [\d.]+, inference 1\.5,/);
+});
+
+test('detect: a plain PNG goes to the sidecar as the file when it decodes PNG (the closing line says so); --json stdout is the same', async () => {
+  const here = await runInProcess(['detect', '--json', ...CASES.map(caseImage)]);
+  assert.equal(here.code, 0, here.stderr);
+  assert.match(here.stderr, /; decoded: 0 by the sidecar, 3 here\n/);
+  const backend = new DecodingReplayBackend();
+  const r = await runInProcess(['detect', '--json', ...CASES.map(caseImage)], { backend });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(backend.inputs, ['encoded', 'encoded', 'encoded'], 'each file sent for the sidecar to decode');
+  assert.match(r.stderr, /; decoded: 3 by the sidecar, 0 here\n/);
+  const strip = (out: string) => lines(out).map(({ timing_ms: _t, ...rest }) => rest);
+  assert.deepEqual(strip(r.stdout), strip(here.stdout), 'the same lines, timing aside');
+  lines(r.stdout).forEach((l) => assert.ok(l.timing_ms.decode! >= 2, 'timing_ms.decode has the sidecar\'s decode'));
+  // --save needs the pixels here: decoded here, never sent as the file.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-detect-save-'));
+  const saving = new DecodingReplayBackend();
+  const s = await runInProcess(['detect', '--save', dir, caseImage(CASES[0]!)], { backend: saving });
+  assert.equal(s.code, 0, s.stderr);
+  assert.deepEqual(saving.inputs, ['image']);
+  assert.match(s.stderr, /; decoded: 0 by the sidecar, 1 here/);
+  // A decline is decoded here and sent again.
+  const declining = new DecodingReplayBackend();
+  declining.decline = true;
+  const d = await runInProcess(['detect', '--json', caseImage(CASES[0]!)], { backend: declining });
+  assert.equal(d.code, 0, d.stderr);
+  assert.deepEqual(declining.inputs, ['encoded', 'image']);
+  assert.deepEqual(strip(d.stdout), strip(here.stdout).slice(0, 1));
+  assert.match(d.stderr, /; decoded: 0 by the sidecar, 1 here/);
 });
 
 test('detect --json: NDJSON for two images given as a directory glob and a directory; stdin "-"', async () => {

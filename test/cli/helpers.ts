@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { execa } from 'execa';
 import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
 import { detectImage } from '../../src/detect/pipeline.ts';
+import { decodeImage } from '../../src/image/decode.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
 import { ScriptedBackend } from '../helpers/scripted-backend.ts';
@@ -42,10 +43,15 @@ export function fixtureLabels(): string[] {
  * E_INFERENCE error, so a wrong decode fails the tests.
  */
 export class FixtureReplayBackend extends ScriptedBackend {
-  readonly info: SidecarInfo = testSidecarInfo({
-    protocolVersion: 3, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
-    numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base',
-  });
+  readonly info: SidecarInfo;
+  /** `precision`: what its hello says it runs. */
+  constructor(precision = 'fp32') {
+    super();
+    this.info = testSidecarInfo({
+      protocolVersion: 4, sidecarVersion: 'test', engine: 'fixture-replay', device: 'recorded outputs', inputShape: [3, 560, 560],
+      numQueries: 300, numClasses: 91, labels: fixtureLabels(), variant: 'base', precision,
+    });
+  }
   infers = 0;
   closed = false;
 
@@ -62,6 +68,25 @@ export class FixtureReplayBackend extends ScriptedBackend {
   }
   destroy(): void {
     this.setState('stopped');
+  }
+}
+
+/**
+ * The fixture replay behind a sidecar that decodes plain JPEG/PNG files itself (as the real one does): a file
+ * it is sent (`{ encoded }`) is decoded with sharp and replayed, its decode reported as 2 ms; `decline` makes it
+ * refuse every file (E_SIDECAR_DECLINED). `inputs` records each input's form.
+ */
+export class DecodingReplayBackend extends FixtureReplayBackend {
+  decline = false;
+  inputs: string[] = [];
+  override decodes(_format: 'jpeg' | 'png'): boolean {
+    return true;
+  }
+  override async infer(input: InferInput): Promise<InferResult> {
+    this.inputs.push(Object.keys(input)[0]!);
+    if (!('encoded' in input)) return super.infer(input);
+    if (this.decline) throw new RfdetrError('E_SIDECAR_DECLINED', 'declined (scripted)');
+    return { ...(await super.infer({ image: await decodeImage(input.encoded.bytes) })), decodeMs: 2 };
   }
 }
 

@@ -9,14 +9,14 @@ import { planMembers } from '../../src/sidecar/devices.ts';
 const pool = (r: Parameters<typeof planMembers>[0]) => ({ members: planMembers(r), minReady: 1 });
 
 test('device_params: --workers 3 --threads 0 on 8 cores lists 3, 3, 2 threads per sidecar', () => {
-  const p = deviceParamsFor({ engine: 'cpu' }, pool({ engine: 'cpu', workers: 3, env: {}, cores: () => 8 }));
+  const p = deviceParamsFor({ engine: 'cpu' }, pool({ engine: 'cpu', hostCores: true, workers: 3, env: {}, cores: () => 8 }));
   assert.equal(p.threads, 0);
   assert.deepEqual(p.threads_per_sidecar, [3, 3, 2]);
   assert.deepEqual(p.devices, ['worker-0', 'worker-1', 'worker-2']);
 });
 
 test('device_params: --workers 2 --threads 4 gives each sidecar 4', () => {
-  const p = deviceParamsFor({ engine: 'cpu', threads: 4 }, pool({ engine: 'cpu', workers: 2, threads: 4, env: {}, cores: () => 8 }));
+  const p = deviceParamsFor({ engine: 'cpu', threads: 4 }, pool({ engine: 'cpu', hostCores: true, workers: 2, threads: 4, env: {}, cores: () => 8 }));
   assert.deepEqual(p.threads_per_sidecar, [4, 4]);
 });
 

@@ -73,8 +73,8 @@ test('client: readiness uses /ready, and /health status for servers without /rea
 
 /** Recorded outputs with the boxes shifted: an engine that disagrees with the reference. */
 class ShiftedBackend extends FixtureReplayBackend {
-  constructor(readonly shift: number, readonly logitNoise = 0) {
-    super();
+  constructor(readonly shift: number, readonly logitNoise = 0, precision?: string) {
+    super(precision);
   }
   override async infer(input: InferInput) {
     const r = await super.infer(input);
@@ -114,7 +114,7 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
   const want = built.includes('tt') ? 'tt' : 'tt-host';
   assert.equal(off.requests[0]?.engine, want);
   assert.ok(built.includes(off.requests[0]!.engine), `verify defaulted to ${off.requests[0]!.engine}, built: ${built.join(', ')}`);
-  assert.match(off.stdout, new RegExp(`^verify: engine ${want} against cpu`));
+  assert.match(off.stdout, new RegExp(`^verify: engine ${want} \\(fp32\\) against cpu`), 'the precision its hello names');
   assert.match(off.stdout, /\n  case-1 +\d+\.\d\d /);
   const mean = Number(/FAIL mean detection-IoU ([\d.]+) < gate 98\.5/.exec(off.stdout)?.[1]);
   assert.ok(mean > 0 && mean < 98.5, off.stdout);
@@ -123,16 +123,16 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
 
 test('verify --engine cpu --precision int8: the int8 engine under test against the fp32 cpu reference', async () => {
   const r = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int8', '--json'], {
-    factory: (req) => (req.precision === 'int8' ? new ShiftedBackend(0, 1e-3) : new FixtureReplayBackend()),
+    factory: (req) => (req.precision === 'int8' ? new ShiftedBackend(0, 1e-3, 'int8') : new FixtureReplayBackend()),
   });
   assert.equal(r.code, 0, r.stderr);
   assert.deepEqual(r.requests.map((q) => [q.engine, q.precision]), [['cpu', 'int8'], ['cpu', undefined]]);
   const s = JSON.parse(r.stdout) as { engine: string; precision: string | null; pass: boolean };
   assert.equal(s.engine, 'cpu');
-  assert.equal(s.precision, 'int8');
+  assert.equal(s.precision, 'int8', 'the precision the engine\'s hello names');
   const bad = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int4']);
   assert.equal(bad.code, 2, bad.stderr);
-  assert.match(bad.stderr, /int4.*(fp32|choices)/s);
+  assert.match(bad.stderr, /--precision "int4": the cpu engine runs fp32 \(default\), int8; pick one of those/);
   assert.equal(bad.requests.length, 0);
 });
 

@@ -41,8 +41,9 @@ test('rfdetr serve --devices 0,1,2 (card 2 missing): each device listed, 2 taken
   assert.equal(health.status, 'ok');
   assert.deepEqual(health.devices.map((d) => [d.device, d.state, d.removed]), [['0', 'ready', false], ['1', 'ready', false], ['2', 'failed', true]]);
   assert.match(health.devices[2]!.last_failure!, /could not open Tenstorrent device 2/);
-  const info = (await (await fetch(`${url}/info`)).json()) as { devices: { device: string }[]; device_params: { devices: string[]; min_ready_devices: number } };
+  const info = (await (await fetch(`${url}/info`)).json()) as { devices: { device: string }[]; device_params: { devices: string[]; min_ready_devices: number; precision: string } };
   assert.deepEqual(info.device_params.devices, ['0', '1', '2']);
+  assert.equal(info.device_params.precision, 'fp32', 'no --precision: the engine\'s default, as its hello says');
   assert.equal(info.device_params.min_ready_devices, 1);
   assert.equal(info.devices.length, 3);
   const png = (await import('node:fs')).readFileSync(path.join(packageRoot, 'test', 'fixtures', 'rfdetr-synth', 'case-1', 'input.png'));
@@ -61,7 +62,7 @@ test('rfdetr serve --devices 0,1,2 (card 2 missing): each device listed, 2 taken
   assert.match(log, /"event":"drained"/);
 });
 
-test('rfdetr serve: --devices with a host engine, a malformed list, --devices with --workers, and too many --min-ready-devices are usage errors (exit 2)', async () => {
+test('rfdetr serve: --devices with a host engine, --workers with a card engine (both from --list-engines), a malformed list, --devices with --workers, and too many --min-ready-devices are usage errors (exit 2)', async () => {
   const run = (args: string[]) => execa(process.execPath, [rfdetr, 'serve', ...args], { reject: false, env: { RFDETR_SIDECAR: testBinary } });
   const cpu = await run(['--engine', 'cpu', '--devices', '0', '--weights', os.tmpdir()]);
   assert.equal(cpu.exitCode, 2, cpu.stderr);
@@ -72,7 +73,10 @@ test('rfdetr serve: --devices with a host engine, a malformed list, --devices wi
   const tt = await run(['--engine', 'test-sleep', '--devices', '0', '--workers', '2']);
   assert.equal(tt.exitCode, 2, tt.stderr);
   assert.match(tt.stderr, /cannot be combined/);
-  const many = await run(['--engine', 'test-sleep', '--workers', '2', '--min-ready-devices', '3']);
+  const card = await run(['--engine', 'test-sleep', '--workers', '2']);
+  assert.equal(card.exitCode, 2, card.stderr);
+  assert.match(card.stderr, /--workers: the test-sleep engine runs on a card; use --devices LIST/);
+  const many = await run(['--engine', 'test-echo', '--workers', '2', '--min-ready-devices', '3']);
   assert.equal(many.exitCode, 2, many.stderr);
   assert.match(many.stderr, /--min-ready-devices 3: expected at most 2/);
 });

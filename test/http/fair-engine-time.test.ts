@@ -4,7 +4,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { EngineQueue, PIPELINE_MAX_FRAME_BYTES } from '../../src/http/engine-queue.ts';
-import { decodeCharge } from '../../src/http/predict-image.ts';
+import { decodeCharge } from '../../src/http/frame-detector.ts';
 import type { InferInput, InferResult } from '../../src/sidecar/backend.ts';
 import { FakeBackend } from './helpers.ts';
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
 import type { VideoFrame, VideoSource } from '../../src/video/source.ts';
-import { start, u8, waitFor } from './helpers.ts';
+import { goldens, start, u8, waitFor } from './helpers.ts';
 import { holdForward, ndjsonLines as lines, postVideo as postUpload, stillsBehindVideo } from './video-helpers.ts';
 
 const W = 320;
@@ -114,6 +114,28 @@ test('POST /predict/video: one NDJSON line per frame, in order, then the summary
     assert.deepEqual(seen.bytes, [VIDEO_BYTES.length]);
     assert.equal(seen.closed, 1);
     assert.deepEqual(fs.readdirSync(root), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('POST /predict/video: each frame line carries the timing_ms stages of a /predict image, in the same key order', { timeout: 60_000 }, async () => {
+  const { open } = scriptedVideo({ frames: 3 });
+  const s = await start({ openVideo: open, videoTmpRoot: tmpRoot() });
+  try {
+    s.backend.forwardMs = 12;
+    const still = await fetch(`${s.url}/predict`, { method: 'POST', headers: { 'content-type': 'image/png' }, body: u8(goldens()[0]!.png) });
+    assert.equal(still.status, 200);
+    const stages = Object.keys(((await still.json()) as { timing_ms: object }).timing_ms);
+    assert.deepEqual([...stages].sort(), ['decode', 'inference', 'postprocess', 'preprocess', 'queue', 'total', 'transfer']);
+    const out = lines(await (await postVideo(s.url, '')).text());
+    assert.equal(out.length, 4);
+    for (const l of out.slice(0, 3)) {
+      assert.deepEqual(Object.keys(l.timing_ms), stages, `frame ${l.frame}: the /predict stages in its order`);
+      for (const k of stages) assert.ok(typeof l.timing_ms[k] === 'number' && l.timing_ms[k] >= 0, `frame ${l.frame}: ${k}=${l.timing_ms[k]}`);
+      assert.equal(l.timing_ms.inference, 12, 'inference is the backend\'s forward time');
+      assert.equal(l.timing_ms.transfer, 0.25, 'transfer is the backend\'s');
+    }
   } finally {
     await s.stop();
   }

@@ -13,7 +13,7 @@ import { FakeBackend, goldens, start, u8, waitFor, type Started } from './helper
 class DecodingBackend extends FakeBackend {
   decline: string | undefined;
   inputs: string[] = [];
-  decodes(_format: 'jpeg' | 'png'): boolean {
+  override decodes(_format: 'jpeg' | 'png'): boolean {
     return true;
   }
   override async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {

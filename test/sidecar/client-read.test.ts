@@ -8,7 +8,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SidecarConnection } from '../../src/sidecar/client.ts';
-import { FrameReader, decodePayload, encodeFrame, PROTOCOL_VERSION, type WireMessage } from '../../src/protocol/codec.ts';
+import { FrameReader, decodePayload, encodeFrame, type WireMessage } from '../../src/protocol/codec.ts';
+import { wireHello } from '../helpers/wire-hello.ts';
 
 test('client: a 364 KB hello spread over several reads and replies sharing one read arrive unchanged', async (t) => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-read-'));
@@ -16,7 +17,7 @@ test('client: a 364 KB hello spread over several reads and replies sharing one r
   const socketPath = path.join(dir, 's.sock');
   // 91 labels of 4000 characters, each different: a hello bigger than the client's 256 KB read buffer.
   const labels = Array.from({ length: 91 }, (_, i) => String.fromCharCode(65 + (i % 26)).repeat(3999) + (i % 10));
-  const hello: WireMessage = { kind: 'hello', id: 0, protocol_version: PROTOCOL_VERSION, sidecar_version: '0.0.0-read', engine: 'scripted', device: 'scripted', input_shape: [3, 560, 560], num_queries: 300, num_classes: 91, labels, variant: 'base' };
+  const hello: WireMessage = wireHello({ sidecar_version: '0.0.0-read', engine: 'scripted', device: 'scripted', num_queries: 300, num_classes: 91, labels });
   const srv = net.createServer((sock) => {
     sock.write(encodeFrame(hello));
     const reader = new FrameReader((p) => {

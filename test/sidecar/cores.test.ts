@@ -14,15 +14,15 @@ test('splitCores: the cores over the workers, the remainder to the first ones, n
 });
 
 test('planMembers --workers: --threads 0 or absent splits the cores; --threads N or RFDETR_THREADS=N is per worker', () => {
-  const threadsOf = (r: Partial<Parameters<typeof planMembers>[0]>) =>
-    planMembers({ engine: 'cpu', workers: 3, env: {}, cores: () => 8, ...r }).map((m) => [m.label, m.threads]);
+  const threadsOf = (r: Partial<Omit<Parameters<typeof planMembers>[0], 'hostCores'>>) =>
+    planMembers({ engine: 'cpu', hostCores: true, workers: 3, env: {}, cores: () => 8, ...r }).map((m) => [m.label, m.threads]);
   assert.deepEqual(threadsOf({}), [['worker-0', 3], ['worker-1', 3], ['worker-2', 2]]);
   assert.deepEqual(threadsOf({ threads: 0 }), [['worker-0', 3], ['worker-1', 3], ['worker-2', 2]]);
   assert.deepEqual(threadsOf({ env: { RFDETR_THREADS: '0' } }), [['worker-0', 3], ['worker-1', 3], ['worker-2', 2]]);
   assert.deepEqual(threadsOf({ threads: 2 }), [['worker-0', 2], ['worker-1', 2], ['worker-2', 2]]);
   assert.deepEqual(threadsOf({ env: { RFDETR_THREADS: '4' } }), [['worker-0', 4], ['worker-1', 4], ['worker-2', 4]]);
   // One sidecar (no --workers) keeps the command's --threads: the sidecar resolves 0 itself.
-  assert.equal(planMembers({ engine: 'cpu', env: {}, cores: () => 8 })[0]!.threads, undefined);
+  assert.equal(planMembers({ engine: 'cpu', hostCores: true, env: {}, cores: () => 8 })[0]!.threads, undefined);
 });
 
 test('physicalCoreCount: a positive count no larger than the CPUs this process may use', () => {

@@ -8,7 +8,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SidecarConnection } from '../../src/sidecar/client.ts';
-import { FrameReader, decodePayload, encodeFrame, f32Bytes, PROTOCOL_VERSION, type WireMessage, type WireRequest } from '../../src/protocol/codec.ts';
+import { FrameReader, decodePayload, encodeFrame, type WireMessage, type WireRequest } from '../../src/protocol/codec.ts';
+import { detectOutputs, wireHello } from '../helpers/wire-hello.ts';
 import { isRfdetrError, type RfdetrError } from '../../src/errors.ts';
 
 const NQ = 2;
@@ -36,8 +37,7 @@ async function peer(t: { after: (fn: () => unknown) => void }, mode: 'new' | 'ol
   let released = false;
   const srv = net.createServer((sock) => {
     const send = (m: WireMessage) => sock.write(encodeFrame(m));
-    send({ kind: 'hello', id: 0, protocol_version: PROTOCOL_VERSION, sidecar_version: '0.0.0-scripted', engine: 'scripted', device: 'scripted',
-      input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels: ['N/A', 'a', 'b'], variant: 'base' });
+    send(wireHello({ sidecar_version: '0.0.0-scripted', engine: 'scripted', device: 'scripted', num_queries: NQ, num_classes: NC, labels: ['N/A', 'a', 'b'] }));
     const reader = new FrameReader((p) => {
       const r = decodePayload(p);
       if (!r.ok) {
@@ -62,7 +62,7 @@ async function peer(t: { after: (fn: () => unknown) => void }, mode: 'new' | 'ol
         }
         // First byte 5: a decode as long as a minute and nothing else, so transferMs is 0 only when decodeMs is subtracted.
         const times = first === 5 ? { decode_ms: 60_000, preprocess_ms: 0, forward_ms: 0 } : { decode_ms: 4.5, preprocess_ms: 0.5, forward_ms: 2 };
-        send({ kind: 'reply', id: m.id, ok: true, logits: f32Bytes(new Float32Array(NQ * NC).fill(first)), pred_boxes: f32Bytes(new Float32Array(NQ * 4)), ...times });
+        send({ kind: 'reply', id: m.id, ok: true, outputs: detectOutputs(new Float32Array(NQ * NC).fill(first), new Float32Array(NQ * 4)), ...times });
       }
     }, () => sock.destroy());
     sock.on('data', (d: Buffer) => reader.push(d));

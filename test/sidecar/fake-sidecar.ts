@@ -7,7 +7,11 @@
 //   hang            send the hello, then never answer anything
 //   garbage         answer an infer with a frame that is not MessagePack
 //   bad-version     hello with protocol_version 99
-//   old-hello       an older sidecar's hello: protocol version 2, no variant; then as ok
+//   old-hello       an older sidecar's hello: protocol version 2, no variant; then as ok, with version-2 replies
+//   v3-hello        a version-3 sidecar's hello (no task, outputs, precisions); then as ok, with version-3 replies
+//                   (logits and pred_boxes as keys)
+//   segment-hello   a version-4 hello whose task is 'segment'
+//   swapped-outputs as ok, but the infer reply carries pred_boxes before logits
 //   bad-hello       a reply instead of the hello
 //   exit-at-start   print a reason on stderr as the real sidecar does and exit 1 (startup failure) before READY
 //   exit-usage      the same with exit 2 (usage error)
@@ -21,7 +25,10 @@
 import net from 'node:net';
 import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_VARIANT } from '../../src/protocol/codec.ts';
+import {
+  FrameReader, decodePayload, encodeFrame, f32Bytes, f32FromBytes, PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_OUTPUTS, PROTOCOL_VERSION_WITHOUT_VARIANT,
+} from '../../src/protocol/codec.ts';
+import { wireHello } from '../helpers/wire-hello.ts';
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => {
@@ -90,13 +97,19 @@ const server = net.createServer((sock) => {
       kind: 'hello', id: 0, protocol_version: PROTOCOL_VERSION_WITHOUT_VARIANT, sidecar_version: '0.0.0-fake-old',
       engine: 'fake', device: 'scripted fake', input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels,
     }));
-  } else {
+  } else if (scenario === 'v3-hello') {
     sock.write(encodeFrame({
-      kind: 'hello', id: 0, protocol_version: scenario === 'bad-version' ? 99 : PROTOCOL_VERSION, sidecar_version: '0.0.0-fake',
+      kind: 'hello', id: 0, protocol_version: PROTOCOL_VERSION_WITHOUT_OUTPUTS, sidecar_version: '0.0.0-fake-v3',
       engine: 'fake', device: 'scripted fake', input_shape: [3, 560, 560], num_queries: NQ, num_classes: NC, labels,
       variant: process.env.FAKE_VARIANT ?? 'base',
     }));
+  } else {
+    sock.write(encodeFrame(wireHello({
+      protocol_version: scenario === 'bad-version' ? 99 : PROTOCOL_VERSION, sidecar_version: '0.0.0-fake', engine: 'fake', device: 'scripted fake',
+      num_queries: NQ, num_classes: NC, labels, variant: process.env.FAKE_VARIANT ?? 'base', ...(scenario === 'segment-hello' ? { task: 'segment' } : {}),
+    })));
   }
+  const oldReplies = scenario === 'old-hello' || scenario === 'v3-hello';
   const reader = new FrameReader((payload) => {
     if (scenario === 'hang') return;
     const r = decodePayload(payload);
@@ -130,9 +143,10 @@ const server = net.createServer((sock) => {
       const boxes = new Float32Array(NQ * 4);
       for (let i = 0; i < logits.length; i++) logits[i] = px[i]! + 1;
       for (let i = 0; i < boxes.length; i++) boxes[i] = px[NQ * NC + i]! * 0.5;
-      const reply = () => sock.write(encodeFrame({
-        kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: 0.25,
-      }));
+      const outputs = scenario === 'swapped-outputs' ? { pred_boxes: f32Bytes(boxes), logits: f32Bytes(logits) } : { logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes) };
+      const reply = () => sock.write(encodeFrame(oldReplies
+        ? { kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: 0.25 }
+        : { kind: 'reply', id: m.id, ok: true, outputs, preprocess_ms: 0, forward_ms: 0.25 }));
       if (held) held.push(reply);
       else reply();
     }

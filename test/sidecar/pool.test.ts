@@ -36,7 +36,7 @@ function cardPool(t: { after: (fn: () => unknown) => void }, cards: number[], de
   for (const d of [dev, weights]) mkdirSync(d, { recursive: true });
   for (const c of cards) writeFileSync(path.join(dev, String(c)), '');
   const env = { TT_METAL_CACHE: path.join(root, 'tt-cache'), HOME: root };
-  const members = planMembers({ engine: 'test-sleep', devices, env });
+  const members = planMembers({ engine: 'test-sleep', hostCores: false, devices, env });
   const pool = createPool({
     members: members.map((m) => ({
       label: m.label, engine: 'test-sleep', weightsDir: weights, command: { file: testBinary },
@@ -65,20 +65,20 @@ test('devices: --devices and --workers plans (labels, per-card environment, usag
   assert.throws(() => parseDeviceList('0,x'), /expected card indices separated by commas .* but received "0,x"/);
   assert.throws(() => parseDeviceList('1,1'), /card 1 is listed twice/);
   const env = { TT_METAL_CACHE: '/var/cache/rfdetr/tt-metal' };
-  const m = planMembers({ engine: 'tt', devices: [2, 5], env });
+  const m = planMembers({ engine: 'tt', hostCores: false, devices: [2, 5], env });
   assert.deepEqual(m, [
     { label: '2', env: { TT_VISIBLE_DEVICES: '2', TT_METAL_VISIBLE_DEVICES: '2', TT_DEVICE_ID: '0', TT_METAL_CACHE: '/var/cache/rfdetr/tt-metal/device-2' } },
     { label: '5', env: { TT_VISIBLE_DEVICES: '5', TT_METAL_VISIBLE_DEVICES: '5', TT_DEVICE_ID: '0', TT_METAL_CACHE: '/var/cache/rfdetr/tt-metal/device-5' } },
   ]);
-  assert.deepEqual(planMembers({ engine: 'cpu', workers: 3, env }).map((x) => x.label), ['worker-0', 'worker-1', 'worker-2']);
-  assert.throws(() => planMembers({ engine: 'cpu', devices: [0], env }), (e: RfdetrError) => e.code === 'E_USAGE' && /use --workers/.test(e.message));
-  assert.throws(() => planMembers({ engine: 'tt', workers: 2, env }), (e: RfdetrError) => e.code === 'E_USAGE' && /use --devices/.test(e.message));
-  assert.throws(() => planMembers({ engine: 'tt', devices: [0], workers: 2, env }), /cannot be combined/);
+  assert.deepEqual(planMembers({ engine: 'cpu', hostCores: true, workers: 3, env }).map((x) => x.label), ['worker-0', 'worker-1', 'worker-2']);
+  assert.throws(() => planMembers({ engine: 'cpu', hostCores: true, devices: [0], env }), (e: RfdetrError) => e.code === 'E_USAGE' && /use --workers/.test(e.message));
+  assert.throws(() => planMembers({ engine: 'tt', hostCores: false, workers: 2, env }), (e: RfdetrError) => e.code === 'E_USAGE' && /use --devices/.test(e.message));
+  assert.throws(() => planMembers({ engine: 'tt', hostCores: false, devices: [0], workers: 2, env }), /cannot be combined/);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-cards-'));
   try {
-    assert.throws(() => planMembers({ engine: 'tt', devices: 'all', env: { RFDETR_TT_DEVICE_DIR: dir } }), /--devices all: no cards in/);
+    assert.throws(() => planMembers({ engine: 'tt', hostCores: false, devices: 'all', env: { RFDETR_TT_DEVICE_DIR: dir } }), /--devices all: no cards in/);
     for (const c of ['3', '0', '10', 'not-a-card']) writeFileSync(path.join(dir, c), '');
-    assert.deepEqual(planMembers({ engine: 'tt', devices: 'all', env: { RFDETR_TT_DEVICE_DIR: dir } }).map((x) => x.label), ['0', '3', '10']);
+    assert.deepEqual(planMembers({ engine: 'tt', hostCores: false, devices: 'all', env: { RFDETR_TT_DEVICE_DIR: dir } }).map((x) => x.label), ['0', '3', '10']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

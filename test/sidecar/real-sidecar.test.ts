@@ -51,7 +51,10 @@ test('real sidecar (test-echo): READY, hello, infer, and a kill -9 mid-infer fai
   assert.deepEqual(
     { ...b.info, labels: b.info!.labels.length },
     { protocolVersion: PROTOCOL_VERSION, sidecarVersion: packageVersion, engine: 'test-echo', device: 'test double (deterministic echo)',
-      inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91, variant: 'base',
+      inputShape: [3, 560, 560], numQueries: 300, numClasses: 91, labels: 91, variant: 'base', task: 'detect',
+      outputs: [{ name: 'logits', dtype: 'f32', shape: [300, 91] }, { name: 'pred_boxes', dtype: 'f32', shape: [300, 4] }],
+      // The engine's facts from the sidecar's one registry (--list-engines says the same).
+      precision: 'fp32', precisions: ['fp32'], hostCores: true,
       // The READY line's --nice outcome: not asked for here.
       enginePriority: { requested: 0, nice: os.getPriority(0), applied: false, autogroup: 'not requested' } },
   );

@@ -156,7 +156,7 @@ test('fake sidecar: a protocol version mismatch fails at once, naming both versi
   const { b } = fake(t, 'bad-version');
   await rejectsWith(b.ready(), 'E_VERSION_MISMATCH');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /protocol version 99, this client speaks versions 3 and 2/);
+  assert.match(b.failure!.message, /protocol version 99, this client speaks versions 4, 3, 2/);
   assert.equal(b.restarts, 0, 'restarting cannot fix a version mismatch');
   await rejectsWith(b.infer({ pixelValues: rampPixels() }), 'E_VERSION_MISMATCH');
 });
@@ -164,7 +164,7 @@ test('fake sidecar: a protocol version mismatch fails at once, naming both versi
 test('fake sidecar: the hello names the variant loaded; an older sidecar (protocol 2, no variant) still serves, variant null', async (t) => {
   const { b } = fake(t, 'ok', {}, { FAKE_VARIANT: 'large_deprecated' });
   await b.ready();
-  assert.equal(b.info?.protocolVersion, 3);
+  assert.equal(b.info?.protocolVersion, 4);
   assert.equal(b.info?.variant, 'large_deprecated');
   const old = fake(t, 'old-hello').b;
   await old.ready();
@@ -172,6 +172,40 @@ test('fake sidecar: the hello names the variant loaded; an older sidecar (protoc
   assert.equal(old.info?.variant, null);
   const px = rampPixels();
   checkEcho(px, await old.infer({ pixelValues: px }));
+});
+
+test('fake sidecar: a version-4 hello\'s task, outputs and engine facts reach the info; a version-3 sidecar maps to detect with its two outputs, facts unknown', async (t) => {
+  const { b } = fake(t, 'ok');
+  await b.ready();
+  assert.deepEqual(
+    { task: b.info?.task, outputs: b.info?.outputs, precision: b.info?.precision, precisions: b.info?.precisions, hostCores: b.info?.hostCores },
+    { task: 'detect', outputs: [{ name: 'logits', dtype: 'f32', shape: [300, 91] }, { name: 'pred_boxes', dtype: 'f32', shape: [300, 4] }], precision: 'fp32', precisions: ['fp32'], hostCores: true },
+  );
+  const v3 = fake(t, 'v3-hello').b;
+  await v3.ready();
+  assert.equal(v3.info?.protocolVersion, 3);
+  assert.deepEqual(
+    { task: v3.info?.task, outputs: v3.info?.outputs, precision: v3.info?.precision, precisions: v3.info?.precisions, hostCores: v3.info?.hostCores },
+    { task: 'detect', outputs: [{ name: 'logits', dtype: 'f32', shape: [300, 91] }, { name: 'pred_boxes', dtype: 'f32', shape: [300, 4] }], precision: null, precisions: null, hostCores: null },
+  );
+  const px = rampPixels();
+  checkEcho(px, await v3.infer({ pixelValues: px }));
+});
+
+test('fake sidecar: a task this server has no postprocess for is refused at hello, naming it and the known tasks, without restarts', async (t) => {
+  const { b } = fake(t, 'segment-hello');
+  await rejectsWith(b.ready(), 'E_PROTOCOL');
+  assert.equal(b.state, 'failed');
+  assert.match(b.failure!.message, /serves the task 'segment', which this server has no postprocess for \(it knows detect\)/);
+  assert.equal(b.restarts, 0, 'restarting the same sidecar cannot fix it');
+});
+
+test('fake sidecar: an infer reply whose outputs are not the hello\'s, in its order, is a protocol error', async (t) => {
+  const { b } = fake(t, 'swapped-outputs');
+  await b.ready();
+  const err = await b.infer({ pixelValues: rampPixels() }).then(() => undefined, (e: RfdetrError) => e);
+  assert.equal(err?.code, 'E_PROTOCOL');
+  assert.match(err!.message, /infer reply carries the outputs pred_boxes, logits; the hello declared logits \[300,91\], pred_boxes \[300,4\], in that order/);
 });
 
 test('fake sidecar: a first frame that is not a hello is a protocol error and a restart', async (t) => {

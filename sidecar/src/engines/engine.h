@@ -1,9 +1,11 @@
-// The engine interface: one forward of the loaded RF-DETR variant, pixel_values in, raw head outputs out.
-// Engines never postprocess: the TypeScript side owns it (src/detect/postprocess.ts), so every engine is compared on
-// its raw outputs and one postprocess serves them all.
+// The engine interface: one forward of the loaded RF-DETR variant, pixel_values in, the task's named head
+// outputs out. Engines never postprocess: the TypeScript side owns it (chosen by the hello's task), so every
+// engine is compared on its raw outputs and one postprocess serves them all. What the server needs to know
+// about an engine before loading it (precisions, host cores) is in the registry (registry.h), not here.
 #pragma once
 
 #include "common/error.h"
+#include "engines/outputs.h"
 
 #include <memory>
 #include <string>
@@ -15,10 +17,10 @@ constexpr int k_input_channels = 3;
 constexpr int k_num_queries    = 300;
 
 struct engine_options {
-    int         threads   = 0;       // 0 = physical cores
-    int         device_id = 0;       // accelerator engines
-    std::string precision = "fp32";  // fp32 | bf16 (tt-host) | int8 (cpu)
-    bool        eager     = false;   // accelerator engines: no trace capture (debugging)
+    int         threads   = 0;   // 0 = physical cores
+    int         device_id = 0;   // accelerator engines
+    std::string precision;       // one of the engine's registry precisions; "" = its default (engine_create)
+    bool        eager     = false;  // accelerator engines: no trace capture (debugging)
 };
 
 class engine {
@@ -35,30 +37,27 @@ class engine {
     virtual std::string variant() const = 0;
     // Label per class index, from config.json id2label ("N/A" where absent).
     virtual const std::vector<std::string> & labels() const = 0;
+    // The model's task, a row of the task table (outputs.h): "detect" for every checkpoint today.
+    virtual std::string task() const = 0;
+    // The arithmetic this instance runs ("fp32", "bf16", "int8"): the hello's `precision`.
+    virtual std::string precision() const = 0;
 
-    // pixel_values: f32 [3,S,S] CHW, S = input_size(). logits: f32 [num_queries*num_classes] (pre-sigmoid).
-    // pred_boxes: f32 [num_queries*4] normalised cxcywh, unclamped. Not thread-safe: one forward at a time.
-    virtual void forward(const float * pixel_values, float * logits, float * pred_boxes) = 0;
+    // The head outputs forward() fills, in reply order: the task's (task_outputs).
+    std::vector<output_spec> outputs() const {
+        return task_outputs(task(), head_dims{num_queries(), num_classes(), input_size()});
+    }
 
-    // True when forward() computes on this machine's cores. The server then preprocesses each request on the
-    // forward thread just before its forward (a concurrent resize would compete with the engine's threads);
-    // false (an accelerator) lets it resize request N+1 while request N is on the device.
-    virtual bool forward_uses_host_cores() const = 0;
+    // pixel_values: f32 [3,S,S] CHW, S = input_size(). Fills every output of outputs() in `out` (a set made from
+    // outputs(), looked up by name). Not thread-safe: one forward at a time.
+    virtual void forward(const float * pixel_values, output_buffers & out) = 0;
 };
 
-// Creates and loads an engine from a weights directory (model.safetensors + config.json).
-// Throws rfdetr::error naming the engine, the file and the fix. Never falls back to another engine.
-std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,
-                                      const engine_options & opts);
-
-// The engines this binary can run, in preference order.
-std::vector<std::string> engine_names();
-
-// The engines this project knows that this build lacks (each has an engine_unbuilt_reason).
-std::vector<std::string> engine_unbuilt_names();
-
-// For an engine this project knows but this build lacks (e.g. `tt` without RFDETR_WITH_TTNN): why, and how
-// to build it. Empty for engines that are built and for names nobody knows.
-std::string engine_unbuilt_reason(const std::string & name);
+// One forward with the check that it wrote every declared output (throws rfdetr::error naming the ones it did
+// not): how the server runs an engine.
+inline void engine_forward(engine & eng, const float * pixel_values, output_buffers & out) {
+    out.begin_forward();
+    eng.forward(pixel_values, out);
+    out.check_written(eng.name());
+}
 
 }  // namespace rfdetr

@@ -1,69 +1,91 @@
-// The table of engines built into this binary: name -> factory. The one place that knows them all.
-#include "engine.h"
+// The table of engines this project knows: per name its precisions, whether it computes on the host's
+// cores, its factory, and why a build may lack it. The one place that knows them all.
+#include "engines/registry.h"
 
 #include "engines/cpu/cpu-engine.h"
 #include "engines/tt/tt-engine.h"
 
 namespace rfdetr {
 
-namespace {
-struct engine_entry {
-    const char * name;
-    std::unique_ptr<engine> (*create)(const std::string & weights_dir, const engine_options & opts);
-    const char * (*unbuilt_reason)();  // nullptr: always built; else non-null reason when this build lacks it
-};
+const engine_table & engine_registry() {
+    // cpu: fp32, or int8 weight GEMMs (cpu-engine.cpp). tt-host: fp32, or bf16 = the device plan's numerics
+    // modelled on the host (tt-ops-host.cpp). tt: the card runs only the device precision plan (tt-graph.h,
+    // "device": bf16 activations with fp32 weights, accumulation and residual stream), so bf16 alone.
+    static const engine_table table = {
+        {"cpu", {"fp32", "int8"}, true, cpu_engine_create, nullptr},
+        {"tt", {"bf16"}, false, tt_engine_create, tt_engine_unbuilt_reason},
+        {"tt-host", {"fp32", "bf16"}, true, tt_host_engine_create, nullptr},
+    };
+    return table;
+}
 
-// Engines register here as they are built (cpu, tt, tt-host).
-const engine_entry k_engines[] = {
-    {"cpu", cpu_engine_create, nullptr},
-    {"tt", tt_engine_create, tt_engine_unbuilt_reason},  // without RFDETR_WITH_TTNN: refuses, says how to build
-    {"tt-host", tt_host_engine_create, nullptr},
-};
-}  // namespace
+const engine_entry * engine_find(const engine_table & table, const std::string & name) {
+    for (const auto & e : table) {
+        if (e.name == name) {
+            return &e;
+        }
+    }
+    return nullptr;
+}
 
-std::vector<std::string> engine_names() {
+std::string engine_unbuilt_reason(const engine_entry & e) {
+    const char * why = e.unbuilt_reason ? e.unbuilt_reason() : nullptr;
+    return why ? why : "";
+}
+
+std::string engine_precision_error(const engine_entry & e, const std::string & precision) {
+    std::string have;
+    for (const auto & p : e.precisions) {
+        if (p == precision) {
+            return "";
+        }
+        have += (have.empty() ? "" : ", ") + p;
+    }
+    return "engine '" + e.name + "' cannot run --precision '" + precision + "'; it runs " + have + " (default " +
+           e.precisions.front() + "): pass one of those, or choose another --engine";
+}
+
+std::vector<std::string> engine_names(const engine_table & table) {
     std::vector<std::string> names;
-    for (const auto & e : k_engines) {
-        if (e.name && !(e.unbuilt_reason && e.unbuilt_reason())) {
-            names.emplace_back(e.name);
+    for (const auto & e : table) {
+        if (engine_unbuilt_reason(e).empty()) {
+            names.push_back(e.name);
         }
     }
     return names;
 }
 
-std::vector<std::string> engine_unbuilt_names() {
-    std::vector<std::string> names;
-    for (const auto & e : k_engines) {
-        if (e.name && e.unbuilt_reason && e.unbuilt_reason()) {
-            names.emplace_back(e.name);
-        }
-    }
-    return names;
+std::vector<std::string> engine_names() {
+    return engine_names(engine_registry());
 }
 
 std::string engine_unbuilt_reason(const std::string & name) {
-    for (const auto & e : k_engines) {
-        if (e.name && name == e.name && e.unbuilt_reason) {
-            const char * why = e.unbuilt_reason();
-            return why ? why : "";
-        }
-    }
-    return "";
+    const engine_entry * e = engine_find(engine_registry(), name);
+    return e ? engine_unbuilt_reason(*e) : "";
 }
 
 std::unique_ptr<engine> engine_create(const std::string & name, const std::string & weights_dir,
                                       const engine_options & opts) {
-    for (const auto & e : k_engines) {
-        if (e.name && name == e.name) {
-            return e.create(weights_dir, opts);
+    const engine_entry * e = engine_find(engine_registry(), name);
+    if (!e) {
+        std::string known;
+        for (const auto & n : engine_names()) {
+            known += (known.empty() ? "" : ", ") + n;
         }
+        throw error("engine_create: unknown engine '" + name + "'; this sidecar was built with: " +
+                    (known.empty() ? "(none)" : known));
     }
-    std::string known;
-    for (const auto & n : engine_names()) {
-        known += (known.empty() ? "" : ", ") + n;
+    engine_options o = opts;
+    if (o.precision.empty()) {
+        o.precision = e->precisions.front();
     }
-    throw error("engine_create: unknown engine '" + name + "'; this sidecar was built with: " +
-                (known.empty() ? "(none)" : known));
+    if (const std::string err = engine_precision_error(*e, o.precision); !err.empty()) {
+        throw error("engine_create: " + err);
+    }
+    if (const std::string why = engine_unbuilt_reason(*e); !why.empty()) {
+        throw error(why);
+    }
+    return e->create(weights_dir, o);
 }
 
 }  // namespace rfdetr

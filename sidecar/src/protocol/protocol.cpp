@@ -1,5 +1,7 @@
-// The sidecar protocol codec on msgpack-cxx (Debian libmsgpack-cxx-dev). See sidecar/PROTOCOL.md.
-#include "protocol/protocol.h"
+// The sidecar protocol codec on msgpack-cxx (Debian libmsgpack-cxx-dev), its reader: the envelope (length, one
+// map, string keys, the id, the op) and which fields each message must carry. Field values: protocol-fields.cpp;
+// the writer: protocol-encode.cpp. See sidecar/PROTOCOL.md.
+#include "protocol/protocol-internal.h"
 
 #ifndef MSGPACK_NO_BOOST
 #define MSGPACK_NO_BOOST
@@ -43,9 +45,16 @@ const char * wire_op_str(wire_op op) {
 
 namespace {
 
-// Limits passed to the unpacker so a hostile header cannot make it allocate: a frame holds at most one
-// map of a few keys (one of them the image map), the labels array and a few binaries.
+using wire::as_string;
+using wire::k_field_names;
+using wire::key_is;
+using wire::type_str;
+
 const char * const k_ops_text = "infer, ping, shutdown, shm_attach, decoders";
+
+// Limits passed to the unpacker so a hostile header cannot make it allocate: a frame holds at most one
+// map of a few keys (one of them the image map or the outputs map), the labels array and a few binaries; the
+// deepest value is a hello output's shape (message, outputs, one output, its shape).
 
 const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 32, /*str*/ 1u << 20,
                                            /*bin*/ k_max_frame_bytes, /*ext*/ 0, /*depth*/ 4);
@@ -53,63 +62,6 @@ const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 32, /*str*/ 1
 // Strings and binaries point into the payload instead of being copied (pixel_values is 3.7 MB).
 bool reference_all(msgpack::type::object_type, std::size_t, void *) {
     return true;
-}
-
-struct field_name {
-    const char * name;
-    wire_field   field;
-};
-
-// The canonical key order (after "id"). encode_frame() writes in this order.
-const field_name k_field_names[] = {
-    {"op", WIRE_FIELD_OP},
-    {"ok", WIRE_FIELD_OK},
-    {"protocol_version", WIRE_FIELD_PROTOCOL_VERSION},
-    {"sidecar_version", WIRE_FIELD_SIDECAR_VERSION},
-    {"engine", WIRE_FIELD_ENGINE},
-    {"device", WIRE_FIELD_DEVICE},
-    {"input_shape", WIRE_FIELD_INPUT_SHAPE},
-    {"num_queries", WIRE_FIELD_NUM_QUERIES},
-    {"num_classes", WIRE_FIELD_NUM_CLASSES},
-    {"labels", WIRE_FIELD_LABELS},
-    {"variant", WIRE_FIELD_VARIANT},
-    {"image", WIRE_FIELD_IMAGE},
-    {"pixel_values", WIRE_FIELD_PIXEL_VALUES},
-    {"image_shm", WIRE_FIELD_IMAGE_SHM},
-    {"image_encoded", WIRE_FIELD_IMAGE_ENCODED},
-    {"logits", WIRE_FIELD_LOGITS},
-    {"pred_boxes", WIRE_FIELD_PRED_BOXES},
-    {"decode_ms", WIRE_FIELD_DECODE_MS},
-    {"preprocess_ms", WIRE_FIELD_PREPROCESS_MS},
-    {"forward_ms", WIRE_FIELD_FORWARD_MS},
-    {"shm", WIRE_FIELD_SHM},
-    {"decoders", WIRE_FIELD_DECODERS},
-    {"error", WIRE_FIELD_ERROR},
-};
-
-const char * type_str(const msgpack::object & o) {
-    switch (o.type) {
-        case msgpack::type::NIL: return "nil";
-        case msgpack::type::BOOLEAN: return "boolean";
-        case msgpack::type::POSITIVE_INTEGER: return "unsigned integer";
-        case msgpack::type::NEGATIVE_INTEGER: return "negative integer";
-        case msgpack::type::FLOAT32: return "float32";
-        case msgpack::type::FLOAT64: return "float64";
-        case msgpack::type::STR: return "string";
-        case msgpack::type::BIN: return "binary";
-        case msgpack::type::ARRAY: return "array";
-        case msgpack::type::MAP: return "map";
-        case msgpack::type::EXT: return "ext";
-    }
-    return "unknown";
-}
-
-std::string as_string(const msgpack::object & o) {
-    return std::string(o.via.str.ptr, o.via.str.size);
-}
-
-bool key_is(const msgpack::object & key, const char * name) {
-    return key.via.str.size == std::strlen(name) && std::memcmp(key.via.str.ptr, name, key.via.str.size) == 0;
 }
 
 decode_result fail(wire_error code, uint64_t id, std::string text) {
@@ -120,284 +72,18 @@ decode_result fail(wire_error code, uint64_t id, std::string text) {
     return r;
 }
 
-std::string expected(const char * field, const char * what, const msgpack::object & got) {
-    return std::string("field '") + field + "' must be " + what + ", got " + type_str(got);
-}
-
-// A non-negative number (uint or float) into `dst`; an error text, or "".
-std::string decode_ms(const char * name, const msgpack::object & v, double & dst) {
-    if (v.type == msgpack::type::FLOAT32 || v.type == msgpack::type::FLOAT64) {
-        dst = v.via.f64;
-    } else if (v.type == msgpack::type::POSITIVE_INTEGER) {
-        dst = static_cast<double>(v.via.u64);
-    } else {
-        return expected(name, "a number", v);
-    }
-    if (!(dst >= 0.0)) {
-        return std::string("field '") + name + "' must be a non-negative number";
-    }
-    return "";
-}
-
-// A map field whose keys are exactly `names`, each once, string keys, no others: take(j, "field.key", value)
-// checks and stores key j's value and returns what was wrong, or "". A missing key is named, in `names` order.
-template <size_t N, typename Take>
-std::string decode_keyed_map(const char * field, const char * const (&names)[N], const msgpack::object & v, Take take) {
-    const auto list = [&names] {
-        std::string l;
-        for (size_t j = 0; j < N; j++) {
-            l += (j ? ", " : "") + std::string(names[j]);
-        }
-        return l;
-    };
-    if (v.type != msgpack::type::MAP) {
-        return expected(field, ("a map {" + list() + "}").c_str(), v);
-    }
-    bool have[N] = {};
-    for (uint32_t i = 0; i < v.via.map.size; i++) {
-        const auto & k = v.via.map.ptr[i].key;
-        if (k.type != msgpack::type::STR) {
-            return std::string("field '") + field + "' must have string keys, got " + type_str(k);
-        }
-        size_t which = N;
-        for (size_t j = 0; j < N; j++) {
-            if (key_is(k, names[j]) && !have[j]) {
-                which = j;
-            }
-        }
-        if (which == N) {
-            return std::string("field '") + field + "' has an unknown or repeated key '" + as_string(k) + "'; expected " +
-                   list();
-        }
-        std::string err = take(which, std::string(field) + "." + names[which], v.via.map.ptr[i].val);
-        if (!err.empty()) {
-            return err;
-        }
-        have[which] = true;
-    }
-    for (size_t j = 0; j < N; j++) {
-        if (!have[j]) {
-            return std::string("field '") + field + "' lacks '" + names[j] + "'; expected {" + list() + "}";
+// What a hello with `have` lacks or carries too many of, against the version's `want`.
+std::string hello_fields_error(uint32_t want, uint32_t have) {
+    const char * version = want == k_hello_fields_v2 ? "a version-2" : want == k_hello_fields_v3 ? "a version-3" : "a version-4";
+    std::string  missing, extra;
+    for (const auto & fn : k_field_names) {
+        std::string & list = (want & ~have & fn.field) ? missing : extra;
+        if ((want ^ have) & fn.field) {
+            list += (list.empty() ? "'" : ", '") + std::string(fn.name) + "'";
         }
     }
-    return "";
-}
-
-std::string take_uint(const std::string & full, const msgpack::object & ev, uint64_t & dst) {
-    if (ev.type != msgpack::type::POSITIVE_INTEGER) {
-        return expected(full.c_str(), "an unsigned integer", ev);
-    }
-    dst = ev.via.u64;
-    return "";
-}
-
-std::string take_bin(const std::string & full, const char * what, const msgpack::object & ev, byte_view & dst) {
-    if (ev.type != msgpack::type::BIN) {
-        return expected(full.c_str(), what, ev);
-    }
-    dst = {reinterpret_cast<const uint8_t *>(ev.via.bin.ptr), ev.via.bin.size};
-    return "";
-}
-
-std::string take_str(const std::string & full, const char * what, const msgpack::object & ev, std::string & dst) {
-    if (ev.type != msgpack::type::STR) {
-        return expected(full.c_str(), what, ev);
-    }
-    dst = as_string(ev);
-    return "";
-}
-
-// The image map {width, height, rgb}.
-std::string decode_image(const msgpack::object & v, message & out) {
-    static const char * const names[] = {"width", "height", "rgb"};
-    return decode_keyed_map("image", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
-        return j == 2 ? take_bin(full, "binary (RGB u8, row-major)", ev, out.image_rgb)
-                      : take_uint(full, ev, j == 0 ? out.image_width : out.image_height);
-    });
-}
-
-// The shared-memory image reference {name, offset, length, width, height}.
-std::string decode_image_shm(const msgpack::object & v, message & out) {
-    static const char * const names[] = {"name", "offset", "length", "width", "height"};
-    return decode_keyed_map("image_shm", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
-        uint64_t * const dst[] = {nullptr, &out.shm_offset, &out.shm_length, &out.image_width, &out.image_height};
-        return j == 0 ? take_str(full, "a string (a slot file's name)", ev, out.shm_name) : take_uint(full, ev, *dst[j]);
-    });
-}
-
-// The image file {format, width, height, bytes}.
-std::string decode_image_encoded(const msgpack::object & v, message & out) {
-    static const char * const names[] = {"format", "width", "height", "bytes"};
-    return decode_keyed_map("image_encoded", names, v, [&out](size_t j, const std::string & full, const msgpack::object & ev) {
-        if (j == 0) {
-            return take_str(full, "a string (\"jpeg\" or \"png\")", ev, out.encoded_format_name);
-        }
-        if (j == 3) {
-            return take_bin(full, "binary (the image file)", ev, out.encoded_bytes);
-        }
-        return take_uint(full, ev, j == 1 ? out.image_width : out.image_height);
-    });
-}
-
-// An array of strings (labels, decoders) into `dst`.
-std::string decode_strings(const char * name, const msgpack::object & v, std::vector<std::string> & dst) {
-    if (v.type != msgpack::type::ARRAY) {
-        return expected(name, "an array of strings", v);
-    }
-    for (uint32_t i = 0; i < v.via.array.size; i++) {
-        if (v.via.array.ptr[i].type != msgpack::type::STR) {
-            return expected(name, "an array of strings", v.via.array.ptr[i]);
-        }
-        dst.push_back(as_string(v.via.array.ptr[i]));
-    }
-    return "";
-}
-
-// The shm_attach reply's {paths, slot_bytes}.
-std::string decode_shm(const msgpack::object & v, message & out) {
-    if (v.type != msgpack::type::MAP || v.via.map.size != 2) {
-        return expected("shm", "a map {paths, slot_bytes}", v);
-    }
-    bool have_paths = false, have_bytes = false;
-    for (uint32_t i = 0; i < 2; i++) {
-        const auto & k  = v.via.map.ptr[i].key;
-        const auto & ev = v.via.map.ptr[i].val;
-        if (k.type == msgpack::type::STR && key_is(k, "paths") && !have_paths) {
-            if (ev.type != msgpack::type::ARRAY) {
-                return expected("shm.paths", "an array of strings", ev);
-            }
-            for (uint32_t j = 0; j < ev.via.array.size; j++) {
-                if (ev.via.array.ptr[j].type != msgpack::type::STR) {
-                    return expected("shm.paths", "an array of strings", ev.via.array.ptr[j]);
-                }
-                out.shm_paths.push_back(as_string(ev.via.array.ptr[j]));
-            }
-            have_paths = true;
-        } else if (k.type == msgpack::type::STR && key_is(k, "slot_bytes") && !have_bytes) {
-            if (ev.type != msgpack::type::POSITIVE_INTEGER) {
-                return expected("shm.slot_bytes", "an unsigned integer", ev);
-            }
-            out.shm_slot_bytes = ev.via.u64;
-            have_bytes         = true;
-        } else {
-            return "field 'shm' has an unknown or repeated key; expected paths, slot_bytes";
-        }
-    }
-    return "";
-}
-
-// Decodes one known field into `out`; returns an error text, or "" when the value is well-typed.
-std::string decode_field(wire_field f, const char * name, const msgpack::object & v, message & out) {
-    switch (f) {
-        case WIRE_FIELD_OK:
-            if (v.type != msgpack::type::BOOLEAN) {
-                return expected(name, "a boolean", v);
-            }
-            out.ok = v.via.boolean;
-            return "";
-        case WIRE_FIELD_PROTOCOL_VERSION:
-        case WIRE_FIELD_NUM_QUERIES:
-        case WIRE_FIELD_NUM_CLASSES: {
-            if (v.type != msgpack::type::POSITIVE_INTEGER) {
-                return expected(name, "an unsigned integer", v);
-            }
-            uint64_t & dst = f == WIRE_FIELD_PROTOCOL_VERSION ? out.protocol_version
-                             : f == WIRE_FIELD_NUM_QUERIES    ? out.num_queries
-                                                              : out.num_classes;
-            dst = v.via.u64;
-            return "";
-        }
-        case WIRE_FIELD_SIDECAR_VERSION:
-        case WIRE_FIELD_ENGINE:
-        case WIRE_FIELD_DEVICE:
-        case WIRE_FIELD_VARIANT: {
-            if (v.type != msgpack::type::STR) {
-                return expected(name, "a string", v);
-            }
-            std::string & dst = f == WIRE_FIELD_SIDECAR_VERSION ? out.sidecar_version
-                                : f == WIRE_FIELD_ENGINE        ? out.engine
-                                : f == WIRE_FIELD_DEVICE        ? out.device
-                                                                : out.variant;
-            dst = as_string(v);
-            return "";
-        }
-        case WIRE_FIELD_INPUT_SHAPE:
-            if (v.type != msgpack::type::ARRAY || v.via.array.size != 3) {
-                return expected(name, "an array of 3 unsigned integers", v);
-            }
-            for (uint32_t i = 0; i < 3; i++) {
-                if (v.via.array.ptr[i].type != msgpack::type::POSITIVE_INTEGER) {
-                    return expected(name, "an array of 3 unsigned integers", v.via.array.ptr[i]);
-                }
-                out.input_shape.push_back(v.via.array.ptr[i].via.u64);
-            }
-            return "";
-        case WIRE_FIELD_LABELS: return decode_strings(name, v, out.labels);
-        case WIRE_FIELD_DECODERS: return decode_strings(name, v, out.decoders);
-        case WIRE_FIELD_PIXEL_VALUES:
-        case WIRE_FIELD_LOGITS:
-        case WIRE_FIELD_PRED_BOXES: {
-            if (v.type != msgpack::type::BIN) {
-                return expected(name, "binary (f32 little-endian)", v);
-            }
-            if (v.via.bin.size % 4 != 0) {
-                return std::string("field '") + name + "' must hold whole f32 values, got " +
-                       std::to_string(v.via.bin.size) + " bytes";
-            }
-            byte_view & dst = f == WIRE_FIELD_PIXEL_VALUES ? out.pixel_values
-                              : f == WIRE_FIELD_LOGITS     ? out.logits
-                                                           : out.pred_boxes;
-            dst.data = reinterpret_cast<const uint8_t *>(v.via.bin.ptr);
-            dst.size = v.via.bin.size;
-            return "";
-        }
-        case WIRE_FIELD_IMAGE: return decode_image(v, out);
-        case WIRE_FIELD_IMAGE_SHM: return decode_image_shm(v, out);
-        case WIRE_FIELD_IMAGE_ENCODED: return decode_image_encoded(v, out);
-        case WIRE_FIELD_SHM: return decode_shm(v, out);
-        case WIRE_FIELD_DECODE_MS: return decode_ms(name, v, out.decode_ms);
-        case WIRE_FIELD_PREPROCESS_MS: return decode_ms(name, v, out.preprocess_ms);
-        case WIRE_FIELD_FORWARD_MS: return decode_ms(name, v, out.forward_ms);
-        case WIRE_FIELD_ERROR: {
-            if (v.type != msgpack::type::MAP) {
-                return expected(name, "a map {code, message}", v);
-            }
-            bool have_code = false;
-            bool have_message = false;
-            for (uint32_t i = 0; i < v.via.map.size; i++) {
-                const auto & k  = v.via.map.ptr[i].key;
-                const auto & ev = v.via.map.ptr[i].val;
-                if (k.type != msgpack::type::STR) {
-                    return "field 'error' must have string keys";
-                }
-                if (key_is(k, "code") && !have_code) {
-                    if (ev.type != msgpack::type::STR) {
-                        return expected("error.code", "a string", ev);
-                    }
-                    out.error_code = wire_error_from_str(ev.via.str.ptr, ev.via.str.size);
-                    if (out.error_code == wire_error::WIRE_ERROR_NONE) {
-                        return "field 'error.code' is '" + as_string(ev) + "', which is not in the error table";
-                    }
-                    have_code = true;
-                } else if (key_is(k, "message") && !have_message) {
-                    if (ev.type != msgpack::type::STR) {
-                        return expected("error.message", "a string", ev);
-                    }
-                    out.error_message = as_string(ev);
-                    have_message = true;
-                } else {
-                    return "field 'error' has an unknown or repeated key '" + as_string(k) + "'";
-                }
-            }
-            if (!have_code || !have_message) {
-                return "field 'error' must carry both 'code' and 'message'";
-            }
-            return "";
-        }
-        case WIRE_FIELD_OP:
-            break;
-    }
-    return "";
+    return std::string("hello must carry exactly the fields of ") + version + " hello in PROTOCOL.md" +
+           (missing.empty() ? "" : "; it lacks " + missing) + (extra.empty() ? "" : "; it has no place for " + extra);
 }
 
 }  // namespace
@@ -494,7 +180,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         if (key_is(k, "id") || key_is(k, "op")) {
             continue;
         }
-        const field_name * known = nullptr;
+        const wire::field_name * known = nullptr;
         for (const auto & fn : k_field_names) {
             if (key_is(k, fn.name)) {
                 known = &fn;
@@ -503,7 +189,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         if (!known) {
             return fail(wire_error::WIRE_ERROR_FIELD, id, "unknown field '" + as_string(k) + "'");
         }
-        std::string err = decode_field(known->field, known->name, root.via.map.ptr[i].val, out);
+        std::string err = wire::decode_field(known->field, known->name, root.via.map.ptr[i].val, out);
         if (!err.empty()) {
             return fail(wire_error::WIRE_ERROR_FIELD, id, err);
         }
@@ -514,16 +200,14 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
     if (out.has(WIRE_FIELD_OK)) {
         // From the sidecar: the hello, or a reply.
         if (out.op == wire_op::WIRE_OP_HELLO) {
-            // Version 2 (an older sidecar) has no `variant`; every other version carries it.
-            const uint32_t want = out.has(WIRE_FIELD_PROTOCOL_VERSION) &&
-                                          out.protocol_version == k_protocol_version_without_variant
-                                      ? k_hello_fields_v2
-                                      : k_hello_fields;
+            // The version says which fields: 2 (an older sidecar) has no `variant`, 3 no task, outputs,
+            // precision, precisions or host_cores; every other version carries version 4's.
+            const uint64_t v    = out.has(WIRE_FIELD_PROTOCOL_VERSION) ? out.protocol_version : k_protocol_version;
+            const uint32_t want = v == k_protocol_version_v2 ? k_hello_fields_v2
+                                  : v == k_protocol_version_v3 ? k_hello_fields_v3
+                                                               : k_hello_fields;
             if (out.fields != want) {
-                return fail(wire_error::WIRE_ERROR_FIELD, id,
-                            want == k_hello_fields ? "hello must carry exactly the fields in PROTOCOL.md"
-                                                   : "a version-2 hello must carry exactly the version-2 fields "
-                                                     "in PROTOCOL.md (no 'variant')");
+                return fail(wire_error::WIRE_ERROR_FIELD, id, hello_fields_error(want, out.fields));
             }
             if (out.labels.size() != out.num_classes) {
                 return fail(wire_error::WIRE_ERROR_FIELD, id,
@@ -541,14 +225,16 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
             }
             return decode_result{};
         }
-        const uint32_t infer_reply =
-            WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
-        if (payload_fields != 0 && payload_fields != infer_reply &&
-            payload_fields != (infer_reply | WIRE_FIELD_DECODE_MS) && payload_fields != WIRE_FIELD_SHM &&
-            payload_fields != WIRE_FIELD_DECODERS) {
+        // An infer reply: version 4's `outputs`, or a version-3 sidecar's top-level logits and pred_boxes.
+        const uint32_t timing   = WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
+        const uint32_t infer    = payload_fields & ~WIRE_FIELD_DECODE_MS;
+        const bool     is_infer = infer == (WIRE_FIELD_OUTPUTS | timing) ||
+                              infer == (WIRE_FIELD_V3_LOGITS | WIRE_FIELD_V3_PRED_BOXES | timing);
+        if (payload_fields != 0 && !is_infer && payload_fields != WIRE_FIELD_SHM && payload_fields != WIRE_FIELD_DECODERS) {
             return fail(wire_error::WIRE_ERROR_FIELD, id,
-                        "an ok reply carries nothing, exactly logits, pred_boxes, preprocess_ms and forward_ms (and "
-                        "decode_ms after image_encoded), exactly shm, or exactly decoders");
+                        "an ok reply carries nothing, exactly outputs, preprocess_ms and forward_ms (and decode_ms "
+                        "after image_encoded; a version-3 sidecar: logits and pred_boxes for outputs), exactly shm, "
+                        "or exactly decoders");
         }
         return decode_result{};
     }
@@ -594,161 +280,6 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
                         "bytes}");
     }
     return decode_result{};
-}
-
-namespace {
-struct vector_writer {
-    std::vector<uint8_t> & out;
-    void write(const char * p, size_t n) { out.insert(out.end(), p, p + n); }
-};
-
-void pack_str(msgpack::packer<vector_writer> & pk, const std::string & s) {
-    pk.pack_str(static_cast<uint32_t>(s.size()));
-    pk.pack_str_body(s.data(), static_cast<uint32_t>(s.size()));
-}
-
-void pack_bin(msgpack::packer<vector_writer> & pk, const byte_view & b) {
-    pk.pack_bin(static_cast<uint32_t>(b.size));
-    pk.pack_bin_body(reinterpret_cast<const char *>(b.data), static_cast<uint32_t>(b.size));
-}
-
-// msgpackr writes integral numbers below 2^32 as integers; mirror it so encodings agree.
-void pack_ms(msgpack::packer<vector_writer> & pk, double ms) {
-    if (ms >= 0.0 && ms < 4294967296.0 && ms == static_cast<double>(static_cast<uint64_t>(ms))) {
-        pk.pack_uint64(static_cast<uint64_t>(ms));
-    } else {
-        pk.pack_double(ms);
-    }
-}
-}  // namespace
-
-void encode_frame(const message & m, std::vector<uint8_t> & out) {
-    const size_t start = out.size();
-    out.resize(start + k_frame_header);
-    vector_writer                 w{out};
-    msgpack::packer<vector_writer> pk(w);
-
-    uint32_t count = 1;
-    for (const auto & fn : k_field_names) {
-        count += m.has(fn.field) ? 1 : 0;
-    }
-    pk.pack_map(count);
-    pack_str(pk, "id");
-    pk.pack_uint64(m.id);
-    for (const auto & fn : k_field_names) {
-        if (!m.has(fn.field)) {
-            continue;
-        }
-        pack_str(pk, fn.name);
-        switch (fn.field) {
-            case WIRE_FIELD_OP: pack_str(pk, wire_op_str(m.op)); break;
-            case WIRE_FIELD_OK: m.ok ? pk.pack_true() : pk.pack_false(); break;
-            case WIRE_FIELD_PROTOCOL_VERSION: pk.pack_uint64(m.protocol_version); break;
-            case WIRE_FIELD_SIDECAR_VERSION: pack_str(pk, m.sidecar_version); break;
-            case WIRE_FIELD_ENGINE: pack_str(pk, m.engine); break;
-            case WIRE_FIELD_DEVICE: pack_str(pk, m.device); break;
-            case WIRE_FIELD_INPUT_SHAPE:
-                pk.pack_array(static_cast<uint32_t>(m.input_shape.size()));
-                for (uint64_t d : m.input_shape) {
-                    pk.pack_uint64(d);
-                }
-                break;
-            case WIRE_FIELD_NUM_QUERIES: pk.pack_uint64(m.num_queries); break;
-            case WIRE_FIELD_NUM_CLASSES: pk.pack_uint64(m.num_classes); break;
-            case WIRE_FIELD_LABELS:
-                pk.pack_array(static_cast<uint32_t>(m.labels.size()));
-                for (const auto & l : m.labels) {
-                    pack_str(pk, l);
-                }
-                break;
-            case WIRE_FIELD_VARIANT: pack_str(pk, m.variant); break;
-            case WIRE_FIELD_IMAGE:
-                pk.pack_map(3);
-                pack_str(pk, "width");
-                pk.pack_uint64(m.image_width);
-                pack_str(pk, "height");
-                pk.pack_uint64(m.image_height);
-                pack_str(pk, "rgb");
-                pack_bin(pk, m.image_rgb);
-                break;
-            case WIRE_FIELD_PIXEL_VALUES: pack_bin(pk, m.pixel_values); break;
-            case WIRE_FIELD_IMAGE_SHM:
-                pk.pack_map(5);
-                pack_str(pk, "name");
-                pack_str(pk, m.shm_name);
-                pack_str(pk, "offset");
-                pk.pack_uint64(m.shm_offset);
-                pack_str(pk, "length");
-                pk.pack_uint64(m.shm_length);
-                pack_str(pk, "width");
-                pk.pack_uint64(m.image_width);
-                pack_str(pk, "height");
-                pk.pack_uint64(m.image_height);
-                break;
-            case WIRE_FIELD_IMAGE_ENCODED:
-                pk.pack_map(4);
-                pack_str(pk, "format");
-                pack_str(pk, m.encoded_format_name);
-                pack_str(pk, "width");
-                pk.pack_uint64(m.image_width);
-                pack_str(pk, "height");
-                pk.pack_uint64(m.image_height);
-                pack_str(pk, "bytes");
-                pack_bin(pk, m.encoded_bytes);
-                break;
-            case WIRE_FIELD_DECODERS:
-                pk.pack_array(static_cast<uint32_t>(m.decoders.size()));
-                for (const auto & d : m.decoders) {
-                    pack_str(pk, d);
-                }
-                break;
-            case WIRE_FIELD_SHM:
-                pk.pack_map(2);
-                pack_str(pk, "paths");
-                pk.pack_array(static_cast<uint32_t>(m.shm_paths.size()));
-                for (const auto & p : m.shm_paths) {
-                    pack_str(pk, p);
-                }
-                pack_str(pk, "slot_bytes");
-                pk.pack_uint64(m.shm_slot_bytes);
-                break;
-            case WIRE_FIELD_LOGITS: pack_bin(pk, m.logits); break;
-            case WIRE_FIELD_PRED_BOXES: pack_bin(pk, m.pred_boxes); break;
-            case WIRE_FIELD_DECODE_MS: pack_ms(pk, m.decode_ms); break;
-            case WIRE_FIELD_PREPROCESS_MS: pack_ms(pk, m.preprocess_ms); break;
-            case WIRE_FIELD_FORWARD_MS: pack_ms(pk, m.forward_ms); break;
-            case WIRE_FIELD_ERROR:
-                pk.pack_map(2);
-                pack_str(pk, "code");
-                pack_str(pk, wire_error_str(m.error_code));
-                pack_str(pk, "message");
-                pack_str(pk, m.error_message);
-                break;
-        }
-    }
-    const uint32_t len = static_cast<uint32_t>(out.size() - start - k_frame_header);
-    out[start + 0]     = static_cast<uint8_t>(len);
-    out[start + 1]     = static_cast<uint8_t>(len >> 8);
-    out[start + 2]     = static_cast<uint8_t>(len >> 16);
-    out[start + 3]     = static_cast<uint8_t>(len >> 24);
-}
-
-message make_error_reply(uint64_t id, wire_error code, const std::string & text) {
-    message m;
-    m.id            = id;
-    m.fields        = WIRE_FIELD_OK | WIRE_FIELD_ERROR;
-    m.ok            = false;
-    m.error_code    = code;
-    m.error_message = text;
-    return m;
-}
-
-message make_ok_reply(uint64_t id) {
-    message m;
-    m.id     = id;
-    m.fields = WIRE_FIELD_OK;
-    m.ok     = true;
-    return m;
 }
 
 }  // namespace rfdetr

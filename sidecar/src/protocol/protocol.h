@@ -12,9 +12,12 @@
 
 namespace rfdetr {
 
-// Version 3 added the hello's `variant`; a client speaks 3 and 2 (PROTOCOL.md, "Versions").
-constexpr uint32_t k_protocol_version = 3;
-constexpr uint32_t k_protocol_version_without_variant = 2;
+// Version 4: the hello declares the task, the head outputs, precision, precisions and host_cores, and the infer
+// reply carries the outputs by name. The sidecar speaks 4 only; the codec also reads and writes an older
+// sidecar's version-3 and version-2 frames (the golden frames both languages share; PROTOCOL.md, "Versions").
+constexpr uint32_t k_protocol_version    = 4;
+constexpr uint32_t k_protocol_version_v3 = 3;  // hello with `variant`, reply with top-level logits and pred_boxes
+constexpr uint32_t k_protocol_version_v2 = 2;  // hello without `variant`
 constexpr uint32_t k_max_image_side   = 8192;
 // The largest image the HTTP side accepts (8192x8192 RGB) plus room for the envelope.
 constexpr uint32_t k_max_frame_bytes  = k_max_image_side * k_max_image_side * 3u + 65536u;  // 201392128
@@ -46,8 +49,8 @@ enum wire_field : uint32_t {
     WIRE_FIELD_LABELS           = 1u << 9,
     WIRE_FIELD_IMAGE            = 1u << 10,
     WIRE_FIELD_PIXEL_VALUES     = 1u << 11,
-    WIRE_FIELD_LOGITS           = 1u << 12,
-    WIRE_FIELD_PRED_BOXES       = 1u << 13,
+    WIRE_FIELD_V3_LOGITS        = 1u << 12,  // a version-3 infer reply's; version 4 has `outputs`
+    WIRE_FIELD_V3_PRED_BOXES    = 1u << 13,
     WIRE_FIELD_PREPROCESS_MS    = 1u << 14,
     WIRE_FIELD_FORWARD_MS       = 1u << 15,
     WIRE_FIELD_ERROR            = 1u << 16,
@@ -57,19 +60,40 @@ enum wire_field : uint32_t {
     WIRE_FIELD_IMAGE_ENCODED    = 1u << 20,
     WIRE_FIELD_DECODE_MS        = 1u << 21,
     WIRE_FIELD_DECODERS         = 1u << 22,
+    WIRE_FIELD_TASK             = 1u << 23,
+    WIRE_FIELD_OUTPUTS          = 1u << 24,  // the hello's output specs, or an infer reply's output values
+    WIRE_FIELD_PRECISION        = 1u << 25,
+    WIRE_FIELD_PRECISIONS       = 1u << 26,
+    WIRE_FIELD_HOST_CORES       = 1u << 27,
 };
 
-// A version-2 hello (an older sidecar's) carries these; version 3 adds `variant`.
+// A version-2 hello (an older sidecar's) carries these; version 3 adds `variant`; version 4 the task, outputs,
+// precision, precisions and host_cores.
 constexpr uint32_t k_hello_fields_v2 = WIRE_FIELD_OP | WIRE_FIELD_OK | WIRE_FIELD_PROTOCOL_VERSION |
                                        WIRE_FIELD_SIDECAR_VERSION | WIRE_FIELD_ENGINE | WIRE_FIELD_DEVICE |
                                        WIRE_FIELD_INPUT_SHAPE | WIRE_FIELD_NUM_QUERIES | WIRE_FIELD_NUM_CLASSES |
                                        WIRE_FIELD_LABELS;
-constexpr uint32_t k_hello_fields    = k_hello_fields_v2 | WIRE_FIELD_VARIANT;
+constexpr uint32_t k_hello_fields_v3 = k_hello_fields_v2 | WIRE_FIELD_VARIANT;
+constexpr uint32_t k_hello_fields    = k_hello_fields_v3 | WIRE_FIELD_TASK | WIRE_FIELD_OUTPUTS | WIRE_FIELD_PRECISION |
+                                    WIRE_FIELD_PRECISIONS | WIRE_FIELD_HOST_CORES;
 
 // A borrowed byte range (points into the payload it was decoded from, or into caller-owned memory).
 struct byte_view {
     const uint8_t * data = nullptr;
     size_t          size = 0;
+};
+
+// One head output as the hello declares it: {name, dtype, shape} ("f32" only today).
+struct wire_output_spec {
+    std::string           name;
+    std::string           dtype;
+    std::vector<uint64_t> shape;
+};
+
+// One head output's values in an infer reply: f32 little-endian, product(shape) of the hello's spec.
+struct wire_output {
+    std::string name;
+    byte_view   data;
 };
 
 struct message {
@@ -88,6 +112,11 @@ struct message {
     uint64_t                 num_classes = 0;
     std::vector<std::string> labels;
     std::string              variant;  // the loaded checkpoint's: "base", "nano", ... (schema::variant)
+    std::string                   task;          // "detect"
+    std::vector<wire_output_spec> output_specs;  // the hello's `outputs`, in reply order
+    std::string                   precision;     // what this engine instance runs
+    std::vector<std::string>      precisions;    // what the engine can run, its default first
+    bool                          host_cores = false;
 
     // infer request: exactly one of image {width, height, rgb}, pixel_values, image_shm and image_encoded
     uint64_t  image_width  = 0;
@@ -108,9 +137,10 @@ struct message {
     // shm_attach reply: shm {paths, slot_bytes}
     std::vector<std::string> shm_paths;
     uint64_t                 shm_slot_bytes = 0;
-    // infer reply
-    byte_view logits;
-    byte_view pred_boxes;
+    // infer reply: `outputs` (version 4), or a version-3 reply's top-level logits and pred_boxes
+    std::vector<wire_output> outputs;
+    byte_view                v3_logits;
+    byte_view                v3_pred_boxes;
     double    decode_ms     = 0.0;  // only after image_encoded (WIRE_FIELD_DECODE_MS)
     double    preprocess_ms = 0.0;
     double    forward_ms    = 0.0;

@@ -25,7 +25,7 @@ std::string side_error(const char * field, uint64_t width, uint64_t height) {
 
 }  // namespace
 
-std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
+std::vector<uint8_t> hello_frame(const engine & eng, const engine_entry & entry, int input_size) {
     message hello;
     hello.id               = 0;
     hello.fields           = k_hello_fields;
@@ -42,6 +42,13 @@ std::vector<uint8_t> hello_frame(const engine & eng, int input_size) {
     hello.labels           = eng.labels();
     hello.labels.resize(hello.num_classes, "N/A");
     hello.variant          = eng.variant();
+    hello.task             = eng.task();
+    for (const auto & o : eng.outputs()) {
+        hello.output_specs.push_back({o.name, "f32", o.shape});
+    }
+    hello.precision  = eng.precision();
+    hello.precisions = entry.precisions;
+    hello.host_cores = entry.host_cores;
     std::vector<uint8_t> f;
     encode_frame(hello, f);
     return f;

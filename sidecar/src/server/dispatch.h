@@ -2,7 +2,7 @@
 // the engine and the protocol's limits, and hand it to the pipeline.
 #pragma once
 
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "protocol/protocol.h"
 #include "server/pipeline.h"
 #include "server/shm.h"
@@ -14,8 +14,9 @@
 
 namespace rfdetr {
 
-// The hello frame every connection gets first.
-std::vector<uint8_t> hello_frame(const engine & eng, int input_size);
+// The hello frame every connection gets first: the loaded engine's facts, and its registry row's precisions
+// and host cores.
+std::vector<uint8_t> hello_frame(const engine & eng, const engine_entry & entry, int input_size);
 
 class dispatcher {
   public:

@@ -21,14 +21,15 @@ constexpr size_t k_pool_min_bytes  = 1u << 20;
 constexpr size_t k_pool_keep_bytes = 256u << 20;
 }  // namespace
 
-event_loop::event_loop(engine & eng, int input_size, listener & lst, int signal_fd, int frame_timeout_ms)
+event_loop::event_loop(engine & eng, const engine_entry & entry, int input_size, listener & lst, int signal_fd,
+                       int frame_timeout_ms)
     : lst_(lst),
       signal_fd_(signal_fd),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       frame_timeout_ms_(frame_timeout_ms),
       shm_(shm_dir_open(lst.path)),
       pool_(k_pool_min_bytes, k_pool_keep_bytes),
-      pipe_(eng, input_size, pool_,
+      pipe_(eng, entry.host_cores, input_size, pool_,
             [this] {
                 const uint64_t one = 1;
                 (void) !write(wake_fd_, &one, sizeof(one));
@@ -36,7 +37,7 @@ event_loop::event_loop(engine & eng, int input_size, listener & lst, int signal_
       dispatch_(
           pipe_, input_size, shm_, [this](uint64_t serial, const std::vector<uint8_t> & f) { send_frame(serial, f); },
           [this] { begin_stop(); }),
-      hello_frame_(hello_frame(eng, input_size)) {
+      hello_frame_(hello_frame(eng, entry, input_size)) {
     std::fprintf(stderr, "event_loop: %s\n",
                  pipe_.overlaps() ? "preprocess overlaps the forward (the engine does not use the host's cores)"
                                   : "preprocess runs on the forward thread (the engine uses the host's cores)");

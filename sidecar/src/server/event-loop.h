@@ -3,7 +3,7 @@
 // Pings are answered here at once, so they are answered while a forward runs.
 #pragma once
 
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "server/connection.h"
 #include "server/dispatch.h"
 #include "server/listen.h"
@@ -18,7 +18,9 @@ namespace rfdetr {
 
 class event_loop {
   public:
-    event_loop(engine & eng, int input_size, listener & lst, int signal_fd, int frame_timeout_ms);
+    // `entry`: the engine's registry row (its precisions and host cores, for the hello and the pipeline).
+    event_loop(engine & eng, const engine_entry & entry, int input_size, listener & lst, int signal_fd,
+               int frame_timeout_ms);
     ~event_loop();
 
     // Serves until a stop (signal or shutdown op) has finished the forward in progress and flushed replies.

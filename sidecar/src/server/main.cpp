@@ -2,5 +2,5 @@
 #include "server/server.h"
 
 int main(int argc, char ** argv) {
-    return rfdetr::sidecar_main(argc, argv, rfdetr::engine_factory_default());
+    return rfdetr::sidecar_main(argc, argv, rfdetr::engine_registry());
 }

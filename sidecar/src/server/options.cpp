@@ -129,10 +129,6 @@ options_status options_parse(int argc, const char * const * argv, const char * (
             return options_status::OPTIONS_USAGE_ERROR;
         }
     }
-    if (out.precision != "fp32" && out.precision != "bf16" && out.precision != "int8") {
-        error = "--precision '" + out.precision + "' is not fp32, bf16 (tt-host) or int8 (cpu)";
-        return options_status::OPTIONS_USAGE_ERROR;
-    }
     if (out.weights_dir.empty()) {
         error = "--weights DIR is required (a directory with model.safetensors and config.json; or set TT_RF_DETR_WEIGHTS)";
         return options_status::OPTIONS_USAGE_ERROR;
@@ -159,7 +155,7 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --weights DIR        model.safetensors + config.json (env TT_RF_DETR_WEIGHTS)\n"
            "  --threads N          CPU threads, 0 = physical cores (env RFDETR_THREADS; default 0)\n"
            "  --device-id N        accelerator index (env TT_DEVICE_ID; default 0)\n"
-           "  --precision P        fp32 (default) | bf16 (tt-host) | int8 (cpu: int8 weight GEMMs)\n"
+           "  --precision P        one of the engine's precisions (default: its first; --list-engines names them)\n"
            "  --frame-timeout-ms N a client that stops for N ms in the middle of a frame gets E_FRAME and is\n"
            "                       closed; idle clients between frames are never timed out (env\n"
            "                       RFDETR_FRAME_TIMEOUT_MS; default 30000)\n"
@@ -170,7 +166,8 @@ std::string options_help(const std::vector<std::string> & engines) {
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"
-           "                       \"unbuilt_reason\"}]}, the built ones first, an unbuilt one with how to build it\n"
+           "                       \"precisions\", \"default_precision\", \"host_cores\", \"unbuilt_reason\"}]}, the built\n"
+           "                       ones first, an unbuilt one with how to build it\n"
            "  --help, --version\n"
            "\n"
            "Flags beat environment variables. Exit status: 0 clean stop, 1 startup failure, 2 usage error.\n";

@@ -12,7 +12,7 @@ struct sidecar_options {
     std::string weights_dir;       // --weights / TT_RF_DETR_WEIGHTS
     int         threads   = 0;     // --threads / RFDETR_THREADS (0 = physical cores)
     int         device_id = 0;     // --device-id / TT_DEVICE_ID
-    std::string precision = "fp32";  // --precision fp32|bf16|int8
+    std::string precision;         // --precision: one of the engine's (registry.h); "" = the engine's default
     bool        exit_with_parent = false;
     bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
     int         frame_timeout_ms = 30000;  // --frame-timeout-ms / RFDETR_FRAME_TIMEOUT_MS: a half-sent frame's stall limit

@@ -27,17 +27,16 @@ constexpr size_t k_decoded_keep_bytes = 16u << 20;
 
 }  // namespace
 
-pipeline::pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake)
+pipeline::pipeline(engine & eng, bool host_cores, int input_size, frame_pool & pool, std::function<void()> wake)
     : eng_(eng),
       input_size_(input_size),
       pixel_count_(static_cast<size_t>(k_input_channels) * input_size * input_size),
-      overlap_(!eng.forward_uses_host_cores()),
+      overlap_(!host_cores),
       pool_(pool),
       wake_(std::move(wake)),
       prep_(input_size),
       inputs_(overlap_ ? 2 : 1, std::vector<float>(pixel_count_)),
-      logits_(static_cast<size_t>(eng.num_queries()) * eng.num_classes()),
-      boxes_(static_cast<size_t>(eng.num_queries()) * 4),
+      outputs_(eng.outputs()),
       slot_free_(inputs_.size(), true) {
     forward_thread_ = std::thread([this] { run_forward(); });
     if (overlap_) {
@@ -293,17 +292,20 @@ void pipeline::forward_and_reply(const prepared & p) {
     finished_reply d{p.conn_serial, {}};
     const auto     t0 = clock_type::now();
     try {
-        eng_.forward(inputs_[static_cast<size_t>(p.slot)].data(), logits_.data(), boxes_.data());
+        engine_forward(eng_, inputs_[static_cast<size_t>(p.slot)].data(), outputs_);
         message m       = make_ok_reply(p.id);
-        m.fields       |= WIRE_FIELD_LOGITS | WIRE_FIELD_PRED_BOXES | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
+        m.fields       |= WIRE_FIELD_OUTPUTS | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         m.forward_ms    = ms_since(t0);
         m.preprocess_ms = p.times.preprocess_ms;
         if (p.times.decoded) {
             m.fields    |= WIRE_FIELD_DECODE_MS;
             m.decode_ms  = p.times.decode_ms;
         }
-        m.logits        = {reinterpret_cast<const uint8_t *>(logits_.data()), logits_.size() * sizeof(float)};
-        m.pred_boxes    = {reinterpret_cast<const uint8_t *>(boxes_.data()), boxes_.size() * sizeof(float)};
+        for (size_t i = 0; i < outputs_.specs().size(); i++) {  // the hello's order
+            const auto & v = outputs_.values(i);
+            m.outputs.push_back(
+                {outputs_.specs()[i].name, {reinterpret_cast<const uint8_t *>(v.data()), v.size() * sizeof(float)}});
+        }
         encode_frame(m, d.frame);
     } catch (const std::exception & e) {
         std::fprintf(stderr, "pipeline: forward of request %llu failed: %s\n", static_cast<unsigned long long>(p.id),

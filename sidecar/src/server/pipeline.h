@@ -1,6 +1,6 @@
 // The preprocess + forward pipeline: requests go in FIFO order (over all connections) through a resize
 // stage and the engine, one forward at a time. For an engine that does not compute on the host's cores
-// (forward_uses_host_cores() false, e.g. a TT card) a stage thread resizes request N+1 while request N is on
+// (its registry row's host_cores false, e.g. a TT card) a stage thread resizes request N+1 while request N is on
 // the engine, with one prepared input waiting at most (two input buffers); for host engines the forward
 // thread resizes just before each forward, so the resize never competes with the engine's threads. An image
 // file (image_encoded) is decoded by the same thread right before its resize, into a buffer the pipeline keeps.
@@ -49,8 +49,9 @@ struct finished_reply {
 class pipeline {
   public:
     // `wake` is called (from a pipeline thread) after a reply is ready for take_done(); payloads go back
-    // to `pool` once their input is prepared.
-    pipeline(engine & eng, int input_size, frame_pool & pool, std::function<void()> wake);
+    // to `pool` once their input is prepared. `host_cores`: the engine computes on this machine's cores
+    // (engine_entry::host_cores), so the resize runs on the forward thread.
+    pipeline(engine & eng, bool host_cores, int input_size, frame_pool & pool, std::function<void()> wake);
     ~pipeline();
 
     bool overlaps() const { return overlap_; }
@@ -107,8 +108,7 @@ class pipeline {
     std::unique_ptr<uint8_t[]>        decoded_;  // the decoded file, used by that same thread only
     size_t                            decoded_bytes_ = 0;
     std::vector<std::vector<float>>   inputs_;  // two slots with overlap, else one
-    std::vector<float>                logits_;
-    std::vector<float>                boxes_;
+    output_buffers                    outputs_;  // the engine's outputs, filled by every forward
 
     std::mutex                  mu_;
     std::condition_variable     stage_cv_;    // the stage thread: a job and a free slot

@@ -8,28 +8,12 @@
 // visible as a slow infer reply, not a dead sidecar.
 #pragma once
 
-#include "engines/engine.h"
-
-#include <functional>
-#include <memory>
-#include <string>
-#include <vector>
+#include "engines/registry.h"
 
 namespace rfdetr {
 
-struct engine_factory {
-    std::function<std::unique_ptr<engine>(const std::string &, const std::string &, const engine_options &)> create;
-    std::function<std::vector<std::string>()> names;
-    // Why a known engine is not in names() (how to build it); may be empty. Optional.
-    std::function<std::string(const std::string &)> unbuilt_reason;
-    // The engines this project knows that are not in names(), for --list-engines. Optional.
-    std::function<std::vector<std::string>()> unbuilt_names;
-};
-
-// The factory built into the product binary: the engine registry (engines/registry.cpp).
-engine_factory engine_factory_default();
-
-// Runs the whole process; returns the exit status (0 clean stop, 1 startup failure, 2 usage error).
-int sidecar_main(int argc, char ** argv, const engine_factory & factory);
+// Runs the whole process over `engines` (the product's engine_registry(), or a test build's with its test
+// engines added); returns the exit status (0 clean stop, 1 startup failure, 2 usage error).
+int sidecar_main(int argc, char ** argv, const engine_table & engines);
 
 }  // namespace rfdetr

@@ -27,10 +27,6 @@
 
 namespace rfdetr {
 
-engine_factory engine_factory_default() {
-    return engine_factory{engine_create, engine_names, engine_unbuilt_reason, engine_unbuilt_names};
-}
-
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -68,43 +64,51 @@ double warm_up(engine & eng, int input_size) {
     for (size_t i = 0; i < pixels.size(); i++) {
         pixels[i] = static_cast<float>(std::sin(0.001 * static_cast<double>(i)));
     }
-    std::vector<float> logits(static_cast<size_t>(eng.num_queries()) * eng.num_classes());
-    std::vector<float> boxes(static_cast<size_t>(eng.num_queries()) * 4);
-    const auto         t0 = clock_type::now();
+    output_buffers outputs(eng.outputs());
+    const auto     t0 = clock_type::now();
     for (int i = 0; i < 2; i++) {
-        eng.forward(pixels.data(), logits.data(), boxes.data());
+        engine_forward(eng, pixels.data(), outputs);
     }
     return ms_since(t0);
 }
 
-// --list-engines: what the CLI checks --engine against and `rfdetr info` lists (one JSON line on stdout).
-std::string engines_json(const engine_factory & factory) {
-    auto list = nlohmann::json::array();
-    for (const auto & n : factory.names()) {
-        list.push_back({{"name", n}, {"built", true}});
-    }
-    if (factory.unbuilt_names) {
-        for (const auto & n : factory.unbuilt_names()) {
-            const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(n) : "";
-            list.push_back({{"name", n}, {"built", false}, {"unbuilt_reason", why}});
+// --list-engines: what the CLI checks --engine and --precision against and `rfdetr info` lists (one JSON line
+// on stdout): every engine of the table, the built ones first, each with its facts; an unbuilt one with why.
+std::string engines_json(const engine_table & engines) {
+    auto list = nlohmann::ordered_json::array();
+    for (const bool built : {true, false}) {
+        for (const auto & e : engines) {
+            const std::string why = engine_unbuilt_reason(e);
+            if (why.empty() != built) {
+                continue;
+            }
+            nlohmann::ordered_json j = {{"name", e.name},
+                                        {"built", built},
+                                        {"precisions", e.precisions},
+                                        {"default_precision", e.precisions.front()},
+                                        {"host_cores", e.host_cores}};
+            if (!built) {
+                j["unbuilt_reason"] = why;
+            }
+            list.push_back(std::move(j));
         }
     }
-    return nlohmann::json{{"engines", list}}.dump();
+    return nlohmann::ordered_json{{"engines", list}}.dump();
 }
 
 }  // namespace
 
-int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
+int sidecar_main(int argc, char ** argv, const engine_table & engines) {
     const pid_t parent_at_start = getppid();
 
     sidecar_options opts;
     std::string     err;
     switch (options_parse(argc, argv, getenv_fn, opts, err)) {
-        case options_status::OPTIONS_HELP: std::fputs(options_help(factory.names()).c_str(), stdout); return 0;
+        case options_status::OPTIONS_HELP: std::fputs(options_help(engine_names(engines)).c_str(), stdout); return 0;
         case options_status::OPTIONS_VERSION:
             std::printf("rfdetr-sidecar %s (protocol %u)\n", RFDETR_SIDECAR_VERSION, k_protocol_version);
             return 0;
-        case options_status::OPTIONS_LIST_ENGINES: std::printf("%s\n", engines_json(factory).c_str()); return 0;
+        case options_status::OPTIONS_LIST_ENGINES: std::printf("%s\n", engines_json(engines).c_str()); return 0;
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }
@@ -119,20 +123,28 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         return 1;
     }
 
-    const auto names = factory.names();
-    if (std::find(names.begin(), names.end(), opts.engine) == names.end()) {
-        const std::string why = factory.unbuilt_reason ? factory.unbuilt_reason(opts.engine) : "";
-        if (!why.empty()) {
-            fail_line(why);  // a known engine this build lacks: a startup failure that says how to build it
-            return 1;
-        }
+    // The engine's registry row decides, before any weights are read: a name nobody knows and a precision
+    // the engine lacks are usage errors; a known engine this build lacks is a startup failure saying how to
+    // build it.
+    const engine_entry * entry = engine_find(engines, opts.engine);
+    if (!entry) {
         std::string known;
-        for (const auto & n : names) {
+        for (const auto & n : engine_names(engines)) {
             known += (known.empty() ? "" : ", ") + n;
         }
         fail_line("--engine '" + opts.engine + "' is not built into this sidecar; built: " +
                   (known.empty() ? "(none)" : known) + ". Choose one of those or rebuild with that engine.");
         return 2;
+    }
+    if (opts.precision.empty()) {
+        opts.precision = entry->precisions.front();
+    } else if (const std::string perr = engine_precision_error(*entry, opts.precision); !perr.empty()) {
+        fail_line(perr + " (rfdetr-sidecar --list-engines names each engine's precisions)");
+        return 2;
+    }
+    if (const std::string why = engine_unbuilt_reason(*entry); !why.empty()) {
+        fail_line(why);
+        return 1;
     }
 
     const int signal_fd = stop_signals_install(opts.exit_with_parent, parent_at_start, err);
@@ -162,7 +174,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
         eo.precision = opts.precision;
         eo.eager     = opts.eager;
         const auto t_load = clock_type::now();
-        eng               = factory.create(opts.engine, opts.weights_dir, eo);
+        eng               = entry->create(opts.weights_dir, eo);
         load_ms           = ms_since(t_load);
         input_size        = eng->input_size();
         warmup_ms         = warm_up(*eng, input_size);
@@ -191,7 +203,7 @@ int sidecar_main(int argc, char ** argv, const engine_factory & factory) {
                  eng->name().c_str(), eng->device().c_str(), lst.path.c_str(), load_ms, warmup_ms);
 
     {
-        event_loop loop(*eng, input_size, lst, signal_fd, opts.frame_timeout_ms);
+        event_loop loop(*eng, *entry, input_size, lst, signal_fd, opts.frame_timeout_ms);
         loop.run();
     }  // joins the pipeline after the forward in progress
     eng.reset();

@@ -1,7 +1,7 @@
 // The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/qgemm.h"
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "golden-file.h"
 
 #include <gtest/gtest.h>
@@ -24,11 +24,17 @@ TEST(cpu_engine, is_registered_and_describes_itself) {
     EXPECT_EQ(e->num_queries(), 300);
     EXPECT_EQ(e->num_classes(), 91);
     ASSERT_EQ(e->labels().size(), 91u);
+    EXPECT_EQ(e->task(), "detect");
+    EXPECT_EQ(e->precision(), "fp32");  // the registry's default, opts.precision left empty
 
     // One forward through the interface: the case-1 golden within the end-to-end ceiling.
     auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
-    std::vector<float> logits(300 * 91), boxes(300 * 4);
-    e->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    rfdetr::output_buffers out(e->outputs());
+    e->forward(g.at("pixel_values").f32.data(), out);
+    const std::vector<float> & logits = out.values(0);
+    const std::vector<float> & boxes  = out.values(1);
+    ASSERT_EQ(logits.size(), 300u * 91u);
+    ASSERT_EQ(boxes.size(), 300u * 4u);
     double worst = 0.0;
     for (size_t i = 0; i < logits.size(); ++i) {
         ASSERT_TRUE(std::isfinite(logits[i]));
@@ -50,7 +56,13 @@ TEST(cpu_engine, refuses_bad_options_and_missing_weights_by_name) {
     }
     opts.threads   = 1;
     opts.precision = "bf16";
-    EXPECT_THROW(rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts), rfdetr::error);
+    try {
+        rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+        FAIL() << "precision bf16 accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("engine 'cpu' cannot run --precision 'bf16'; it runs fp32, int8"),
+                  std::string::npos) << e.what();
+    }
     opts.precision = "fp32";
     try {
         rfdetr::engine_create("cpu", "/nonexistent/rfdetr-weights", opts);
@@ -66,9 +78,11 @@ TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
     opts.precision = "int8";
     auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
     EXPECT_NE(e->device().find(std::string(", int8 ") + rfdetr::cpu::qgemm_isa() + ")"), std::string::npos) << e->device();
+    EXPECT_EQ(e->precision(), "int8");
     auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
-    std::vector<float> logits(300 * 91), boxes(300 * 4);
-    e->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    rfdetr::output_buffers out(e->outputs());
+    e->forward(g.at("pixel_values").f32.data(), out);
+    const std::vector<float> & logits = out.values(0);
     bool differs = false;
     for (size_t i = 0; i < logits.size(); ++i) {
         ASSERT_TRUE(std::isfinite(logits[i]));

@@ -3,7 +3,7 @@
 // listed near ties; the reference's selection is then injected for the decoder), and the detections at 0.5 and
 // 0.3 equal to detections.json. LargeDeprecated (P3+P5 projector) is refused by name.
 #include "engines/cpu/cpu-model.h"
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "family-case.h"
 #include "model/checkpoint.h"
 #include "skip.h"

@@ -19,8 +19,8 @@ std::vector<float> floats(const rfdetr::byte_view & b) {
 
 // test-echo/test-sleep: logits[i] = px[i] + 1, pred_boxes[i] = px[300*91 + i] * 0.5.
 ::testing::AssertionResult echoes(const message & r, const std::vector<float> & px) {
-    const auto logits = floats(r.logits);
-    const auto boxes  = floats(r.pred_boxes);
+    const auto logits = floats(reply_output(r, "logits"));
+    const auto boxes  = floats(reply_output(r, "pred_boxes"));
     if (logits.size() != 300u * 91u || boxes.size() != 300u * 4u) {
         return ::testing::AssertionFailure() << "output sizes " << logits.size() << ", " << boxes.size();
     }

@@ -11,7 +11,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     EXPECT_EQ(p.out_text, p.out_text.substr(0, p.out_text.find('\n') + 1)) << "stdout holds exactly one line";
     EXPECT_EQ(p.ready["engine"], "test-echo");
     EXPECT_EQ(p.ready["device"], "test double (deterministic echo)");
-    EXPECT_EQ(p.ready["protocol_version"], 3);
+    EXPECT_EQ(p.ready["protocol_version"], 4);
     EXPECT_EQ(p.ready["sidecar_version"], "0.1.0");
     EXPECT_EQ(p.ready["socket"], socket_);
     EXPECT_EQ(p.ready["pid"], p.pid);
@@ -29,7 +29,7 @@ TEST_F(sidecar, ready_line_hello_and_socket_permissions) {
     message hello;
     ASSERT_TRUE(c.open(socket_, &hello));
     EXPECT_EQ(hello.id, 0u);
-    EXPECT_EQ(hello.protocol_version, 3u);
+    EXPECT_EQ(hello.protocol_version, 4u);
     EXPECT_EQ(hello.variant, "base");  // the test engine's (its input side is Base's 560)
     EXPECT_EQ(hello.engine, "test-echo");
     EXPECT_EQ(hello.input_shape, (std::vector<uint64_t>{3, 560, 560}));
@@ -54,11 +54,12 @@ TEST_F(sidecar, infer_returns_the_engines_outputs_and_ping_works) {
     const double round_trip_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     EXPECT_EQ(r.id, 5u);
     ASSERT_TRUE(r.ok) << r.error_message;
-    ASSERT_EQ(r.logits.size, 300u * 91u * 4u);
-    ASSERT_EQ(r.pred_boxes.size, 300u * 4u * 4u);
+    const rfdetr::byte_view rl = reply_output(r, "logits"), rb = reply_output(r, "pred_boxes");
+    ASSERT_EQ(rl.size, 300u * 91u * 4u);
+    ASSERT_EQ(rb.size, 300u * 4u * 4u);
     std::vector<float> logits(300 * 91), boxes(300 * 4);
-    std::memcpy(logits.data(), r.logits.data, r.logits.size);
-    std::memcpy(boxes.data(), r.pred_boxes.data, r.pred_boxes.size);
+    std::memcpy(logits.data(), rl.data, rl.size);
+    std::memcpy(boxes.data(), rb.data, rb.size);
     for (size_t i = 0; i < logits.size(); i += 97) {
         ASSERT_EQ(logits[i], px[i] + 1.0f) << i;
     }
@@ -73,7 +74,7 @@ TEST_F(sidecar, infer_returns_the_engines_outputs_and_ping_works) {
     ASSERT_TRUE(c.recv_msg(r, s));
     EXPECT_EQ(r.id, 6u);
     EXPECT_TRUE(r.ok);
-    EXPECT_FALSE(r.has(rfdetr::WIRE_FIELD_LOGITS));
+    EXPECT_EQ(r.fields, rfdetr::WIRE_FIELD_OK) << "a ping reply carries exactly ok";
 }
 
 TEST_F(sidecar, request_errors_are_replied_and_the_connection_stays_open) {
@@ -336,7 +337,7 @@ TEST_F(sidecar, usage_errors_exit_2_naming_the_flag) {
     v.spawn({"--version"});
     EXPECT_EQ(v.wait_exit(), 0);
     v.wait_ready(500);
-    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 3)\n");
+    EXPECT_EQ(v.out_text, "rfdetr-sidecar 0.1.0 (protocol 4)\n");
 }
 
 // Binds a datagram socket (path or abstract) and returns what arrives within timeout_ms.

@@ -304,6 +304,14 @@ struct client {
     }
 };
 
+// An infer reply's output `name` (test-echo: "logits", "pred_boxes"), or an empty view when it has none.
+inline rfdetr::byte_view reply_output(const message & r, const std::string & name) {
+    for (const auto & o : r.outputs) {
+        if (o.name == name) return o.data;
+    }
+    return {};
+}
+
 inline message make_request(uint64_t id, rfdetr::wire_op op) {
     message m;
     m.id     = id;

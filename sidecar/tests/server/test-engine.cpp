@@ -40,14 +40,15 @@ class test_echo_engine : public engine {
         const std::string what = sleep_ms_ < 0 ? "test double (deterministic echo" : "test double (echo after a fixed " + std::to_string(sleep_ms_) + " ms, off the host's cores";
         return what + (card_.empty() ? ")" : ", card " + card_ + ")");
     }
-    bool forward_uses_host_cores() const override { return sleep_ms_ < 0; }
     int num_queries() const override { return k_num_queries; }
     int num_classes() const override { return k_test_echo_classes; }
     int input_size() const override { return 560; }
     std::string variant() const override { return "base"; }  // Base's input side, above
     const std::vector<std::string> & labels() const override { return labels_; }
+    std::string task() const override { return "detect"; }
+    std::string precision() const override { return "fp32"; }
 
-    void forward(const float * px, float * logits, float * boxes) override {
+    void forward(const float * px, output_buffers & out) override {
         if (gate_fd_ >= 0) {
             std::fprintf(stderr, "test_engine_forward: forward %d at the gate\n", ++forwards_);
             char    b = 0;
@@ -76,6 +77,8 @@ class test_echo_engine : public engine {
             std::fprintf(stderr, "test_engine_forward: sleeping %d ms as the input asks\n", static_cast<int>(px[1]));
             std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(px[1])));
         }
+        float * logits = out.at("logits");
+        float * boxes  = out.at("pred_boxes");
         const int nl = k_num_queries * k_test_echo_classes;
         for (int i = 0; i < nl; i++) {
             logits[i] = px[i] + 1.0f;
@@ -149,6 +152,13 @@ std::unique_ptr<engine> test_sleep_create(const std::string & weights_dir, const
         ms = static_cast<int>(n);
     }
     return std::make_unique<test_echo_engine>(ms, check_card());
+}
+
+engine_table test_engine_table() {
+    engine_table t = engine_registry();
+    t.push_back({"test-echo", {"fp32"}, true, test_echo_create, nullptr});
+    t.push_back({"test-sleep", {"fp32"}, false, test_sleep_create, nullptr});
+    return t;
 }
 
 }  // namespace rfdetr

@@ -1,12 +1,13 @@
 // Test-double engines, linked only into the test build of the sidecar (rfdetr-sidecar-test), never into the
 // product binary. Their outputs are a fixed function of the input so clients can check them, and sentinel
 // inputs make a forward fail, crash, hang or sleep.
-//   "test-echo":  says it computes on the host's cores (like cpu): the sidecar resizes on the forward thread.
-//   "test-sleep": a TT-like stand-in: every forward sleeps RFDETR_TEST_FORWARD_MS (default 8) and it says it
-//                 does not use the host's cores, so the sidecar resizes request N+1 during forward N.
+//   "test-echo":  its registry row says it computes on the host's cores (like cpu): the sidecar resizes on the
+//                 forward thread.
+//   "test-sleep": a TT-like stand-in: every forward sleeps RFDETR_TEST_FORWARD_MS (default 8) and its row says
+//                 it does not use the host's cores, so the sidecar resizes request N+1 during forward N.
 #pragma once
 
-#include "engines/engine.h"
+#include "engines/registry.h"
 
 namespace rfdetr {
 
@@ -28,7 +29,11 @@ constexpr float k_test_echo_sleep = -1004.0f;  // forward sleeps pixel_values[1]
 // forward on the engine for as long as it needs and knows when it got there (sidecar-harness.h, gate).
 std::unique_ptr<engine> test_echo_create(const std::string & weights_dir, const engine_options & opts);
 
-// Same outputs and sentinels; forward sleeps RFDETR_TEST_FORWARD_MS (default 8) ms; forward_uses_host_cores() false.
+// Same outputs and sentinels; forward sleeps RFDETR_TEST_FORWARD_MS (default 8) ms; not on the host's cores.
 std::unique_ptr<engine> test_sleep_create(const std::string & weights_dir, const engine_options & opts);
+
+// The product registry plus the two test engines (fp32; test-echo on host cores, test-sleep not): the table
+// rfdetr-sidecar-test serves from and lists.
+engine_table test_engine_table();
 
 }  // namespace rfdetr

@@ -127,9 +127,10 @@ TEST_F(sidecar, replies_a_client_reads_late_pile_up_and_arrive_whole_and_in_orde
         ASSERT_TRUE(c.recv_msg(r, s)) << "reply " << id << " did not arrive whole";
         ASSERT_EQ(r.id, id);
         ASSERT_TRUE(r.ok) << r.error_message;
-        ASSERT_EQ(r.logits.size, 300u * 91u * 4u);
+        const rfdetr::byte_view rl = reply_output(r, "logits");
+        ASSERT_EQ(rl.size, 300u * 91u * 4u);
         std::vector<float> logits(300 * 91);
-        std::memcpy(logits.data(), r.logits.data, r.logits.size);
+        std::memcpy(logits.data(), rl.data, rl.size);
         for (size_t i = 0; i < logits.size(); i += 101) {
             ASSERT_EQ(logits[i], px[i] + 1.0f) << "reply " << id << ", logit " << i;
         }

@@ -1,6 +1,6 @@
 // The engines as the sidecar creates them, through the registry: `tt-host` end to end on case-1 with the
 // product checkpoint loader, and `tt` refusing to start (with how to build it) in a build without ttnn.
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "tt-test-support.h"
 
 #include <algorithm>
@@ -22,6 +22,29 @@ TEST(TtEngineRegistry, TtHostAlwaysRunsAndTtOnlyWithTtnn) {
 #endif
     EXPECT_EQ(engine_unbuilt_reason("cpu"), "");
     EXPECT_EQ(engine_unbuilt_reason("no-such-engine"), "");
+}
+
+// The card runs the bf16 device plan only (tt-graph.h "device"; tt_engine_create passes no other plan), off
+// the host's cores; tt-host models fp32 or that plan on the host. The registry says so, and a tt asked for
+// fp32 is refused before any weights or device are touched, in builds with and without ttnn.
+TEST(TtEngineRegistry, RowsTellWhatTheTtEnginesRun) {
+    const engine_entry * tt   = engine_find(engine_registry(), "tt");
+    const engine_entry * host = engine_find(engine_registry(), "tt-host");
+    ASSERT_NE(tt, nullptr);
+    ASSERT_NE(host, nullptr);
+    EXPECT_EQ(tt->precisions, std::vector<std::string>{"bf16"});
+    EXPECT_FALSE(tt->host_cores);
+    EXPECT_EQ(host->precisions, (std::vector<std::string>{"fp32", "bf16"}));
+    EXPECT_TRUE(host->host_cores);
+    engine_options o;
+    o.precision = "fp32";
+    try {
+        engine_create("tt", "/nonexistent-weights", o);
+        FAIL() << "engine 'tt' accepted precision fp32";
+    } catch (const error & e) {
+        EXPECT_NE(std::string(e.what()).find("engine 'tt' cannot run --precision 'fp32'; it runs bf16"), std::string::npos)
+            << e.what();
+    }
 }
 
 #ifndef RFDETR_WITH_TTNN
@@ -49,7 +72,8 @@ TEST(TtEngineRegistry, TtHostRefusesAnUnknownPrecision) {
         engine_create("tt-host", w, o);
         FAIL() << "precision fp16 accepted";
     } catch (const error & e) {
-        EXPECT_NE(std::string(e.what()).find("fp32 or bf16"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("engine 'tt-host' cannot run --precision 'fp16'; it runs fp32, bf16"),
+                  std::string::npos) << e.what();
     }
 }
 
@@ -66,9 +90,13 @@ TEST(TtEngineRegistry, TtHostEagerForwardMatchesCase1) {
     EXPECT_EQ(eng->num_classes(), 91);
     EXPECT_EQ(eng->labels().size(), 91u);
     EXPECT_NE(eng->device().find("eager"), std::string::npos) << eng->device();
-    auto               g = tt_read_safetensors(repo_fixtures_dir() + "/case-1/golden.safetensors");
-    std::vector<float> logits(300 * 91), boxes(300 * 4);
-    eng->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
+    EXPECT_EQ(eng->precision(), "fp32");  // the registry default
+    EXPECT_EQ(eng->task(), "detect");
+    auto                   g = tt_read_safetensors(repo_fixtures_dir() + "/case-1/golden.safetensors");
+    rfdetr::output_buffers out(eng->outputs());
+    eng->forward(g.at("pixel_values").f32.data(), out);
+    const std::vector<float> & logits = out.values(0);
+    const std::vector<float> & boxes  = out.values(1);
     auto el = max_abs_diff(logits.data(), g.at("logits").f32.data(), logits.size());
     auto eb = max_abs_diff(boxes.data(), g.at("pred_boxes").f32.data(), boxes.size());
     EXPECT_TRUE(el.finite && eb.finite);

@@ -2,7 +2,7 @@
 // from the checkpoint: each stage against its golden at Base's tolerance table, the top-k (swaps only within
 // listed near ties; the reference's selection is then injected for the decoder), and the detections at 0.5 and
 // 0.3 equal to detections.json. LargeDeprecated (P3+P5 projector) is refused by name.
-#include "engines/engine.h"
+#include "engines/registry.h"
 #include "engines/tt/tt-engine.h"
 #include "engines/tt/tt-runner.h"
 #include "family-case.h"

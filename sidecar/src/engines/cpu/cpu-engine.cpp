@@ -38,7 +38,7 @@ void apply_isa_cap() {
 class cpu_engine final : public engine {
   public:
     cpu_engine(std::unique_ptr<checkpoint> ckpt, int threads, bool int8)
-        : ckpt_(std::move(ckpt)), model_(*ckpt_, threads, int8) {
+        : ckpt_(std::move(ckpt)), model_(*ckpt_, threads, int8), int8_(int8) {
         device_ = cpu_model_name() + " (" + std::to_string(model_.threads()) + " thread" +
                   (model_.threads() == 1 ? "" : "s") + ", " + cpu::gemm_isa() + " kernels" +
                   (int8 ? std::string(", int8 ") + cpu::qgemm_isa() : std::string()) + ")";
@@ -54,14 +54,16 @@ class cpu_engine final : public engine {
     int input_size() const override { return ckpt_->variant().arch.resolution; }
     std::string variant() const override { return ckpt_->variant().variant; }
     const std::vector<std::string> & labels() const override { return ckpt_->labels(); }
-    bool forward_uses_host_cores() const override { return true; }
-    void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
-        model_.forward(pixel_values, logits, pred_boxes);
+    std::string task() const override { return "detect"; }
+    std::string precision() const override { return int8_ ? "int8" : "fp32"; }
+    void forward(const float * pixel_values, output_buffers & out) override {
+        model_.forward(pixel_values, out.at("logits"), out.at("pred_boxes"));
     }
 
   private:
     std::unique_ptr<checkpoint> ckpt_;
     cpu::model                  model_;
+    bool                        int8_;
     std::string                 device_;
 };
 
@@ -72,14 +74,15 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
         throw error("cpu_engine_create: threads must be 0 (physical cores) or a positive count, got " +
                     std::to_string(opts.threads));
     }
-    if (opts.precision != "fp32" && opts.precision != "int8") {
+    const bool int8 = opts.precision == "int8";
+    if (!int8 && opts.precision != "fp32" && !opts.precision.empty()) {  // "": the default, fp32
         throw error("cpu_engine_create: precision '" + opts.precision +
                     "' is not supported by the cpu engine; expected fp32 or int8");
     }
     apply_isa_cap();
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
     auto ckpt = checkpoint::open(weights_dir);
-    return std::make_unique<cpu_engine>(std::move(ckpt), threads, opts.precision == "int8");
+    return std::make_unique<cpu_engine>(std::move(ckpt), threads, int8);
 }
 
 }  // namespace rfdetr

@@ -18,8 +18,13 @@ namespace {
 
 class tt_engine_impl : public engine {
   public:
-    tt_engine_impl(std::string name, std::unique_ptr<tt_ops> ops, const checkpoint & ck, bool eager)
-        : name_(std::move(name)), variant_(ck.variant().variant), labels_(ck.labels()), runner_(std::move(ops), ck, eager) {
+    tt_engine_impl(std::string name, std::string precision, std::unique_ptr<tt_ops> ops, const checkpoint & ck,
+                   bool eager)
+        : name_(std::move(name)),
+          precision_(std::move(precision)),
+          variant_(ck.variant().variant),
+          labels_(ck.labels()),
+          runner_(std::move(ops), ck, eager) {
         device_ = runner_.describe() + (runner_.eager() ? ", eager" : ", traced");
     }
 
@@ -30,13 +35,15 @@ class tt_engine_impl : public engine {
     int                                input_size() const override { return runner_.input_size(); }
     std::string                        variant() const override { return variant_; }
     const std::vector<std::string> &   labels() const override { return labels_; }
-    bool forward_uses_host_cores() const override { return name_ != "tt"; }  // tt-host runs the ops on the CPU
-    void forward(const float * pixel_values, float * logits, float * pred_boxes) override {
-        runner_.forward(pixel_values, logits, pred_boxes);
+    std::string                        task() const override { return "detect"; }
+    std::string                        precision() const override { return precision_; }
+    void forward(const float * pixel_values, output_buffers & out) override {
+        runner_.forward(pixel_values, out.at("logits"), out.at("pred_boxes"));
     }
 
   private:
     std::string              name_;
+    std::string              precision_;
     std::string              variant_;
     std::string              device_;
     std::vector<std::string> labels_;
@@ -47,9 +54,10 @@ class tt_engine_impl : public engine {
 }  // namespace tt
 
 std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, const engine_options & opts) {
-    auto ck  = checkpoint::open(weights_dir);
-    auto ops = tt::tt_ops_host_create(opts.precision, opts.threads);
-    return std::make_unique<tt::tt_engine_impl>("tt-host", std::move(ops), *ck, opts.eager);
+    const std::string precision = opts.precision.empty() ? "fp32" : opts.precision;  // "": the default
+    auto              ck        = checkpoint::open(weights_dir);
+    auto              ops       = tt::tt_ops_host_create(precision, opts.threads);
+    return std::make_unique<tt::tt_engine_impl>("tt-host", precision, std::move(ops), *ck, opts.eager);
 }
 
 const char * tt_engine_unbuilt_reason() {
@@ -67,13 +75,15 @@ const char * tt_engine_unbuilt_reason() {
 std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const engine_options & opts) {
 #ifdef RFDETR_WITH_TTNN
     tt::tt_check_mesh_shape(std::getenv("TT_MESH_SHAPE"));
-    if (opts.precision != "fp32" && opts.precision != "bf16") {
-        throw error("tt engine: expected precision fp32 or bf16 but received '" + opts.precision + "'");
+    // The card runs the device precision plan only (tt-graph.h, "device"): nothing else can be honoured.
+    if (opts.precision != "bf16" && !opts.precision.empty()) {
+        throw error("tt engine: the card runs the bf16 device precision plan only, but precision '" + opts.precision +
+                    "' was asked; pass --precision bf16 (or none), or --engine tt-host --precision fp32 for fp32 on the host");
     }
     auto ck  = checkpoint::open(weights_dir);  // before opening the device: a bad checkpoint never claims the chip
     tt::tt_dims_of(ck->variant().arch);        // nor does a variant the graph does not build
     auto ops = tt::tt_ops_ttnn_open(opts.device_id);
-    return std::make_unique<tt::tt_engine_impl>("tt", std::move(ops), *ck, opts.eager);
+    return std::make_unique<tt::tt_engine_impl>("tt", "bf16", std::move(ops), *ck, opts.eager);
 #else
     (void)weights_dir;
     (void)opts;

@@ -1,6 +1,7 @@
 // Engines `tt-host` (the TT device graph on the host implementation of its op vocabulary: a slow validation
-// engine, precision fp32|bf16) and `tt` (the same graph on a Tenstorrent device through ttnn; only in
-// builds configured with -DRFDETR_WITH_TTNN=ON, otherwise it refuses to start and says how to build it).
+// engine, precision fp32|bf16) and `tt` (the same graph on a Tenstorrent device through ttnn, at the bf16 device
+// precision plan only; only in builds configured with -DRFDETR_WITH_TTNN=ON, otherwise it refuses to start and
+// says how to build it). Their precisions and host-core use are rows of the registry (registry.cpp).
 #pragma once
 
 #include "engines/engine.h"
