@@ -5,10 +5,18 @@
 // value only: the numbers of `timing_ms`; stored as a sha256 of their exact text: `raw` and an annotated
 // image's `base64`. Key order and every other byte are compared.
 //
-// Assumption (test/e2e/recorded/scenarios.ts): the cpu engine's forward is bit-identical on any x86-64 CPU with
-// AVX2 and FMA when RFDETR_CPU_ISA=avx2 (pinned here; the avx512 kernels round differently) and for any
-// --threads (1 and 2 measured identical; 2 pinned). A CPU without AVX2/FMA cannot reproduce the recordings: the
-// test skips saying so (skip-or-fail). The family sizes need the shared family fixtures' PNGs, else they skip too.
+// Pinned (test/e2e/recorded/scenarios.ts): RFDETR_CPU_ISA=avx2 and --threads 2. Measured on a Zen 4: the cpu
+// engine's raw outputs are bit-identical for --threads 1 and 2 and differ in the last bits between its avx512 and
+// avx2 kernels. Assumed, not run elsewhere: any CPU with AVX2 and FMA runs the pinned kernels' instructions in the
+// same order and so gives the same bits (Zen 3, Ice Lake, Sapphire Rapids). A CPU without AVX2/FMA cannot
+// reproduce the recordings: the test skips saying so (skip-or-fail), never passes. The family sizes need the
+// shared family fixtures' PNGs, else they skip too.
+// The JPEG decodes (the sidecar's libjpeg-turbo, sharp's in the CLI) and sharp's JPEG encode of return_image gave
+// the same bytes with their SIMD forced down (JSIMD_FORCESSE2=1, JSIMD_FORCENONE=1: base and detect pass); the PNG
+// encode of return_image (sharp's zlib-ng) is assumed CPU-independent, not checked on another CPU.
+//
+// Re-record (only for a deliberate change of the contract), from a checkout of the code to record:
+//   node --import tsx test/fixtures/responses/record.ts /path/to/that/checkout
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
