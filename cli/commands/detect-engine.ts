@@ -5,12 +5,11 @@
 import fs from 'node:fs';
 import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
-import type { Frame } from '../../src/detect/frame.ts';
+import { imageOfInput, type Frame } from '../../src/detect/frame.ts';
 import { detectDecoded, type PredictResponse } from '../../src/detect/pipeline.ts';
 import { StageClock } from '../../src/detect/stage-clock.ts';
 import { isRfdetrError } from '../../src/errors.ts';
-import { decodeImage, type EncodedImage, type RgbImage } from '../../src/image/decode.ts';
-import type { InferInput } from '../../src/sidecar/backend.ts';
+import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
 import type { DecodedBy } from '../../src/sidecar/transport.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
@@ -77,11 +76,6 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
     throw e;
   }
   const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds };
-  const imageOf = (input: InferInput): RgbImage | EncodedImage => {
-    if ('encoded' in input) return input.encoded;
-    if ('image' in input) return input.image;
-    throw new Error('inProcessDetector: frames are images, not pixel_values');
-  };
   return {
     labels,
     async detect(frame, needPixels) {
@@ -92,7 +86,7 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
         const clock = new StageClock(frame.t0);
         clock.decoded();
         const r = await prepared.send(
-          (input) => detectDecoded((inp, o) => backend.infer(inp, o), backend.info, imageOf(input), params, clock.run),
+          (input) => detectDecoded((inp, o) => backend.infer(inp, o), backend.info, imageOfInput(input), params, clock.run),
           (fallbackMs, startedAt) => clock.redecoded(fallbackMs, startedAt),
         );
         const release = () => prepared.release();

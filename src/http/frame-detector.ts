@@ -7,7 +7,7 @@
 // (src/detect/stage-clock.ts) gives its timing_ms and, when the request has a timeline, its Server-Timing marks.
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
 import { detectDecoded, inputSizeOf, isEncoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
-import type { Frame } from '../detect/frame.ts';
+import { imageOfInput, type Frame } from '../detect/frame.ts';
 import type { EncodedImage, RgbImage } from '../image/decode.ts';
 import type { InferInput } from '../sidecar/backend.ts';
 import type { Prepared } from '../sidecar/transport.ts';
@@ -45,13 +45,6 @@ export interface ServerFrame extends Frame {
 
 /** What the detector needs of the handler's deps. */
 export type FrameDetectorDeps = Pick<PredictDeps, 'backend' | 'engine' | 'admission' | 'metrics' | 'deadlineMs' | 'decode' | 'labels' | 'onForward'>;
-
-/** The image detectDecoded is given for what the transport sends. */
-function imageOf(input: InferInput): RgbImage | EncodedImage {
-  if ('encoded' in input) return input.encoded;
-  if ('image' in input) return input.image;
-  throw new Error('the server sends images, not pixel_values');
-}
 
 function once(f: () => void): () => void {
   let called = false;
@@ -116,7 +109,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
           clock.forwarded(queued, out);
           return out;
         },
-        d.backend.info, imageOf(input), params,
+        d.backend.info, imageOfInput(input), params,
         { ...clock.run, signal, labels: d.labels() },
       );
       try {
