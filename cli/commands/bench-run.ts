@@ -1,15 +1,16 @@
-// `rfdetr bench`: latency of the engine (forward_ms, measured in the sidecar) and end to end (decode →
-// postprocess in process, or the HTTP round trip with --url), p50/p90/p99 per stage, warm-up excluded;
+// `rfdetr bench`: latency of the engine (forward_ms, measured in the sidecar) and end to end (in process: the
+// file through the same detector as `rfdetr detect`, so a plain JPEG/PNG is decoded by the sidecar as it is there;
+// or the HTTP round trip with --url), p50/p90/p99 per stage, warm-up excluded;
 // -n requests measured, --concurrency of them in flight at once. Prints a table (or --json) on stdout.
 import fs from 'node:fs';
 import path from 'node:path';
 import { RfdetrClient } from '../../src/client/client.ts';
 import { defaultSmokeImage } from '../../src/config/paths.ts';
-import { detectImage, type PredictTiming } from '../../src/detect/pipeline.ts';
+import type { PredictTiming } from '../../src/detect/pipeline.ts';
 import { DEFAULT_MAX_DETECTIONS, DEFAULT_THRESHOLD } from '../../src/detect/params-schema.ts';
 import { stderrLine, type CliContext } from '../context.ts';
 import type { EngineFlags } from '../engine-flags.ts';
-import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
+import { inProcessDetector } from './detect-engine.ts';
 
 export interface BenchFlags extends EngineFlags {
   n: number;
@@ -55,13 +56,14 @@ export async function runBench(ctx: CliContext, f: BenchFlags): Promise<void> {
     close = () => client.close();
     engineName = `server ${client.baseUrl.origin}`;
   } else {
-    const w = await weightsFor(ctx, f);
-    const backend = await openEngine(ctx, 'bench', backendRequest(ctx, f, w.dir));
-    one = async () => (await detectImage(backend, bytes, { threshold: DEFAULT_THRESHOLD, max_detections: DEFAULT_MAX_DETECTIONS })).response.timing_ms;
-    close = () => backend.close();
+    const detector = await inProcessDetector(ctx, { ...f, threshold: DEFAULT_THRESHOLD, maxDetections: DEFAULT_MAX_DETECTIONS }, 'bench');
+    let index = 0;
+    one = async () => (await detector.detect({ data: { file: bytes }, index: index++, t0: performance.now() }, false)).response.timing_ms;
+    close = () => detector.close();
+    const info = detector.info;
     // What the engine runs, as its hello says (the flag's, or the engine's default).
-    precision = backend.info?.precision ?? f.precision ?? null;
-    engineName = `${backend.info?.engine ?? f.engine}${precision ? ` (${precision})` : ''} on ${backend.info?.device ?? 'unknown device'}`;
+    precision = info?.precision ?? f.precision ?? null;
+    engineName = `${info?.engine ?? f.engine}${precision ? ` (${precision})` : ''} on ${info?.device ?? 'unknown device'}`;
   }
   const samples: Sample[] = [];
   let t0 = 0;

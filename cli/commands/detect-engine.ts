@@ -10,6 +10,7 @@ import { detectDecoded, type PredictResponse } from '../../src/detect/pipeline.t
 import { StageClock } from '../../src/detect/stage-clock.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
+import type { SidecarInfo } from '../../src/sidecar/backend.ts';
 import type { DecodedBy } from '../../src/sidecar/transport.ts';
 import { serverHasSyntheticWeights } from '../../src/weights/synthetic.ts';
 import type { CliContext } from '../context.ts';
@@ -44,6 +45,8 @@ export interface Detected {
 
 export interface FrameDetector {
   readonly labels: readonly string[];
+  /** The engine's hello (engine, device, the precision it runs); absent for a server. */
+  readonly info?: SidecarInfo | null;
   /** Detects `frame`; `needPixels`: its pixels are wanted here afterwards (--save). */
   detect(frame: DetectorFrame, needPixels: boolean): Promise<Detected>;
   close(): Promise<void>;
@@ -62,9 +65,10 @@ export function cocoLabels(): string[] {
   return labels;
 }
 
-export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): Promise<FrameDetector> {
+/** The engine in this process; `command` names it in the start-up line (`detect`, `bench`). */
+export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags, command = 'detect'): Promise<FrameDetector> {
   const w = await weightsFor(ctx, f);
-  const backend = await openEngine(ctx, 'detect', backendRequest(ctx, f, w.dir));
+  const backend = await openEngine(ctx, command, backendRequest(ctx, f, w.dir));
   const labels = backend.info?.labels ?? [];
   let classes: Set<number> | undefined;
   let classThresholds: Map<number, number> | undefined;
@@ -78,6 +82,9 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags): 
   const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds };
   return {
     labels,
+    get info() {
+      return backend.info;
+    },
     async detect(frame, needPixels) {
       // The first frame waits for the sidecar to say which files it decodes (one round trip before any forward).
       const prepared = await backend.prepare(frame.data, { needPixels, waitForDecoders: true });

@@ -1,11 +1,12 @@
-// One image through the whole detector: bytes → decode (sharp) → the sidecar's infer (resize, normalise and
-// forward in C++) → postprocess → the POST /predict response object (SERVING.md, "Response (200)"). The CLI and the HTTP server
-// both run `detectDecoded`; `buildPredictResponse` is the one place that response shape is written.
+// One image's forward and postprocess: what the backend's transport sends (decoded pixels, or a file the sidecar
+// decodes; src/sidecar/transport.ts) → the sidecar's infer (resize, normalise and forward in C++) → the task's
+// postprocess (tasks.ts) → the POST /predict response object (SERVING.md, "Response (200)"). The CLI's and the
+// HTTP server's detectors both run `detectDecoded`; `buildPredictResponse` is the one place that shape is written.
 //
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`
 // gives the two best cats, not the cats among the two best detections.
-import { decodeImage, type RgbImage } from '../image/decode.ts';
-import type { EncodedImage, InferenceBackend, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
+import type { RgbImage } from '../image/decode.ts';
+import type { EncodedImage, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
 import type { Detection } from './postprocess.ts';
 import { taskFor } from './tasks.ts';
 import type { PredictParams } from './params-schema.ts';
@@ -167,12 +168,4 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
     detections, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
   });
   return { response, image, detections };
-}
-
-/** Decodes one image and runs it through `backend` (the CLI's in-process path). */
-export async function detectImage(backend: InferenceBackend, bytes: Uint8Array, params: DetectParams, opts: DetectOptions = {}): Promise<DetectResult> {
-  const t0 = performance.now();
-  const image = await decodeImage(bytes);
-  const decodeMs = performance.now() - t0;
-  return detectDecoded((input, o) => backend.infer(input, o), backend.info, image, params, { ...opts, t0, decodeMs });
 }

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { execa } from 'execa';
 import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
-import { detectImage } from '../../src/detect/pipeline.ts';
+import { detectDecoded } from '../../src/detect/pipeline.ts';
 import { decodeImage } from '../../src/image/decode.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import type { InferenceBackend, InferInput, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
@@ -166,7 +166,7 @@ function json(res: http.ServerResponse, status: number, body: unknown): void {
 
 /**
  * A minimal /predict server in the test process: /ready 200, POST /predict (JSON base64) answered by
- * detectImage on a fixture-replay backend — the library's own response object, so a client must reproduce it.
+ * detectDecoded on a fixture-replay backend — the library's own response object, so a client must reproduce it.
  */
 export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url: string; close: () => Promise<void>; requests: string[] }> {
   const backend = new FixtureReplayBackend();
@@ -178,7 +178,9 @@ export async function replayServer(opts: { info?: unknown } = {}): Promise<{ url
       try {
         // Classes as the real server applies them: resolved against the labels, before max_detections.
         const classes = resolveClasses(p.classes?.map(String), fixtureLabels());
-        const r = await detectImage(backend, Buffer.from(p.image, 'base64'), { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw, classes });
+        const t0 = performance.now();
+        const image = await decodeImage(Buffer.from(p.image, 'base64'));
+        const r = await detectDecoded((input) => backend.infer(input), backend.info, image, { threshold: p.threshold ?? 0.5, max_detections: p.max_detections ?? 100, return_raw: p.return_raw, classes }, { t0, decodeMs: performance.now() - t0 });
         return json(res, 200, r.response);
       } catch (e) {
         const err = e as RfdetrError;

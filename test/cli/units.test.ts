@@ -10,7 +10,7 @@ import { expandGlob, expandInputs } from '../../cli/inputs.ts';
 import { percentile } from '../../cli/commands/bench-run.ts';
 import { maxAbsDiff, pcc } from '../../src/detect/compare.ts';
 import { sidecarSelfReport } from '../../cli/sidecar-info.ts';
-import { caseImage, FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
+import { caseImage, DecodingReplayBackend, FixtureReplayBackend, runInProcess, tinyServer } from './helpers.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import type { InferInput } from '../../src/sidecar/backend.ts';
 
@@ -180,6 +180,15 @@ test('bench: n measured after the warm-up, at the given concurrency; engine and 
   assert.ok(backend.closed, 'the engine is closed after the run');
   const table = await runInProcess(['bench', '-n', '3', '--warmup', '0']);
   assert.match(table.stdout, /\n  engine +1\.50 +1\.50 +1\.50 +1\.50\n/);
+});
+
+test('bench: in process, the image goes through detect\'s transport (a plain PNG sent for the sidecar to decode)', async () => {
+  const backend = new DecodingReplayBackend();
+  const r = await runInProcess(['bench', '-n', '3', '--warmup', '1', '--json'], { backend });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(backend.inputs, ['encoded', 'encoded', 'encoded', 'encoded'], 'every request sent the file, none decoded here');
+  const b = JSON.parse(r.stdout) as { stages_ms: Record<string, { p50: number }> };
+  assert.ok(b.stages_ms.decode!.p50 >= 2, 'timing_ms.decode holds the sidecar\'s decode (2 ms)');
 });
 
 test('info --json: versions, sidecar, weights resolution (never downloads), device', async () => {
