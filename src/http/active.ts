@@ -1,5 +1,6 @@
 // The requests in progress, for the drain: each one is aborted when its client goes away (or the drain's
-// deadline passes), and close() waits for every one of them to end.
+// deadline passes), and close() waits for every one of them to end; abortedBy() is the race arm that ends a
+// request's wait (its body, its upload) when it is aborted.
 import type { Response } from 'express';
 import { abortedError } from './engine-queue.ts';
 
@@ -28,4 +29,12 @@ export function beginActive(active: Set<ActivePredict>, res: Response): { abort:
       finish();
     },
   };
+}
+
+/** Rejects with the signal's reason when it aborts; never resolves. */
+export function abortedBy(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
 }

@@ -12,7 +12,7 @@
 //   auth.ts              API keys
 //   client-id.ts         who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, answers nobody reads)
-//   active.ts            the requests in progress, for the drain
+//   active.ts            the requests in progress, for the drain, and the wait that ends when one is aborted
 //   admission.ts         the budgets a request passes through (bodies, memory, queue places, decode slots)
 //   memory-budget.ts     the one memory budget (--memory-limit) for everything a request holds
 //   limiter.ts           the weighted semaphore the budgets are made of, fair across clients

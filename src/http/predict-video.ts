@@ -13,11 +13,11 @@ import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
 import { FrameTagger, trackingSink } from '../track/tag-frames.ts';
 import type { OpenVideoOptions, VideoSource } from '../video/source.ts';
 import type { EngineState } from './engine-state.ts';
-import { beginActive, type ActivePredict } from './active.ts';
+import { abortedBy, beginActive, type ActivePredict } from './active.ts';
 import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
 import { createFrameDetector, type FrameDetectorDeps, type ServerFrame } from './frame-detector.ts';
-import { abortedBy, receiveVideo, videoBodyFormOf } from './video-body.ts';
+import { receiveVideo, videoBodyFormOf } from './video-body.ts';
 import { parseVideoParams } from './video-schema.ts';
 import type { VideoLimits } from './video-limits.ts';
 

@@ -15,7 +15,7 @@ import type { QueuePlaces } from './admission.ts';
 import { JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
 import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
 import { classFilterOf, classThresholdsOf } from './params.ts';
-import { beginActive, type ActivePredict } from './active.ts';
+import { abortedBy, beginActive, type ActivePredict } from './active.ts';
 import { deadlineError } from './engine-queue.ts';
 import type { Stage } from './metrics.ts';
 import { inferenceError } from './respond.ts';
@@ -37,14 +37,6 @@ function imageErrorBody(e: unknown): Record<string, unknown> {
 
 function bodyTimeoutError(ms: number): RfdetrError {
   return new RfdetrError('E_BODY_TIMEOUT', `the request body did not arrive completely within ${ms} ms: send the whole body promptly (the connection is closed)`, { body_timeout_ms: ms });
-}
-
-/** Rejects when `signal` aborts; never resolves otherwise. */
-function abortedBy(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-  });
 }
 
 export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>) {

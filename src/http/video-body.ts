@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import busboy from 'busboy';
 import { RfdetrError } from '../errors.ts';
+import { abortedBy } from './active.ts';
 
 export interface VideoUpload {
   /** The video file. */
@@ -87,14 +88,6 @@ function writeCapped(src: Readable, file: string, max: number, counted: (n: numb
     out.on('error', (e) => settle(new RfdetrError('E_INTERNAL', `the video could not be written to a temporary file: ${e.message}`)));
     out.on('finish', () => settle());
     src.pipe(out);
-  });
-}
-
-/** Rejects with the signal's reason when it aborts; never resolves. */
-export function abortedBy(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
 }
 
