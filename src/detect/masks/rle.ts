@@ -1,0 +1,73 @@
+// COCO run-length encoding of a mask streamed column by column (columns.ts): pycocotools' layout, so
+// `pycocotools.mask.decode` and supervision read it. Counts run over the pixels in column-major (Fortran)
+// order and alternate, starting with a run of 0s (0 when the first pixel is set); the compressed `counts`
+// string is maskApi.c's rleToString: each count (from the fourth on, as the difference to the count two
+// before) in 5-bit groups, low first, a continuation bit 0x20, plus 48.
+import type { ColumnSink } from './columns.ts';
+
+/** A mask as the response carries it by default: `{"size": [h, w], "counts": "..."}`. */
+export interface RleMask {
+  size: [number, number];
+  counts: string;
+}
+
+/** Collects the uncompressed counts of a mask of `height` rows. */
+export class RleEncoder implements ColumnSink {
+  private counts = new Uint32Array(64);
+  private n = 0;
+  /** Pixel index (column-major) where the last run of 1s ended. */
+  private last = 0;
+  constructor(readonly width: number, readonly height: number) {}
+
+  private push(v: number): void {
+    if (this.n === this.counts.length) {
+      const grown = new Uint32Array(this.counts.length * 2);
+      grown.set(this.counts);
+      this.counts = grown;
+    }
+    this.counts[this.n++] = v;
+  }
+
+  column(x: number, runs: Int32Array, n: number): void {
+    const base = x * this.height;
+    for (let k = 0; k < n; k++) {
+      const s = base + runs[2 * k]!;
+      const e = base + runs[2 * k + 1]!;
+      // A run touching the previous one (the end of the last column and the top of this one) continues it.
+      if (this.n > 0 && s === this.last) this.counts[this.n - 1]! += e - s;
+      else {
+        this.push(s - this.last);
+        this.push(e - s);
+      }
+      this.last = e;
+    }
+  }
+
+  /** The counts, ending with the trailing run of 0s when the last pixel is unset. */
+  finish(): Uint32Array {
+    const total = this.width * this.height;
+    if (this.n === 0 || total > this.last) this.push(total - this.last);
+    return this.counts.subarray(0, this.n);
+  }
+}
+
+/** pycocotools' rleToString of uncompressed counts. */
+export function rleToString(counts: ArrayLike<number>): string {
+  const m = counts.length;
+  // At most 7 groups of 5 bits per value (|x| < 2^32 and a sign bit).
+  const out = Buffer.allocUnsafe(m * 7);
+  let p = 0;
+  for (let i = 0; i < m; i++) {
+    // Differences fit an int32: counts are at most width·height ≤ 8192² (src/image/limits.ts) < 2^31.
+    let x = i > 2 ? counts[i]! - counts[i - 2]! : counts[i]!;
+    let more = true;
+    while (more) {
+      let c = x & 0x1f;
+      x >>= 5;
+      more = c & 0x10 ? x !== -1 : x !== 0;
+      if (more) c |= 0x20;
+      out[p++] = c + 48;
+    }
+  }
+  return out.toString('latin1', 0, p);
+}
