@@ -10,7 +10,14 @@
 // black or white text, whichever contrasts with the tag. Colours are fixed per class id (golden-angle hues),
 // so the same class has the same colour in every image. Higher scores are drawn last (on top) and choose
 // their label's place first; labels never overlap each other (layoutLabels).
+//
+// A segmentation detection's mask (its mask logits, upsampled to the image as the response's mask is:
+// src/detect/masks/) is painted first, under every box, as its box colour at alpha MASK_ALPHA, streamed into
+// the pixels column by column (no mask image is made).
 import sharp from 'sharp';
+import { streamMask } from '../detect/masks/columns.ts';
+import { maskGrid, type MaskGrid } from '../detect/masks/grid.ts';
+import { MaskPainter } from '../detect/masks/paint.ts';
 import type { RgbImage } from '../image/decode.ts';
 
 export interface DrawableDetection {
@@ -19,6 +26,25 @@ export interface DrawableDetection {
   score: number;
   /** [x1, y1, x2, y2] in image pixels. */
   box: readonly [number, number, number, number] | readonly number[];
+  /** A segmentation detection's mask logits, f32 M×M row-major (a square plane: M = √length). */
+  maskLogits?: Float32Array | undefined;
+}
+
+/** The opacity of a painted mask (0..255): 0.4. */
+export const MASK_ALPHA = 102;
+
+/** Paints each detection's mask into `rgb` (the image's own size), lowest score first so higher ones lie on top. */
+export function paintMasks(rgb: Uint8Array, width: number, height: number, detections: readonly DrawableDetection[]): void {
+  const grids = new Map<number, MaskGrid>();
+  const order = detections.map((d, i) => ({ d, i })).filter(({ d }) => d.maskLogits).sort((a, b) => a.d.score - b.d.score || b.i - a.i);
+  for (const { d } of order) {
+    const logits = d.maskLogits!;
+    const side = Math.round(Math.sqrt(logits.length));
+    if (side * side !== logits.length) throw new RangeError(`annotate: a mask of ${logits.length} logits is not a square plane`);
+    let grid = grids.get(side);
+    if (!grid) grids.set(side, (grid = maskGrid(side, width, height)));
+    streamMask(logits, grid, new MaskPainter(rgb, width, classColour(d.label_id), MASK_ALPHA));
+  }
 }
 
 export type Rgb = [number, number, number];
@@ -176,6 +202,7 @@ export function overlayBounds(width: number, height: number, detections: readonl
 async function drawn(image: RgbImage, detections: readonly DrawableDetection[]): Promise<Buffer> {
   const { width, height } = image;
   const out = Buffer.from(image.data);
+  paintMasks(out, width, height, detections);
   const layout = layoutLabels(width, height, detections);
   const view = overlayBounds(width, height, detections, layout);
   if (!view) return out;
