@@ -11,13 +11,13 @@
 // so the same class has the same colour in every image. Higher scores are drawn last (on top) and choose
 // their label's place first; labels never overlap each other (layoutLabels).
 //
-// A segmentation detection's mask (its mask logits, upsampled to the image as the response's mask is:
-// src/detect/masks/) is painted first, under every box, as its box colour at alpha MASK_ALPHA, streamed into
-// the pixels column by column (no mask image is made).
+// A segmentation detection's mask (the response's `mask`: COCO RLE streamed run by run into the pixels, or
+// polygons filled) is painted first, under every box, in its box colour at alpha MASK_ALPHA; no mask image is
+// made.
 import sharp from 'sharp';
-import { streamMask } from '../detect/masks/columns.ts';
-import { maskGrid, type MaskGrid } from '../detect/masks/grid.ts';
-import { MaskPainter } from '../detect/masks/paint.ts';
+import type { Mask } from '../detect/masks/encode.ts';
+import { MaskPainter, paintPolygons } from '../detect/masks/paint.ts';
+import { streamRle } from '../detect/masks/rle.ts';
 import type { RgbImage } from '../image/decode.ts';
 
 export interface DrawableDetection {
@@ -26,8 +26,8 @@ export interface DrawableDetection {
   score: number;
   /** [x1, y1, x2, y2] in image pixels. */
   box: readonly [number, number, number, number] | readonly number[];
-  /** A segmentation detection's mask logits, f32 M×M row-major (a square plane: M = √length). */
-  maskLogits?: Float32Array | undefined;
+  /** A segmentation detection's mask at this image's size (the response's `mask`). */
+  mask?: Mask | undefined;
 }
 
 /** The opacity of a painted mask (0..255): 0.4. */
@@ -35,15 +35,17 @@ export const MASK_ALPHA = 102;
 
 /** Paints each detection's mask into `rgb` (the image's own size), lowest score first so higher ones lie on top. */
 export function paintMasks(rgb: Uint8Array, width: number, height: number, detections: readonly DrawableDetection[]): void {
-  const grids = new Map<number, MaskGrid>();
-  const order = detections.map((d, i) => ({ d, i })).filter(({ d }) => d.maskLogits).sort((a, b) => a.d.score - b.d.score || b.i - a.i);
+  const order = detections.map((d, i) => ({ d, i })).filter(({ d }) => d.mask).sort((a, b) => a.d.score - b.d.score || b.i - a.i);
   for (const { d } of order) {
-    const logits = d.maskLogits!;
-    const side = Math.round(Math.sqrt(logits.length));
-    if (side * side !== logits.length) throw new RangeError(`annotate: a mask of ${logits.length} logits is not a square plane`);
-    let grid = grids.get(side);
-    if (!grid) grids.set(side, (grid = maskGrid(side, width, height)));
-    streamMask(logits, grid, new MaskPainter(rgb, width, classColour(d.label_id), MASK_ALPHA));
+    const mask = d.mask!;
+    const colour = classColour(d.label_id);
+    if (Array.isArray(mask)) {
+      paintPolygons(rgb, width, height, mask, colour, MASK_ALPHA);
+      continue;
+    }
+    const [h, w] = mask.size;
+    if (h !== height || w !== width) throw new RangeError(`annotate: a ${w}×${h} mask on a ${width}×${height} image (the mask must be at the image's size)`);
+    streamRle(mask, new MaskPainter(rgb, width, colour, MASK_ALPHA));
   }
 }
 

@@ -121,7 +121,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
         if (prepared.by === 'sidecar') d.metrics.imagesDecoded.inc({ by: 'sidecar' });
         clock.done(result.response.timing_ms);
         if (returnImage && !isEncoded(result.image)) {
-          const png = await annotate(result.image, result.detections, returnImage);
+          const png = await annotate(result.image, result.response.detections, returnImage);
           // Until written, the response holds the base64, the JSON string and the buffer sent (4/3 each).
           const output = 4 * Math.ceil(png.length / 3) * 3;
           r.outputBytes += output;

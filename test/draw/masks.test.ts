@@ -1,9 +1,11 @@
-// Segmentation masks in the annotation (src/draw/annotate.ts): each detection's mask is painted translucent in
-// its box colour under the boxes, from its mask logits upsampled to the image (the response's mask). A pixel
-// inside a mask and away from every box and label is the blend of the image and the colour at alpha 0.4; one
-// outside every mask and overlay is the image's own.
+// Segmentation masks in the annotation (src/draw/annotate.ts): each detection's mask (the response's `mask`,
+// COCO RLE or polygons) is painted translucent in its box colour under the boxes. A pixel inside a mask and away
+// from every box and label is the blend of the image and the colour at alpha 0.4; one outside every mask and
+// overlay is the image's own; the polygons of a mask without holes paint the same pixels as its RLE.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { maskPolygons, maskRle } from '../../src/detect/masks/encode.ts';
+import { maskGrid } from '../../src/detect/masks/grid.ts';
 import { MASK_ALPHA, annotateRaw, classColour, layoutLabels, overlayBounds, type DrawableDetection } from '../../src/draw/annotate.ts';
 
 const W = 200;
@@ -12,7 +14,7 @@ const image = { width: W, height: H, data: Uint8Array.from({ length: W * H * 3 }
 const M = 8;
 /** Positive logits on the left half of the mask plane's top rows: the mask covers about x < 100, y < 45. */
 const logits = Float32Array.from({ length: M * M }, (_, k) => (Math.floor(k / M) < 3 && k % M < 4 ? 5 : -5));
-const det: DrawableDetection = { label: 'cat', label_id: 17, score: 0.9, box: [150, 80, 190, 110], maskLogits: logits };
+const det: DrawableDetection = { label: 'cat', label_id: 17, score: 0.9, box: [150, 80, 190, 110], mask: maskRle(logits, maskGrid(M, W, H)) };
 
 const blend = (c: number, px: number) => Math.floor((c * MASK_ALPHA + px * (255 - MASK_ALPHA) + 127) / 255);
 
@@ -31,8 +33,14 @@ test('a pixel inside a mask is blended with the box colour at alpha 0.4; one out
   }
 });
 
-test('without mask logits nothing but the box and label is drawn', async () => {
-  const got = await annotateRaw(image, [{ ...det, maskLogits: undefined }]);
+test('the polygons of a mask without holes paint the same pixels as its RLE', async () => {
+  const polygons = maskPolygons(logits, maskGrid(M, W, H));
+  assert.equal(polygons.length, 1);
+  assert.deepEqual(await annotateRaw(image, [{ ...det, mask: polygons }]), await annotateRaw(image, [det]));
+});
+
+test('without a mask nothing but the box and label is drawn', async () => {
+  const got = await annotateRaw(image, [{ ...det, mask: undefined }]);
   const i = (10 * W + 10) * 3;
   assert.deepEqual([got[i], got[i + 1], got[i + 2]], [image.data[i], image.data[i + 1], image.data[i + 2]]);
 });

@@ -71,3 +71,60 @@ export function rleToString(counts: ArrayLike<number>): string {
   }
   return out.toString('latin1', 0, p);
 }
+
+/** pycocotools' rleFrString: a compressed `counts` string → uncompressed counts. */
+export function rleFromString(s: string): number[] {
+  const counts: number[] = [];
+  let p = 0;
+  while (p < s.length) {
+    let x = 0;
+    let k = 0;
+    let more = true;
+    while (more) {
+      const c = s.charCodeAt(p) - 48;
+      if (!(c >= 0 && c < 64) || k > 6) throw new RangeError(`COCO RLE: ${JSON.stringify(s[p] ?? '')} at ${p} of the counts string is not a counts character (expected '0'…'o', at most 7 per count)`);
+      x += (c & 0x1f) * 2 ** (5 * k);
+      more = (c & 0x20) !== 0;
+      p++;
+      k++;
+      if (more && p === s.length) throw new RangeError('COCO RLE: the counts string ends inside a count');
+      if (!more && c & 0x10) x -= 2 ** (5 * k);
+    }
+    if (counts.length > 2) x += counts[counts.length - 2]!;
+    counts.push(x);
+  }
+  return counts;
+}
+
+/** Streams a COCO RLE mask into `sinks` column by column, as columns.ts does the upsampled logits. */
+export function streamRle(rle: RleMask, ...sinks: ColumnSink[]): void {
+  const [h, w] = rle.size;
+  const counts = rleFromString(rle.counts);
+  const runs = new Int32Array(h + 2);
+  let x = 0;
+  let n = 0;
+  const upTo = (col: number) => {
+    for (; x < col; x++, n = 0) for (const s of sinks) s.column(x, runs, n);
+  };
+  let p = 0;
+  for (let i = 0; i < counts.length; i++) {
+    const c = counts[i]!;
+    if (c < 0 || p + c > h * w) throw new RangeError(`COCO RLE: the counts overrun a ${h}×${w} mask (count ${i} is ${c} at pixel ${p})`);
+    for (let s = p, e = p + c; i % 2 === 1 && s < e;) {
+      const col = Math.floor(s / h);
+      upTo(col);
+      const y0 = s - col * h;
+      const y1 = Math.min(h, e - col * h);
+      if (n > 0 && runs[2 * n - 1] === y0) runs[2 * n - 1] = y1;
+      else {
+        runs[2 * n] = y0;
+        runs[2 * n + 1] = y1;
+        n++;
+      }
+      s = col * h + y1;
+    }
+    p += c;
+  }
+  if (p !== h * w) throw new RangeError(`COCO RLE: the counts cover ${p} pixels, a ${h}×${w} mask has ${h * w}`);
+  upTo(w);
+}

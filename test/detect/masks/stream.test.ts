@@ -1,12 +1,13 @@
 // The streamed upsample (src/detect/masks/columns.ts, output-sensitive) against a per-pixel evaluation of
 // PyTorch's bilinear align_corners=False formula written here, on random logit fields of odd sizes (up- and
 // downsampling, exact zeros, a NaN, all-positive and all-negative planes); and the RLE encoder's counts on
-// masks whose counts are known.
+// masks whose counts are known; the RLE streamed back (what the drawing paints) gives the same pixels.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { streamMask } from '../../../src/detect/masks/columns.ts';
 import { maskGrid } from '../../../src/detect/masks/grid.ts';
-import { RleEncoder } from '../../../src/detect/masks/rle.ts';
+import { maskRle } from '../../../src/detect/masks/encode.ts';
+import { RleEncoder, streamRle } from '../../../src/detect/masks/rle.ts';
 import { bitmapSink, feedBitmap } from '../../helpers/mask-bitmaps.ts';
 
 const f = Math.fround;
@@ -44,7 +45,7 @@ function field(M: number, seed: number): Float32Array {
   return L;
 }
 
-test('the streamed mask equals the per-pixel upsample on random fields, up and down, odd sizes', () => {
+test('the streamed mask equals the per-pixel upsample on random fields, up and down, odd sizes; so does its RLE streamed back', () => {
   const cases: [number, number, number][] = [[5, 7, 3], [8, 37, 53], [13, 200, 91], [78, 640, 480], [96, 101, 1000], [31, 17, 29], [1, 9, 4]];
   let set = 0, total = 0;
   for (const [M, w, h] of cases) {
@@ -58,6 +59,9 @@ test('the streamed mask equals the per-pixel upsample on random fields, up and d
       streamMask(L, maskGrid(M, w, h), sink);
       assert.equal(sink.columns, w);
       const want = perPixel(L, M, w, h);
+      const back = bitmapSink(w, h);
+      streamRle(maskRle(L, maskGrid(M, w, h)), back);
+      assert.deepEqual(back.bits, sink.bits, `M=${M} ${w}×${h} seed ${seed}: the RLE streamed back differs`);
       for (let p = 0; p < w * h; p++) {
         if (sink.bits[p] !== want[p]) assert.fail(`M=${M} ${w}×${h} seed ${seed}: pixel (${Math.floor(p / h)}, ${p % h}) is ${sink.bits[p]}, the per-pixel upsample says ${want[p]}`);
         set += want[p]!;
