@@ -7,6 +7,7 @@ import { cocoConfigPath } from '../../src/config/paths.ts';
 import { RfdetrClient, HttpStatusError } from '../../src/client/client.ts';
 import { imageOfInput, type Frame } from '../../src/detect/frame.ts';
 import { detectDecoded, type PredictResponse } from '../../src/detect/pipeline.ts';
+import type { MaskFormat } from '../../src/detect/masks/formats.ts';
 import { StageClock } from '../../src/detect/stage-clock.ts';
 import { isRfdetrError } from '../../src/errors.ts';
 import { decodeImage, type RgbImage } from '../../src/image/decode.ts';
@@ -25,6 +26,8 @@ export interface DetectParamsFlags extends EngineFlags {
   classes?: string[];
   classThresholds?: Record<string, number>;
   raw?: boolean;
+  /** --mask-format (default rle). */
+  maskFormat?: MaskFormat;
 }
 
 /** One frame for the detector: a file (a still) or pixels (a video frame), and when its work started. */
@@ -79,7 +82,7 @@ export async function inProcessDetector(ctx: CliContext, f: DetectParamsFlags, c
     await backend.close().catch(() => {});
     throw e;
   }
-  const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, classes, classThresholds };
+  const params = { threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw, mask_format: f.maskFormat, classes, classThresholds };
   return {
     labels,
     get info() {
@@ -124,6 +127,8 @@ export async function remoteDetector(ctx: CliContext, f: DetectParamsFlags, url:
         threshold: f.threshold, max_detections: f.maxDetections, return_raw: f.raw,
         ...(f.classes?.length ? { classes: f.classes.map((c) => (/^\d+$/.test(c) ? Number(c) : c)) } : {}),
         ...(f.classThresholds ? { class_thresholds: f.classThresholds } : {}),
+        // The server's default is rle; a server without masks (an older one) refuses the field.
+        ...(f.maskFormat && f.maskFormat !== 'rle' ? { mask_format: f.maskFormat } : {}),
       });
       // The server decoded it for its detections; a drawing here needs the pixels here too.
       const pixels = needPixels ? await decodeImage(bytes) : undefined;

@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { CliContext } from '../context.ts';
 import { addEngineOptions } from '../engine-flags.ts';
+import { MASK_FORMATS } from '../../src/detect/masks/formats.ts';
 import { EXIT_HELP } from '../failures.ts';
 import { intParser, parseClasses, parseClassThresholds, parseThreshold } from '../parsers.ts';
 import { addTrackerOptions } from '../track-options.ts';
@@ -25,7 +26,8 @@ export function detectCommand(ctx: CliContext): Command {
     .addOption(new Option('--max-detections <n>', 'keep at most n detections per image (highest scores)').argParser(intParser(1, 300)).default(100))
     .addOption(new Option('--classes <names>', 'keep only these classes: names or ids, comma-separated (cat,dog)').argParser(parseClasses))
     .addOption(new Option('--class-thresholds <pairs>', 'a threshold per class instead of --threshold: name or id:threshold, comma-separated (person:0.4,3:0.7); the other classes keep --threshold').argParser(parseClassThresholds))
-    .option('--raw', 'include raw logits [300][91] and pred_boxes [300][4] (as /predict return_raw)')
+    .addOption(new Option('--mask-format <format>', 'segmentation models: each detection\'s "mask" as COCO RLE ({"size": [h, w], "counts": "..."}, pycocotools\' compressed counts), polygon (COCO polygons: outer contours in image pixel-corner coordinates) or none (no masks, none drawn by --save); as /predict mask_format. Ignored by detection models').choices(MASK_FORMATS).default('rle'))
+    .option('--raw', 'include raw logits [300][91] and pred_boxes [300][4] (as /predict return_raw; no mask logits)')
     .option('--json', 'stdout: one compact JSON line per image (the /predict response plus "image") and per video frame (plus "source", "frame", "pts_ms"), nothing else')
     .option('--save <dir>', 'write annotated copies into dir: JPEG for .jpg/.jpeg images, PNG for other images, H.264 video (audio copied) for videos')
     .option('-r, --recursive', 'also take images and videos from subdirectories of directory inputs')

@@ -4,6 +4,7 @@
 // "Expected … for FIELD" text of the 422 a field gets (`x-expected-text` where multipart and query strings
 // word it otherwise).
 import { Type, type Static, type TObject, type TOptional, type TProperties, type TSchema } from '@sinclair/typebox';
+import { MASK_FORMATS } from './masks/formats.ts';
 
 export const DEFAULT_THRESHOLD = 0.5;
 export const DEFAULT_MAX_DETECTIONS = 100;
@@ -62,6 +63,11 @@ export const PredictParamsProps = {
   return_image: Type.Optional(Type.Union([Type.Literal('png'), Type.Literal('jpeg')], {
     description: 'also return the picture with the detections drawn on it (the drawing of `rfdetr detect --save`), base64 in annotated_image',
     ...expected('"png" or "jpeg" (default: no picture)'),
+  })),
+  mask_format: defaulted(Type.Union(MASK_FORMATS.map((f) => Type.Literal(f)), {
+    default: 'rle',
+    description: 'segmentation models: each detection\'s `mask` as COCO RLE (`{"size": [h, w], "counts": "..."}`, pycocotools\' compressed counts; the default), `polygon` (COCO polygons: the outer contours, each [x1, y1, x2, y2, ...] in image pixel-corner coordinates) or `none` (no `mask` and no mask work). Accepted and ignored by detection models',
+    ...expected('"rle", "polygon" or "none" (default "rle")'),
   })),
 };
 

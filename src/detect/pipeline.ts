@@ -7,6 +7,8 @@
 // gives the two best cats, not the cats among the two best detections.
 import type { RgbImage } from '../image/decode.ts';
 import type { EncodedImage, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
+import { detectionMasks } from './masks/detections.ts';
+import type { Mask } from './masks/encode.ts';
 import type { Detection } from './postprocess.ts';
 import { taskFor } from './tasks.ts';
 import type { PredictParams } from './params-schema.ts';
@@ -27,8 +29,8 @@ export interface PredictTiming {
   transfer: number;
 }
 
-/** One detection as /predict returns it (the domain Detection without its query slot). */
-export type PredictDetection = Omit<Detection, 'query'>;
+/** One detection as /predict returns it (the domain Detection without its query slot and mask logits; a segmentation model's `mask`). */
+export type PredictDetection = Omit<Detection, 'query' | 'maskLogits'> & { mask?: Mask };
 
 export interface PredictResponse {
   detections: PredictDetection[];
@@ -46,6 +48,8 @@ export interface PredictResponse {
 
 export interface BuildResponseArgs {
   detections: readonly Detection[] | readonly PredictDetection[];
+  /** Each detection's `mask` (a segmentation model, mask_format other than none), in the order of `detections`. */
+  masks?: readonly Mask[] | undefined;
   width: number;
   height: number;
   inputSize: [number, number];
@@ -57,7 +61,12 @@ export interface BuildResponseArgs {
 /** The /predict response object, keys in the contract's order. */
 export function buildPredictResponse(a: BuildResponseArgs): PredictResponse {
   const body: PredictResponse = {
-    detections: a.detections.map((d) => ({ label: d.label, label_id: d.label_id, score: d.score, box: d.box, box_cxcywh_norm: d.box_cxcywh_norm })),
+    detections: a.detections.map((d, i) => {
+      const out: PredictDetection = { label: d.label, label_id: d.label_id, score: d.score, box: d.box, box_cxcywh_norm: d.box_cxcywh_norm };
+      const mask = a.masks?.[i];
+      if (mask) out.mask = mask;
+      return out;
+    }),
     num_detections: a.detections.length,
     image_size: { width: a.width, height: a.height },
     input_size: a.inputSize,
@@ -76,7 +85,7 @@ export function buildPredictResponse(a: BuildResponseArgs): PredictResponse {
  * `class_thresholds` resolved to class indices of the model (undefined: all classes, the one threshold); both
  * apply before the `max_detections` cap.
  */
-export type DetectParams = Pick<PredictParams, 'threshold' | 'max_detections'> & Partial<Pick<PredictParams, 'return_raw'>> & {
+export type DetectParams = Pick<PredictParams, 'threshold' | 'max_detections'> & Partial<Pick<PredictParams, 'return_raw' | 'mask_format'>> & {
   classes?: ReadonlySet<number> | undefined;
   /** `class_thresholds` by class index: a detection of such a class is kept when its score > this instead. */
   classThresholds?: ReadonlyMap<number, number> | undefined;
@@ -150,6 +159,8 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
   const passing = perClass ? all.filter((d) => d.score > Math.fround(perClass.get(d.label_id) ?? params.threshold)) : all;
   const detections = selectDetections(passing, params.classes, params.max_detections);
   const nested = params.return_raw ? task.raw(out.outputs, dims) : undefined;
+  // After the class filter and the cap: only the kept detections' masks are made, one at a time.
+  const masks = detectionMasks(detections, size.width, size.height, params.mask_format ?? 'rle');
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).
@@ -165,7 +176,7 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
     transfer: out.transferMs,
   };
   const response = buildPredictResponse({
-    detections, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
+    detections, masks, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
   });
   return { response, image, detections };
 }

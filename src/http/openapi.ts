@@ -96,6 +96,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             { name: 'return_raw', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'raw image/* bodies only' },
             { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: class ids or label names, comma-separated (cat,dog,17)' },
             { name: 'return_image', in: 'query', schema: { type: 'string', enum: ['png', 'jpeg'] }, description: 'raw image/* bodies only' },
+            { name: 'mask_format', in: 'query', schema: { type: 'string', enum: ['rle', 'polygon', 'none'] }, description: 'raw image/* bodies only: segmentation models\' mask as rle (default), polygon or none' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
@@ -113,6 +114,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
                     return_raw: textField('true/false/1/0, default false'),
                     classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
                     return_image: { type: 'string', enum: ['png', 'jpeg'] },
+                    mask_format: { type: 'string', enum: ['rle', 'polygon', 'none'], description: 'segmentation models: rle (default), polygon or none' },
                   },
                 },
               },
@@ -140,6 +142,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'class ids or label names, comma-separated (cat,dog,17)' },
             { name: 'stride', in: 'query', schema: { type: 'string' }, description: 'run every Nth frame, integer 1..1000, default 1' },
             { name: 'track', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'add ByteTrack track_id to every detection, default false' },
+            { name: 'mask_format', in: 'query', schema: { type: 'string', enum: ['rle', 'polygon', 'none'] }, description: 'segmentation models: each detection\'s mask as rle (default), polygon or none' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
@@ -158,6 +161,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
                     classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
                     stride: textField('integer 1..1000, default 1'),
                     track: textField('true/false/1/0, default false'),
+                    mask_format: { type: 'string', enum: ['rle', 'polygon', 'none'], description: 'segmentation models: rle (default), polygon or none' },
                   },
                 },
               },

@@ -122,7 +122,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
     const write = async (line: object) => {
       if (!res.write(`${JSON.stringify(line)}\n`)) await Promise.race([drained(res), stopped]);
     };
-    const detectParams = { threshold: params.threshold, max_detections: params.max_detections, classes };
+    const detectParams = { threshold: params.threshold, max_detections: params.max_detections, classes, mask_format: params.mask_format };
     const noop = () => {};
     // ffmpeg's decoding is work on the host's cores for this client, as a still's decode is: its CPU time is
     // charged to the client's share of the engine as it accrues (a still's decode: frame-detector.ts).

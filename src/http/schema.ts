@@ -53,6 +53,13 @@ export const Detection = Type.Object({
   score: Type.Number({ description: 'max over classes of sigmoid(logit)' }),
   box: four('[x1, y1, x2, y2] in original-image pixels, clamped to the image'),
   box_cxcywh_norm: four("the model's normalised [cx, cy, w, h], unclamped"),
+  mask: Type.Optional(Type.Union([
+    Type.Object({
+      size: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 2, maxItems: 2, description: '[height, width] of the image' }),
+      counts: Type.String({ description: "pycocotools' compressed counts: column-major runs starting with a run of 0s" }),
+    }, { description: 'mask_format rle (the default): COCO RLE, as pycocotools.mask.encode gives it (pycocotools.mask.decode reads it)' }),
+    Type.Array(Type.Array(Type.Number(), { minItems: 8 }), { description: 'mask_format polygon: COCO polygons, the outer contours (holes are inside them), each [x1, y1, x2, y2, ...] in image pixel-corner coordinates' }),
+  ], { description: "segmentation models only (absent with mask_format none and on detection models): the detection's mask at the image size, upstream's bilinear upsample of the mask logits > 0 over the whole image" })),
 });
 
 const ms = (description: string) => Type.Number({ description });

@@ -1,5 +1,5 @@
 // The schemas of POST /predict/video (TypeBox, like schema.ts, and part of /openapi.json): its options — the
-// /predict fields a video can use (threshold, max_detections, classes) plus stride and track, from the query
+// /predict fields a video can use (threshold, max_detections, classes, mask_format) plus stride and track, from the query
 // string or multipart text fields — and the NDJSON lines it answers with.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { expected, PredictParamsProps, type Validated } from '../detect/params-schema.ts';
@@ -22,6 +22,7 @@ export const VideoParamsProps = {
     description: 'add ByteTrack track ids (track_id on every detection; null where the tracker gives none)',
     ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
   })),
+  mask_format: PredictParamsProps.mask_format,
 };
 
 export const VideoParamsOnly = Type.Object(VideoParamsProps, {

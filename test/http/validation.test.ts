@@ -32,14 +32,27 @@ describe('schema (422) and defaults', () => {
     ['max_detections 1.5', { max_detections: 1.5 }, /for max_detections but received 1\.5/],
     ['max_detections "10"', { max_detections: '10' }, /for max_detections but received "10" of type string/],
     ['return_raw "yes"', { return_raw: 'yes' }, /Expected a boolean .* for return_raw but received "yes"/],
+    ['mask_format "bitmap"', { mask_format: 'bitmap' }, /Expected "rle", "polygon" or "none" \(default "rle"\) for mask_format but received "bitmap" of type string/],
   ];
   for (const [name, extra, re] of cases) {
     test(`${name} → 422 E_SCHEMA naming the field`, async () => {
       const r = await postJson(s.url, { image: png, ...extra });
       assertError(r, 422, 'E_SCHEMA', re);
-      assert.ok(['threshold', 'max_detections', 'return_raw'].includes(r.json.field));
+      assert.ok(['threshold', 'max_detections', 'return_raw', 'mask_format'].includes(r.json.field));
     });
   }
+
+  test('a detection model accepts mask_format and ignores it: no mask keys, the same detections', async () => {
+    const plain = await postJson(s.url, { image: png });
+    assert.equal(plain.status, 200, plain.text);
+    assert.ok(plain.json.detections.length > 0);
+    for (const mask_format of ['rle', 'polygon', 'none']) {
+      const r = await postJson(s.url, { image: png, mask_format });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json.detections, plain.json.detections, mask_format);
+      assert.ok(r.json.detections.every((d: object) => !('mask' in d)), mask_format);
+    }
+  });
 
   test('missing image → 422', async () => {
     const r = await postJson(s.url, { threshold: 0.5 });

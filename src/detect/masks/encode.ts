@@ -2,13 +2,12 @@
 // (columns.ts) streamed into the RLE encoder or the polygon tracer, one detection at a time, so the memory is
 // one detection's runs, never an image per detection.
 import { streamMask } from './columns.ts';
+import type { MaskFormat } from './formats.ts';
 import type { MaskGrid } from './grid.ts';
 import { PolygonTracer, type Polygons } from './polygon.ts';
 import { RleEncoder, rleToString, type RleMask } from './rle.ts';
 
-/** The `mask_format` values: COCO RLE (default), COCO polygons, or no masks. */
-export const MASK_FORMATS = ['rle', 'polygon', 'none'] as const;
-export type MaskFormat = (typeof MASK_FORMATS)[number];
+export type { MaskFormat } from './formats.ts';
 
 /** A detection's `mask`: COCO RLE, or COCO polygons (outer contours). */
 export type Mask = RleMask | Polygons;

@@ -1,0 +1,40 @@
+// The masks of a response (src/detect/masks/detections.ts, pipeline.ts buildPredictResponse): each kept
+// segmentation detection's `mask` in the requested format, right after box_cxcywh_norm; none with
+// mask_format none or on a detection model (whose detections keep exactly their keys); a segmentation
+// detection without mask logits is an internal error naming it.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { detectionMasks } from '../../../src/detect/masks/detections.ts';
+import { maskPolygons, maskRle } from '../../../src/detect/masks/encode.ts';
+import { maskGrid } from '../../../src/detect/masks/grid.ts';
+import { buildPredictResponse } from '../../../src/detect/pipeline.ts';
+import type { Detection } from '../../../src/detect/postprocess.ts';
+
+const M = 6;
+const plane = (k: number) => Float32Array.from({ length: M * M }, (_, i) => ((i % M) + Math.floor(i / M) < k ? 3 : -3));
+const det = (k: number, logits?: Float32Array): Detection => ({
+  label: 'cat', label_id: 17, score: 0.9 - k / 100, box: [1, 2, 30, 40], box_cxcywh_norm: [0.5, 0.5, 0.2, 0.3], query: k, ...(logits ? { maskLogits: logits } : {}),
+});
+const timing = { decode: 1, preprocess: 1, inference: 1, postprocess: 1, total: 1, queue: 0, transfer: 0 };
+
+test('each segmentation detection gets its mask in the requested format, at the image size', () => {
+  const dets = [det(3, plane(3)), det(7, plane(7))];
+  const grid = maskGrid(M, 50, 40);
+  assert.deepEqual(detectionMasks(dets, 50, 40, 'rle'), [maskRle(plane(3), grid), maskRle(plane(7), grid)]);
+  assert.deepEqual(detectionMasks(dets, 50, 40, 'polygon'), [maskPolygons(plane(3), grid), maskPolygons(plane(7), grid)]);
+  assert.deepEqual((detectionMasks(dets, 50, 40, 'rle')![0] as { size: number[] }).size, [40, 50]);
+  assert.equal(detectionMasks(dets, 50, 40, 'none'), undefined);
+  assert.equal(detectionMasks([det(1), det(2)], 50, 40, 'rle'), undefined, 'a detection model has no masks');
+  assert.throws(() => detectionMasks([det(1, plane(1)), det(2)], 50, 40, 'rle'), /detection 1 \(cat 0\.88\) has no mask logits while others have/);
+});
+
+test('the response: mask right after box_cxcywh_norm; a detection model\'s detections keep exactly their keys', () => {
+  const dets = [det(3, plane(3))];
+  const masks = detectionMasks(dets, 50, 40, 'rle');
+  const seg = buildPredictResponse({ detections: dets, masks, width: 50, height: 40, inputSize: [24, 24], threshold: 0.5, timing });
+  assert.deepEqual(Object.keys(seg.detections[0]!), ['label', 'label_id', 'score', 'box', 'box_cxcywh_norm', 'mask']);
+  assert.deepEqual(seg.detections[0]!.mask, masks![0]);
+  const plain = buildPredictResponse({ detections: [det(3)], width: 50, height: 40, inputSize: [24, 24], threshold: 0.5, timing });
+  assert.deepEqual(Object.keys(plain.detections[0]!), ['label', 'label_id', 'score', 'box', 'box_cxcywh_norm']);
+  assert.ok(!JSON.stringify(seg).includes('maskLogits') && !JSON.stringify(seg).includes('query'));
+});
