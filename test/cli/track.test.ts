@@ -63,6 +63,21 @@ test('rfdetr track: sources tracked apart, summary lines passed through, blank l
   assert.ok(ids(alone).flat().some((id) => id !== null));
 });
 
+test('rfdetr track: a segmentation detection\'s mask (RLE or polygons) comes out unchanged, after it the track_id', async () => {
+  const frames = parse(fs.readFileSync(seq('seed-101'), 'utf8')).slice(0, 5);
+  const rle = { size: [480, 640], counts: 'PQ;3n>0O1N2M3' };
+  const polygons = [[10, 20, 30, 20, 30, 40, 10, 40]];
+  const withMasks = frames.map((f) => ({ ...f, detections: f.detections.map((d, k) => ({ ...d, mask: k % 2 ? polygons : rle })) }));
+  const r = await runInProcess(['track', '-'], { stdin: Buffer.from(withMasks.map((f) => JSON.stringify(f)).join('\n')) });
+  assert.equal(r.code, 0, r.stderr);
+  const out = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { detections: (Det & { mask: unknown })[] });
+  assert.ok(out.flatMap((f) => f.detections).length > 0);
+  out.forEach((f, i) => f.detections.forEach((d, k) => {
+    assert.deepEqual(d.mask, withMasks[i]!.detections[k]!.mask);
+    assert.deepEqual(Object.keys(d).slice(-2), ['mask', 'track_id']);
+  }));
+});
+
 test('rfdetr track: a line that is not a frame stops the run naming the line; a missing file and a bad flag are errors', async () => {
   const good = fs.readFileSync(seq('seed-101'), 'utf8').split('\n').slice(0, 2);
   const r = await runInProcess(['track', '-'], { stdin: Buffer.from([good[0], '{"frame": 1, "detections": [', good[1]].join('\n')) });

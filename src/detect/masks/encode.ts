@@ -26,7 +26,23 @@ export function maskPolygons(logits: Float32Array, grid: MaskGrid): Polygons {
   return tracer.finish();
 }
 
-/** The mask in `format` ('rle' or 'polygon'). */
-export function encodeMask(logits: Float32Array, grid: MaskGrid, format: Exclude<MaskFormat, 'none'>): Mask {
-  return format === 'polygon' ? maskPolygons(logits, grid) : maskRle(logits, grid);
+/** Encodes the masks of one image, one after the other, in `format`, reusing one encoder's buffers. */
+export class MaskEncoder {
+  private rle?: RleEncoder;
+  private tracer?: PolygonTracer;
+  constructor(readonly grid: MaskGrid, readonly format: Exclude<MaskFormat, 'none'>) {}
+
+  encode(logits: Float32Array): Mask {
+    const g = this.grid;
+    if (this.format === 'polygon') {
+      const t = (this.tracer ??= new PolygonTracer(g.width, g.height));
+      t.reset();
+      streamMask(logits, g, t);
+      return t.finish();
+    }
+    const r = (this.rle ??= new RleEncoder(g.width, g.height));
+    r.reset();
+    streamMask(logits, g, r);
+    return { size: [g.height, g.width], counts: rleToString(r.finish()) };
+  }
 }

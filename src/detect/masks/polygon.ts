@@ -33,6 +33,12 @@ export class PolygonTracer implements ColumnSink {
     this.colStart = new Int32Array(width + 1);
   }
 
+  /** Empties the tracer for the next mask of the same size, keeping its buffers. */
+  reset(): void {
+    this.n = 0;
+    this.colStart.fill(0);
+  }
+
   column(x: number, runs: Int32Array, n: number): void {
     if (this.n + n > this.ends.length / 2) {
       const grown = new Int32Array(Math.max(this.ends.length * 2, 2 * (this.n + n)));

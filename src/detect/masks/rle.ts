@@ -19,6 +19,12 @@ export class RleEncoder implements ColumnSink {
   private last = 0;
   constructor(readonly width: number, readonly height: number) {}
 
+  /** Empties the encoder for the next mask of the same size, keeping its buffer. */
+  reset(): void {
+    this.n = 0;
+    this.last = 0;
+  }
+
   private push(v: number): void {
     if (this.n === this.counts.length) {
       const grown = new Uint32Array(this.counts.length * 2);
@@ -51,11 +57,25 @@ export class RleEncoder implements ColumnSink {
   }
 }
 
+// The characters of one string, reused up to SCRATCH_KEEP bytes: a buffer per mask was most of the garbage of
+// a 100-mask response (bench/masks/RESULTS.md).
+const SCRATCH_KEEP = 1 << 20;
+let scratch = Buffer.allocUnsafe(1 << 16);
+
 /** pycocotools' rleToString of uncompressed counts. */
 export function rleToString(counts: ArrayLike<number>): string {
   const m = counts.length;
   // At most 7 groups of 5 bits per value (|x| < 2^32 and a sign bit).
-  const out = Buffer.allocUnsafe(m * 7);
+  if (scratch.length < m * 7) {
+    const grown = Buffer.allocUnsafe(m * 7);
+    if (grown.length > SCRATCH_KEEP) return encodeInto(counts, grown);
+    scratch = grown;
+  }
+  return encodeInto(counts, scratch);
+}
+
+function encodeInto(counts: ArrayLike<number>, out: Buffer): string {
+  const m = counts.length;
   let p = 0;
   for (let i = 0; i < m; i++) {
     // Differences fit an int32: counts are at most width·height ≤ 8192² (src/image/limits.ts) < 2^31.
