@@ -12,20 +12,6 @@ export type { MaskFormat } from './formats.ts';
 /** A detection's `mask`: COCO RLE, or COCO polygons (outer contours). */
 export type Mask = RleMask | Polygons;
 
-/** The mask of `logits` (f32 M×M, M = grid.side) at the grid's image size as COCO RLE. */
-export function maskRle(logits: Float32Array, grid: MaskGrid): RleMask {
-  const rle = new RleEncoder(grid.width, grid.height);
-  streamMask(logits, grid, rle);
-  return { size: [grid.height, grid.width], counts: rleToString(rle.finish()) };
-}
-
-/** The outer contours of the mask of `logits` at the grid's image size. */
-export function maskPolygons(logits: Float32Array, grid: MaskGrid): Polygons {
-  const tracer = new PolygonTracer(grid.width, grid.height);
-  streamMask(logits, grid, tracer);
-  return tracer.finish();
-}
-
 /** Encodes the masks of one image, one after the other, in `format`, reusing one encoder's buffers. */
 export class MaskEncoder {
   private rle?: RleEncoder;
@@ -45,4 +31,14 @@ export class MaskEncoder {
     streamMask(logits, g, r);
     return { size: [g.height, g.width], counts: rleToString(r.finish()) };
   }
+}
+
+/** The mask of `logits` (f32 M×M, M = grid.side) at the grid's image size as COCO RLE. */
+export function maskRle(logits: Float32Array, grid: MaskGrid): RleMask {
+  return new MaskEncoder(grid, 'rle').encode(logits) as RleMask;
+}
+
+/** The outer contours of the mask of `logits` at the grid's image size. */
+export function maskPolygons(logits: Float32Array, grid: MaskGrid): Polygons {
+  return new MaskEncoder(grid, 'polygon').encode(logits) as Polygons;
 }
