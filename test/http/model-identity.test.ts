@@ -31,6 +31,9 @@ test('modelIdentityOf: Base under the contract\'s names, other variants under th
   assert.deepEqual(modelIdentityOf('nano', null), { name: 'RF-DETR-nano', id: 'rf-detr-nano' });
   assert.deepEqual(modelIdentityOf('large_deprecated', null), { name: 'RF-DETR-large_deprecated', id: 'rf-detr-large-deprecated' });
   assert.deepEqual(modelIdentityOf('small', 'someone/rf-detr-small-finetuned'), { name: 'RF-DETR-small', id: 'someone/rf-detr-small-finetuned' });
+  assert.deepEqual(modelIdentityOf('seg-nano', null), { name: 'RF-DETR-Seg-Nano', id: 'rf-detr-seg-nano' });
+  assert.deepEqual(modelIdentityOf('seg-xlarge', null), { name: 'RF-DETR-Seg-XLarge', id: 'rf-detr-seg-xlarge' });
+  assert.deepEqual(modelIdentityOf('seg-2xlarge', null), { name: 'RF-DETR-Seg-2XLarge', id: 'rf-detr-seg-2xlarge' });
 });
 
 test('/health, /info, /v1/models, /tt-liveness and the OpenAPI description name the loaded variant', async () => {
