@@ -9,7 +9,7 @@ import { execa } from 'execa';
 import { synthBinary } from '../../src/config/paths.ts';
 import { modelIdentityOf } from '../../src/http/model-identity.ts';
 import { checkpointVariant } from '../../src/weights/verify.ts';
-import { synthWeights } from '../helpers/synth-weights.ts';
+import { synthVariantWeights, synthWeights } from '../helpers/synth-weights.ts';
 import { start } from './helpers.ts';
 
 test('checkpointVariant reads the variant from the tensors: base for the seed-1 checkpoint, nano for a Nano one', async (t) => {
@@ -23,6 +23,10 @@ test('checkpointVariant reads the variant from the tensors: base for the seed-1 
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('checkpointVariant names a synthetic RF-DETR Seg checkpoint seg-nano', async () => {
+  assert.equal(checkpointVariant(path.join(await synthVariantWeights('seg-nano'), 'model.safetensors')), 'seg-nano');
 });
 
 test('modelIdentityOf: Base under the contract\'s names, other variants under their own; a Hub repo is the id', () => {
