@@ -307,6 +307,9 @@ test('detect: --weights with --model is a usage error; bad values name the flag 
   const m = await runInProcess(['detect', '--max-detections', '0', caseImage('case-1')]);
   assert.equal(m.code, 2);
   assert.match(m.stderr, /--max-detections <n>' argument '0' is invalid. expected an integer from 1 to 300/);
+  const f = await runInProcess(['detect', '--mask-format', 'bitmap', caseImage('case-1')]);
+  assert.equal(f.code, 2);
+  assert.match(f.stderr, /--mask-format <format>' argument 'bitmap' is invalid. Allowed choices are rle, polygon, none/);
 });
 
 test('detect --url with --engine, --weights, --threads or --precision is refused (exit 2) naming the flags', async () => {
