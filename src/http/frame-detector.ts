@@ -105,7 +105,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
         async (inp, o) => {
           r.inEngine();
           const queued = performance.now();
-          const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: f.leaveQueue });
+          const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: f.leaveQueue, ...(o.select ? { select: o.select } : {}) });
           clock.forwarded(queued, out);
           return out;
         },
