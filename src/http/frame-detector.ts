@@ -11,7 +11,7 @@ import { imageOfInput, type Frame } from '../detect/frame.ts';
 import type { EncodedImage, RgbImage } from '../image/decode.ts';
 import type { InferInput } from '../sidecar/backend.ts';
 import type { Prepared } from '../sidecar/transport.ts';
-import { annotateCost } from './memory-budget.ts';
+import { annotateCost, selectedRowsCost } from './memory-budget.ts';
 import { inferenceError } from './respond.ts';
 import type { PredictDeps, RunContext } from './predict-context.ts';
 import type { Timeline } from './timeline.ts';
@@ -77,7 +77,8 @@ export function createFrameDetector(d: FrameDetectorDeps) {
       let header: { width: number; height: number } | undefined;
       const reserve = async (n: number, size: { width: number; height: number }) => {
         header = size;
-        let need = n;
+        // A segment model's mask rows arrive with the forward's reply and stay until the response is written.
+        let need = n + selectedRowsCost(d.backend.info?.outputs, params.masks !== false);
         if (isFile) {
           // The drawing and its encodings are reserved with the pixels: an image too large to annotate within
           // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose

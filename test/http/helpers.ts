@@ -89,6 +89,8 @@ export class FakeBackend extends ScriptedBackend {
   closed = 0;
   destroyed: Error | undefined;
   lastInput: InferInput | undefined;
+  /** The last forward's options (a segment model's select among them). */
+  lastOptions: InferOptions | undefined;
   private gate: Promise<void> | undefined;
   private openGate: (() => void) | undefined;
 
@@ -121,6 +123,7 @@ export class FakeBackend extends ScriptedBackend {
   async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     this.calls++;
     this.lastInput = input;
+    this.lastOptions = opts;
     if (this.state !== 'ready') throw new Error(`fake backend is ${this.state}`);
     if (opts.signal?.aborted) throw new Error('aborted before the forward');
     const t0 = performance.now();
