@@ -4,13 +4,16 @@
 // HTTP server's detectors both run `detectDecoded`; `buildPredictResponse` is the one place that shape is written.
 //
 // Class filtering (`classes`) is applied before the max-detections cap, so `--classes cat --max-detections 2`
-// gives the two best cats, not the cats among the two best detections.
+// gives the two best cats, not the cats among the two best detections. For a task with a selected output (a
+// segment model's mask logits) the same parameters, sent as the request's `select`, tell the sidecar which
+// queries' rows to compute and send, and each kept detection gets its row.
 import type { RgbImage } from '../image/decode.ts';
-import type { EncodedImage, InferInput, InferOptions, InferResult, SidecarInfo } from '../sidecar/backend.ts';
+import type { EncodedImage, InferInput, InferOptions, InferResult, RowSelect, SidecarInfo } from '../sidecar/backend.ts';
+import { RfdetrError } from '../errors.ts';
 import { detectionMasks } from './masks/detections.ts';
 import type { Mask } from './masks/encode.ts';
 import type { Detection } from './postprocess.ts';
-import { taskFor } from './tasks.ts';
+import { selectedOutputOf, taskFor } from './tasks.ts';
 import type { PredictParams } from './params-schema.ts';
 
 /** RF-DETR-base's input side, used only when no engine has said its own (a backend before its first hello). */
@@ -29,8 +32,8 @@ export interface PredictTiming {
   transfer: number;
 }
 
-/** One detection as /predict returns it (the domain Detection without its query slot and mask logits; a segmentation model's `mask`). */
-export type PredictDetection = Omit<Detection, 'query' | 'maskLogits'> & { mask?: Mask };
+/** One detection as /predict returns it (the domain Detection without its query slot; a segmentation model's `mask`). */
+export type PredictDetection = Omit<Detection, 'query'> & { mask?: Mask };
 
 export interface PredictResponse {
   detections: PredictDetection[];
@@ -89,7 +92,20 @@ export type DetectParams = Pick<PredictParams, 'threshold' | 'max_detections'> &
   classes?: ReadonlySet<number> | undefined;
   /** `class_thresholds` by class index: a detection of such a class is kept when its score > this instead. */
   classThresholds?: ReadonlyMap<number, number> | undefined;
+  /**
+   * A segment model: false asks for no mask logits (no `select` is sent, no detection gets `maskLogits`);
+   * default true. Ignored for a model without masks.
+   */
+  masks?: boolean | undefined;
 };
+
+/** Whether these parameters ask a segment model for masks: not with `masks: false` nor `mask_format: none`. */
+export function wantsMasks(params: Pick<DetectParams, 'masks' | 'mask_format'>): boolean {
+  return params.masks !== false && params.mask_format !== 'none';
+}
+
+/** A kept detection of a segment model: its query's mask logits, a view of M×M f32 (row-major, M = DetectResult.maskSide). */
+export type MaskedDetection = Detection & { maskLogits?: Float32Array };
 
 export interface DetectOptions extends InferOptions {
   /** Labels by class index when the backend's hello carries none. */
@@ -117,8 +133,13 @@ export interface DetectResult<I extends RgbImage | EncodedImage = RgbImage> {
   response: PredictResponse;
   /** The decoded image (RGB u8 at the original size), e.g. to draw the detections on; or the file the sidecar decoded. */
   image: I;
-  /** The detections with their query slots (the response carries the same list without them). */
-  detections: Detection[];
+  /**
+   * The detections with their query slots (the response carries the same list without them); for a segment
+   * model asked for masks, each with its `maskLogits`.
+   */
+  detections: MaskedDetection[];
+  /** A segment model asked for masks: M, the side of each detection's M×M mask logits. */
+  maskSide?: number;
 }
 
 /** Keeps the detections whose class is in `classes` (all when undefined), then the first `maxDetections`. */
@@ -138,17 +159,19 @@ export function inputSizeOf(info: SidecarInfo | null): [number, number] {
  * the /predict response.
  */
 export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: Forward, info: SidecarInfo | null, image: I, params: DetectParams, run: DecodedRun): Promise<DetectResult<I>> {
-  const t1 = performance.now();
-  const out = await forward(isEncoded(image) ? { encoded: image } : { image }, { signal: run.signal, deadlineMs: run.deadlineMs });
-  const t2 = performance.now();
   const numQueries = info?.numQueries ?? DEFAULT_NUM_QUERIES;
   const numClasses = info?.numClasses ?? DEFAULT_NUM_CLASSES;
+  const task = taskFor(info?.task ?? 'detect');
+  const dims = { numQueries, numClasses, inputShape: info?.inputShape };
+  const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
+  const masks = wantsMasks(params) ? selectedOutputOf(task, dims) : undefined;
+  const select = masks ? rowSelectOf(params, perClass) : undefined;
+  const t1 = performance.now();
+  const out = await forward(isEncoded(image) ? { encoded: image } : { image }, { signal: run.signal, deadlineMs: run.deadlineMs, ...(select ? { select } : {}) });
+  const t2 = performance.now();
   const labels = info?.labels?.length ? info.labels : run.labels ?? [];
   // Boxes refer to the stored image, also when the pixels sent were a scaled-down decode.
   const size = ('source' in image ? image.source : undefined) ?? image;
-  const task = taskFor(info?.task ?? 'detect');
-  const dims = { numQueries, numClasses };
-  const perClass = params.classThresholds?.size ? params.classThresholds : undefined;
   // With per-class thresholds the post-process keeps everything above the lowest of them; each detection is
   // then held to its own class's threshold (the global one for the others).
   const floor = perClass ? Math.min(params.threshold, ...perClass.values()) : params.threshold;
@@ -157,10 +180,11 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
     maxDetections: params.classes || perClass ? numQueries : params.max_detections,
   });
   const passing = perClass ? all.filter((d) => d.score > Math.fround(perClass.get(d.label_id) ?? params.threshold)) : all;
-  const detections = selectDetections(passing, params.classes, params.max_detections);
+  const detections: MaskedDetection[] = selectDetections(passing, params.classes, params.max_detections);
+  if (masks) attachMaskRows(detections, masks.name, out);
   const nested = params.return_raw ? task.raw(out.outputs, dims) : undefined;
   // After the class filter and the cap: only the kept detections' masks are made, one at a time.
-  const masks = detectionMasks(detections, size.width, size.height, params.mask_format ?? 'rle');
+  const maskValues = masks ? detectionMasks(detections, size.width, size.height, params.mask_format ?? 'rle') : undefined;
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).
@@ -176,7 +200,43 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
     transfer: out.transferMs,
   };
   const response = buildPredictResponse({
-    detections, masks, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
+    detections, masks: maskValues, width: size.width, height: size.height, inputSize: inputSizeOf(info), threshold: params.threshold, timing, raw: nested,
   });
-  return { response, image, detections };
+  return { response, image, detections, ...(masks ? { maskSide: masks.shape[1]! } : {}) };
+}
+
+/** The sidecar's row selection for these parameters: a superset of the detections the postprocess keeps. */
+function rowSelectOf(params: DetectParams, perClass: ReadonlyMap<number, number> | undefined): RowSelect {
+  return {
+    threshold: params.threshold,
+    max: params.max_detections,
+    ...(params.classes ? { classes: [...params.classes] } : {}),
+    ...(perClass ? { classThresholds: perClass } : {}),
+  };
+}
+
+/**
+ * Gives each kept detection its query's row of the selected output `name` (a view, not a copy). The sidecar
+ * selects a superset of what the postprocess keeps, so a kept detection without a row is a broken contract:
+ * an error naming the query, never a detection silently without its mask.
+ */
+function attachMaskRows(detections: MaskedDetection[], name: string, out: InferResult): void {
+  const rows = out.rows?.[name];
+  const values = out.outputs[name];
+  if (!rows || !values) {
+    if (detections.length === 0) return;
+    throw new RfdetrError('E_INTERNAL', `the forward returned no '${name}' rows for the ${detections.length} detection(s) kept; the sidecar must send the rows its select picks (PROTOCOL.md, "Selected rows")`);
+  }
+  const rowOf = new Map<number, number>();
+  rows.forEach((q, r) => rowOf.set(q, r));
+  const size = rows.length ? values.length / rows.length : 0;
+  for (const d of detections) {
+    const r = rowOf.get(d.query);
+    if (r === undefined) {
+      throw new RfdetrError('E_INTERNAL',
+        `detection of query ${d.query} (${d.label}, score ${d.score}) was kept but the sidecar sent no '${name}' row for it (rows for queries ${Array.from(rows).join(', ') || 'none'}); ` +
+        'its selection must keep every query the postprocess keeps (PROTOCOL.md, "Selected rows")');
+    }
+    d.maskLogits = values.subarray(r * size, (r + 1) * size);
+  }
 }

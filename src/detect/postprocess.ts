@@ -28,8 +28,6 @@ export interface Detection {
   box_cxcywh_norm: [number, number, number, number];
   /** Decoder query slot (0..numQueries-1) the detection came from. */
   query: number;
-  /** A segmentation model's mask logits of this query: f32 M×M, row-major (R/4 of the input side R). */
-  maskLogits?: Float32Array;
 }
 
 export interface RawOutputs {

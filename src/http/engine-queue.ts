@@ -11,7 +11,7 @@
 // backend cannot be taken back: its caller is answered at once (504 / gone), but the engine slot stays busy
 // until the backend settles, so the busy time and the next dispatch stay honest.
 import { RfdetrError } from '../errors.ts';
-import type { InferenceBackend, InferInput, InferResult } from '../sidecar/backend.ts';
+import type { InferenceBackend, InferInput, InferResult, RowSelect } from '../sidecar/backend.ts';
 import { VirtualTime } from './virtual-time.ts';
 
 export interface EngineJobOptions {
@@ -25,6 +25,8 @@ export interface EngineJobOptions {
   client?: string;
   /** Called once, when the job is handed to the backend. */
   onStart?: () => void;
+  /** The rows a selected output carries (InferOptions.select). */
+  select?: RowSelect;
 }
 
 export interface EngineRun extends InferResult {
@@ -266,7 +268,7 @@ export class EngineQueue {
     this.changed();
     let p: Promise<InferResult>;
     try {
-      p = this.backend.infer(job.input, { signal, deadlineMs: Math.max(1, deadlineAt - start) });
+      p = this.backend.infer(job.input, { signal, deadlineMs: Math.max(1, deadlineAt - start), ...(job.opts.select ? { select: job.opts.select } : {}) });
     } catch (e) {
       p = Promise.reject(e);
     }

@@ -6,12 +6,12 @@
 // out as the request's answer would be (E_IMAGE_UNDECODABLE, or inferenceError's mapping). One stage clock
 // (src/detect/stage-clock.ts) gives its timing_ms and, when the request has a timeline, its Server-Timing marks.
 import { annotate, type ImageFormat } from '../draw/annotate.ts';
-import { detectDecoded, inputSizeOf, isEncoded, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
+import { detectDecoded, inputSizeOf, isEncoded, wantsMasks, type DetectParams, type DetectResult } from '../detect/pipeline.ts';
 import { imageOfInput, type Frame } from '../detect/frame.ts';
 import type { EncodedImage, RgbImage } from '../image/decode.ts';
 import type { InferInput } from '../sidecar/backend.ts';
 import type { Prepared } from '../sidecar/transport.ts';
-import { annotateCost } from './memory-budget.ts';
+import { annotateCost, selectedRowsCost } from './memory-budget.ts';
 import { inferenceError } from './respond.ts';
 import type { PredictDeps, RunContext } from './predict-context.ts';
 import type { Timeline } from './timeline.ts';
@@ -77,7 +77,8 @@ export function createFrameDetector(d: FrameDetectorDeps) {
       let header: { width: number; height: number } | undefined;
       const reserve = async (n: number, size: { width: number; height: number }) => {
         header = size;
-        let need = n;
+        // A segment model's mask rows arrive with the forward's reply and stay until the response is written.
+        let need = n + selectedRowsCost(d.backend.info?.outputs, wantsMasks(params));
         if (isFile) {
           // The drawing and its encodings are reserved with the pixels: an image too large to annotate within
           // the budget is refused here, before a pixel is decoded. The earlier images of the same request whose
@@ -105,7 +106,7 @@ export function createFrameDetector(d: FrameDetectorDeps) {
         async (inp, o) => {
           r.inEngine();
           const queued = performance.now();
-          const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: f.leaveQueue });
+          const out = await engine.run(inp, { signal: o.signal ?? signal, deadlineAt: r.deadlineAt, deadlineMs: d.deadlineMs, client, onStart: f.leaveQueue, ...(o.select ? { select: o.select } : {}) });
           clock.forwarded(queued, out);
           return out;
         },

@@ -2,13 +2,14 @@
 //   undecoded bytes  a body as it arrives, an image_url's bytes as they arrive, until the image is decoded:
 //                    taken without waiting (the client is sending now) and refused with 503 past their part
 //                    of the budget (half of it; a quarter per client), so stalled uploads cannot fill it;
-//   work             the decoded pixels and, with return_image, the drawing and its encodings: reserved from
-//                    the image header before a pixel is decoded, waiting fairly (limiter.ts) for room, held
-//                    until the response is written. One image's work may take at most half the budget; more is
+//   work             the decoded pixels and, with return_image, the drawing and its encodings, and a segment
+//                    model's mask rows (selectedRowsCost): reserved from the image header before a pixel is
+//                    decoded, waiting fairly (limiter.ts) for room, held until the response is written. One image's work may take at most half the budget; more is
 //                    refused (4xx), never attempted.
 // Undecoded bytes never exceed half and one image's work never exceeds half, so an image that waits for room
 // always gets it once the others ahead of it finish: the two kinds cannot lock each other out.
 import { RfdetrError } from '../errors.ts';
+import type { OutputSpec } from '../sidecar/backend.ts';
 import { Limiter } from './limiter.ts';
 
 /** The default --memory-limit: leaves a 4 GB container room for node itself (~0.3 GB), the sidecar (~0.6 GB) and slack. */
@@ -32,6 +33,18 @@ export const JSON_BYTE_COST = 3;
 export function annotateCost(width: number, height: number): number {
   const px = width * height;
   return px * 4 + px * 3 + 3 * Math.ceil((px * 3 * 4) / 3);
+}
+
+/**
+ * Bytes one image's selected output rows hold (a segment model's mask logits, PROTOCOL.md "Selected rows"): the
+ * reply frame's bytes and the f32 copy the client decodes them into are alive together while the reply is read,
+ * and the copy until the response is written. Counted for every query's row, the bound the hello declares: the
+ * sidecar sends max_detections rows plus their near-ties, and near-ties (saturated scores) have no smaller
+ * bound. Seg-large at 504 px: 2 × 200 × 126² × 4 B = 25 MB; 0 without a selected output or without masks.
+ */
+export function selectedRowsCost(outputs: readonly OutputSpec[] | undefined, masks: boolean): number {
+  if (!masks || !outputs) return 0;
+  return outputs.filter((o) => o.rows === 'selected').reduce((n, o) => n + 2 * 4 * o.shape.reduce((p, d) => p * d, 1), 0);
 }
 
 export function mib(n: number): string {

@@ -5,7 +5,7 @@
 export {
   PROTOCOL_VERSION, PROTOCOL_VERSION_WITHOUT_OUTPUTS, PROTOCOL_VERSION_WITHOUT_VARIANT, PROTOCOL_VERSIONS,
   type WireHello, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOkReply, type WireErrorReply,
-  type WireOp, type WireOutputSpec, type WireRequest, type WireShm,
+  type WireOp, type WireOutputSpec, type WireRequest, type WireSelect, type WireShm,
 } from './messages.ts';
 export { FrameReader, FRAME_HEADER_BYTES, MAX_FRAME_BYTES, MAX_IMAGE_SIDE } from './framing.ts';
 export { encodeFrame, encodeFrameParts, f32Bytes } from './encode.ts';

@@ -6,11 +6,33 @@ import type { FrameData, Prepared, TransportBudget } from './transport.ts';
 
 export type { EncodedImage };
 
-/** One head output as the sidecar's hello declares it: the infer reply carries it by `name`, product(shape) f32 values. */
+/**
+ * One head output as the sidecar's hello declares it: the infer reply carries it by `name`, product(shape) f32
+ * values; with `rows: 'selected'` only the rows (along axis 0, shape[0] their bound) of the queries the request's
+ * `select` picked, K·product(shape[1:]) values, their queries in InferResult.rows (PROTOCOL.md, "Selected rows").
+ */
 export interface OutputSpec {
   name: string;
   dtype: 'f32';
   shape: number[];
+  rows?: 'selected';
+}
+
+/**
+ * Which rows a selected output carries (the sidecar's rule, PROTOCOL.md "Selected rows"): queries whose best
+ * class passes `threshold` (or its class's entry of `classThresholds`) and is among `classes` (all when
+ * absent), the best `max` by logit and their near-ties. A superset of what the detect postprocess keeps with
+ * the same parameters.
+ */
+export interface RowSelect {
+  /** 0..1, on sigmoid(logit). */
+  threshold: number;
+  /** Rows before near-ties; 0 = none. */
+  max: number;
+  /** Class indices a row's label must be among; absent = every class. */
+  classes?: readonly number[];
+  /** Class index → its threshold (0..1) instead of `threshold`. */
+  classThresholds?: ReadonlyMap<number, number>;
 }
 
 export type BackendState = 'starting' | 'ready' | 'unresponsive' | 'restarting' | 'failed' | 'stopped';
@@ -31,7 +53,7 @@ export interface SidecarInfo {
    * of checkpointVariant); null from a version-2 sidecar, whose hello does not say.
    */
   variant: string | null;
-  /** The model's task ("detect"); a version-2/3 sidecar's is "detect". */
+  /** The model's task ("detect", "segment"); a version-2/3 sidecar's is "detect". */
   task: string;
   /** The head outputs every infer result carries, in the sidecar's order. */
   outputs: OutputSpec[];
@@ -70,6 +92,11 @@ export interface InferOptions {
   signal?: AbortSignal;
   /** Per-request deadline in ms, from the moment infer() is called. */
   deadlineMs?: number;
+  /**
+   * The rows a selected output carries (a `segment` model's mask logits); sent only to a sidecar whose hello
+   * declares a selected output. Without it such an output comes back with 0 rows.
+   */
+  select?: RowSelect;
 }
 
 /**
@@ -85,6 +112,11 @@ export interface InferResult {
    * f32 [numQueries × numClasses] pre-sigmoid, `pred_boxes` f32 [numQueries × 4] normalised cxcywh, unclamped).
    */
   outputs: Record<string, Float32Array>;
+  /**
+   * Per selected output (OutputSpec.rows), the query of each of its rows in row order: outputs[name] holds
+   * rows[name].length rows. Present exactly when the hello declares a selected output.
+   */
+  rows?: Record<string, Uint32Array>;
   /** The sidecar's decode time of the file: present for `encoded` input only. */
   decodeMs?: number;
   /** The sidecar's resize + normalise time (0 for pixelValues input). */

@@ -8,11 +8,11 @@ import { RfdetrError } from '../errors.ts';
 import { encodeFrameParts, type WireMessage } from '../protocol/codec.ts';
 import { WIRE_ERRORS } from '../protocol/error-codes.ts';
 import type { FrameTarget } from '../image/frame-decode.ts';
-import type { InferInput, InferResult, SidecarInfo } from './backend.ts';
+import type { InferInput, InferResult, RowSelect, SidecarInfo } from './backend.ts';
 import { DecoderCaps } from './decoder-caps.ts';
 import { dialSidecar } from './dial.ts';
 import { inferResultOf, type ReplyTiming } from './infer-reply.ts';
-import { checkSides, encodedFields, imageFields, pixelFields, type RequestFields } from './infer-request.ts';
+import { checkSides, encodedFields, imageFields, pixelFields, selectFields, type RequestFields } from './infer-request.ts';
 import { ShmChannel } from './shm-channel.ts';
 
 export { shmRange } from './shm-channel.ts';
@@ -133,7 +133,8 @@ export class SidecarConnection {
    * send `image`), a decoded image (by reference when it was decoded into or fits a shared-memory slot), or
    * pixel_values; sizes are checked before anything is sent.
    */
-  async infer(input: InferInput, opts: { deadlineMs?: number; signal?: AbortSignal } = {}): Promise<InferResult> {
+  async infer(input: InferInput, opts: { deadlineMs?: number; signal?: AbortSignal; select?: RowSelect } = {}): Promise<InferResult> {
+    const select = selectFields(opts.select, this.info);
     let fields: RequestFields;
     let slot: number | undefined;
     let t0: number;
@@ -157,7 +158,7 @@ export class SidecarConnection {
       fields = pixelFields(input.pixelValues, this.info.inputShape);
       t0 = performance.now();
     }
-    const { message: reply, writtenAt, readAt } = await this.#request('infer', fields, opts.deadlineMs, opts.signal, slot);
+    const { message: reply, writtenAt, readAt } = await this.#request('infer', { ...fields, ...select }, opts.deadlineMs, opts.signal, slot);
     return this.#result(reply, { writtenAt, readAt, rtt: performance.now() - t0, encoded: 'encoded' in input });
   }
 

@@ -26,7 +26,7 @@ function factsOfV4(h: WireHello, outputs: NonNullable<WireHello['outputs']>): He
   return {
     task: h.task ?? '',
     // The codec admits f32 outputs only.
-    outputs: outputs.map((o) => ({ name: o.name, dtype: 'f32', shape: o.shape })),
+    outputs: outputs.map((o) => (o.rows === 'selected' ? { name: o.name, dtype: 'f32', shape: o.shape, rows: 'selected' } : { name: o.name, dtype: 'f32', shape: o.shape })),
     precision: h.precision ?? null,
     precisions: h.precisions ?? null,
     hostCores: h.host_cores ?? null,

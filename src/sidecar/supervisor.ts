@@ -276,7 +276,7 @@ export class SidecarBackend implements InferenceBackend {
       }
       const p = this.#phase;
       if (p.state !== 'ready') throw new RfdetrError('E_SIDECAR_EXITED', `the sidecar became ${p.state} before the request could be sent`, { state: p.state });
-      return await p.conn.infer(input, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal });
+      return await p.conn.infer(input, { deadlineMs: deadlineMs - (performance.now() - t0), signal: opts.signal, select: opts.select });
     } finally {
       this.#calls.active--;
       if (this.#calls.active === 0) for (const d of this.#calls.drained.splice(0)) d();

@@ -35,10 +35,10 @@ test('detect task: its outputs are logits [Q,C] and pred_boxes [Q,4], f32, in th
 test('a hello with a task this server has no postprocess for, or without an output its task reads, is named', () => {
   const base = { numQueries: 300, numClasses: 91, outputs: taskFor('detect').outputs({ numQueries: 300, numClasses: 91 }) };
   assert.equal(helloTaskError({ ...base, task: 'detect' }), undefined);
-  assert.deepEqual(KNOWN_TASKS, ['detect']);
-  const seg = helloTaskError({ ...base, task: 'segment' });
-  assert.match(seg ?? '', /serves the task 'segment', which this server has no postprocess for \(it knows detect\)/);
-  assert.throws(() => taskFor('segment'), /no postprocess for the task 'segment'; this server knows detect/);
+  assert.deepEqual(KNOWN_TASKS, ['detect', 'segment']);
+  const other = helloTaskError({ ...base, task: 'classify' });
+  assert.match(other ?? '', /serves the task 'classify', which this server has no postprocess for \(it knows detect, segment\)/);
+  assert.throws(() => taskFor('classify'), /no postprocess for the task 'classify'; this server knows detect, segment/);
   assert.throws(() => taskFor('toString'), /no postprocess for the task 'toString'/);
   const noBoxes = helloTaskError({ ...base, task: 'detect', outputs: base.outputs.slice(0, 1) });
   assert.match(noBoxes ?? '', /reads the output pred_boxes f32 \[300,4\], but the sidecar declares no 'pred_boxes' \(its outputs: logits f32 \[300,91\]\)/);

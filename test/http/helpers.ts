@@ -4,7 +4,7 @@ import path from 'node:path';
 import { testFixturesDir } from '../../src/config/paths.ts';
 import { SafetensorsFile } from '../../src/weights/safetensors.ts';
 import type { InferInput, InferOptions, InferResult, SidecarInfo } from '../../src/sidecar/backend.ts';
-import { ScriptedBackend } from '../helpers/scripted-backend.ts';
+import { ScriptedBackend, type ScriptedHead } from '../helpers/scripted-backend.ts';
 import { fixtureCaseOf } from '../helpers/fixture-images.ts';
 import { testSidecarInfo } from '../helpers/sidecar-info.ts';
 import { createServer, type CreateServerOptions, type RfdetrServer } from '../../src/http/server.ts';
@@ -80,7 +80,7 @@ export class FakeBackend extends ScriptedBackend {
   /** Simulated transfer time reported (ms), not waited. */
   transferMs = 0.25;
   fail: Error | undefined;
-  respond: (input: InferInput) => { logits: Float32Array; predBoxes: Float32Array } | Promise<{ logits: Float32Array; predBoxes: Float32Array }> = fixedResponder;
+  respond: (input: InferInput) => ScriptedHead | Promise<ScriptedHead> = fixedResponder;
   calls = 0;
   completed = 0;
   /** Forwards in progress now, and the most there ever were at once. */
@@ -89,6 +89,8 @@ export class FakeBackend extends ScriptedBackend {
   closed = 0;
   destroyed: Error | undefined;
   lastInput: InferInput | undefined;
+  /** The last forward's options (a segment model's select among them). */
+  lastOptions: InferOptions | undefined;
   private gate: Promise<void> | undefined;
   private openGate: (() => void) | undefined;
 
@@ -121,6 +123,7 @@ export class FakeBackend extends ScriptedBackend {
   async infer(input: InferInput, opts: InferOptions = {}): Promise<InferResult> {
     this.calls++;
     this.lastInput = input;
+    this.lastOptions = opts;
     if (this.state !== 'ready') throw new Error(`fake backend is ${this.state}`);
     if (opts.signal?.aborted) throw new Error('aborted before the forward');
     const t0 = performance.now();
@@ -133,7 +136,7 @@ export class FakeBackend extends ScriptedBackend {
     this.completed++;
     if (this.fail) throw this.fail;
     const out = await this.respond(input);
-    return { outputs: { logits: out.logits, pred_boxes: out.predBoxes }, preprocessMs: this.preprocessMs, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
+    return { ...this.headOutputs(out, opts), preprocessMs: this.preprocessMs, forwardMs: this.forwardMs || performance.now() - t0, transferMs: this.transferMs };
   }
 
   async close(): Promise<void> {

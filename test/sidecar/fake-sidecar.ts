@@ -10,7 +10,7 @@
 //   old-hello       an older sidecar's hello: protocol version 2, no variant; then as ok, with version-2 replies
 //   v3-hello        a version-3 sidecar's hello (no task, outputs, precisions); then as ok, with version-3 replies
 //                   (logits and pred_boxes as keys)
-//   segment-hello   a version-4 hello whose task is 'segment'
+//   classify-hello  a version-4 hello whose task is 'classify' (no postprocess here)
 //   swapped-outputs as ok, but the infer reply carries pred_boxes before logits
 //   bad-hello       a reply instead of the hello
 //   exit-at-start   print a reason on stderr as the real sidecar does and exit 1 (startup failure) before READY
@@ -106,7 +106,7 @@ const server = net.createServer((sock) => {
   } else {
     sock.write(encodeFrame(wireHello({
       protocol_version: scenario === 'bad-version' ? 99 : PROTOCOL_VERSION, sidecar_version: '0.0.0-fake', engine: 'fake', device: 'scripted fake',
-      num_queries: NQ, num_classes: NC, labels, variant: process.env.FAKE_VARIANT ?? 'base', ...(scenario === 'segment-hello' ? { task: 'segment' } : {}),
+      num_queries: NQ, num_classes: NC, labels, variant: process.env.FAKE_VARIANT ?? 'base', ...(scenario === 'classify-hello' ? { task: 'classify' } : {}),
     })));
   }
   const oldReplies = scenario === 'old-hello' || scenario === 'v3-hello';

@@ -193,10 +193,10 @@ test('fake sidecar: a version-4 hello\'s task, outputs and engine facts reach th
 });
 
 test('fake sidecar: a task this server has no postprocess for is refused at hello, naming it and the known tasks, without restarts', async (t) => {
-  const { b } = fake(t, 'segment-hello');
+  const { b } = fake(t, 'classify-hello');
   await rejectsWith(b.ready(), 'E_PROTOCOL');
   assert.equal(b.state, 'failed');
-  assert.match(b.failure!.message, /serves the task 'segment', which this server has no postprocess for \(it knows detect\)/);
+  assert.match(b.failure!.message, /serves the task 'classify', which this server has no postprocess for \(it knows detect, segment\)/);
   assert.equal(b.restarts, 0, 'restarting the same sidecar cannot fix it');
 });
 

@@ -7,12 +7,11 @@ import { test } from 'node:test';
 import { detectionMasks } from '../../../src/detect/masks/detections.ts';
 import { maskPolygons, maskRle } from '../../../src/detect/masks/encode.ts';
 import { maskGrid } from '../../../src/detect/masks/grid.ts';
-import { buildPredictResponse } from '../../../src/detect/pipeline.ts';
-import type { Detection } from '../../../src/detect/postprocess.ts';
+import { buildPredictResponse, type MaskedDetection } from '../../../src/detect/pipeline.ts';
 
 const M = 6;
 const plane = (k: number) => Float32Array.from({ length: M * M }, (_, i) => ((i % M) + Math.floor(i / M) < k ? 3 : -3));
-const det = (k: number, logits?: Float32Array): Detection => ({
+const det = (k: number, logits?: Float32Array): MaskedDetection => ({
   label: 'cat', label_id: 17, score: 0.9 - k / 100, box: [1, 2, 30, 40], box_cxcywh_norm: [0.5, 0.5, 0.2, 0.3], query: k, ...(logits ? { maskLogits: logits } : {}),
 });
 const timing = { decode: 1, preprocess: 1, inference: 1, postprocess: 1, total: 1, queue: 0, transfer: 0 };

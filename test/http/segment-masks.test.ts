@@ -1,0 +1,58 @@
+// /predict and /predict/video's parameters on a segment model (a FakeBackend whose hello declares pred_masks rows
+// selected, each query's mask logits constant): every detection gets `mask` after box_cxcywh_norm in the
+// mask_format asked (COCO RLE by default, polygons), mask_format=none sends no select and gives no mask, and
+// return_image paints the masks.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cocoLabels, FakeBackend, fixedResponder, goldens, postJson, start } from './helpers.ts';
+import { testSidecarInfo } from '../helpers/sidecar-info.ts';
+import { countsFromString, decodeCounts } from '../helpers/coco-rle.ts';
+
+function segmentBackend(): FakeBackend {
+  const b = new FakeBackend();
+  b.info = testSidecarInfo({
+    protocolVersion: 4, sidecarVersion: 'fake-0', engine: 'fake', device: 'fake device (test)', inputShape: [3, 560, 560],
+    numQueries: 300, numClasses: 91, labels: cocoLabels(), variant: 'seg-nano', task: 'segment',
+  });
+  // Query q's mask: the left half of the plane when q is even, nothing when odd.
+  b.respond = () => ({ ...fixedResponder(), maskOf: (q: number) => Float32Array.from({ length: 140 * 140 }, (_, i) => (q % 2 === 0 && i % 140 < 70 ? 2 : -2)) });
+  return b;
+}
+
+test('a segment model: mask after box_cxcywh_norm, RLE by default, polygons on request, none sends no select', async () => {
+  const s = await start({ backend: segmentBackend() });
+  try {
+    const g = goldens()[0]!;
+    const image = g.png.toString('base64');
+    const rle = await postJson(s.url, { image, threshold: 0.3 });
+    assert.equal(rle.status, 200, rle.text);
+    const { width, height } = rle.json.image_size;
+    assert.ok(rle.json.detections.length > 0);
+    const queries: number[] = [];
+    for (const d of rle.json.detections) {
+      assert.deepEqual(Object.keys(d), ['label', 'label_id', 'score', 'box', 'box_cxcywh_norm', 'mask']);
+      assert.deepEqual(d.mask.size, [height, width]);
+      const bits = decodeCounts(countsFromString(d.mask.counts), height, width);
+      const set = bits.reduce((a: number, b: number) => a + b, 0);
+      // Left half (column-major: the first half of the columns) or nothing.
+      assert.ok(set === 0 || set === height * (width / 2), `${set} pixels set`);
+      queries.push(set);
+    }
+    assert.ok(queries.some((n) => n > 0), 'some mask is not empty');
+    const poly = await postJson(s.url, { image, threshold: 0.3, mask_format: 'polygon' });
+    assert.equal(poly.status, 200, poly.text);
+    poly.json.detections.forEach((d: { mask: number[][] }, i: number) => {
+      assert.deepEqual(d.mask, queries[i] ? [[width / 2, 0, width / 2, height, 0, height, 0, 0]] : [], `detection ${i}`);
+    });
+    const none = await postJson(s.url, { image, threshold: 0.3, mask_format: 'none' });
+    assert.equal(none.status, 200, none.text);
+    assert.equal(s.backend.lastOptions?.select, undefined, 'no select');
+    assert.equal(none.json.detections.length, rle.json.detections.length);
+    assert.ok(none.json.detections.every((d: object) => !('mask' in d)));
+    const drawn = await postJson(s.url, { image, threshold: 0.3, return_image: 'png', mask_format: 'none' });
+    const painted = await postJson(s.url, { image, threshold: 0.3, return_image: 'png' });
+    assert.notEqual(painted.json.annotated_image.base64, drawn.json.annotated_image.base64, 'the masks are painted');
+  } finally {
+    await s.stop();
+  }
+});
