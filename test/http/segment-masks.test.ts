@@ -1,10 +1,13 @@
 // /predict and /predict/video's parameters on a segment model (a FakeBackend whose hello declares pred_masks rows
 // selected, each query's mask logits constant): every detection gets `mask` after box_cxcywh_norm in the
 // mask_format asked (COCO RLE by default, polygons), mask_format=none sends no select and gives no mask, and
-// return_image paints the masks.
+// return_image paints the masks; /predict/video's frame lines likewise (with track, track_id after the mask).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cocoLabels, FakeBackend, fixedResponder, goldens, postJson, start } from './helpers.ts';
+import { cocoLabels, FakeBackend, fixedResponder, goldens, postJson, start, u8 } from './helpers.ts';
+import { ndjsonLines, postVideo } from './video-helpers.ts';
+import type { OpenVideo } from '../../src/http/predict-video.ts';
+import type { VideoSource } from '../../src/video/source.ts';
 import { testSidecarInfo } from '../helpers/sidecar-info.ts';
 import { countsFromString, decodeCounts } from '../helpers/coco-rle.ts';
 
@@ -52,6 +55,48 @@ test('a segment model: mask after box_cxcywh_norm, RLE by default, polygons on r
     const drawn = await postJson(s.url, { image, threshold: 0.3, return_image: 'png', mask_format: 'none' });
     const painted = await postJson(s.url, { image, threshold: 0.3, return_image: 'png' });
     assert.notEqual(painted.json.annotated_image.base64, drawn.json.annotated_image.base64, 'the masks are painted');
+  } finally {
+    await s.stop();
+  }
+});
+
+/** A scripted video of `frames` grey 64×48 frames (the bytes sent are ignored). */
+const threeFrames: OpenVideo = async () => {
+  const source: VideoSource = {
+    info: { width: 64, height: 48, fps: 30, rotation: 0, hasAudio: false, codec: 'scripted', container: 'scripted', frameCount: 3, durationMs: 100 },
+    fps: 30,
+    frames: 3,
+    async *[Symbol.asyncIterator]() {
+      for (let i = 0; i < 3; i++) yield { index: i, ptsMs: (i * 1000) / 30, width: 64, height: 48, rgb: Buffer.alloc(64 * 48 * 3, 128) };
+    },
+    async close() {},
+  };
+  return source;
+};
+
+test('POST /predict/video on a segment model: each frame line\'s detections carry masks in mask_format, none gives none', async () => {
+  const s = await start({ backend: segmentBackend(), openVideo: threeFrames });
+  try {
+    for (const [query, want] of [['?threshold=0.3&track=1', 'rle'], ['?threshold=0.3&mask_format=polygon', 'polygon'], ['?threshold=0.3&mask_format=none', 'none']] as const) {
+      const res = await postVideo(s.url, query, u8(Buffer.from('scripted')));
+      assert.equal(res.status, 200);
+      const frames = ndjsonLines(await res.text()).filter((l) => 'frame' in l);
+      assert.equal(frames.length, 3, query);
+      for (const l of frames) {
+        assert.ok(l.detections.length > 0);
+        for (const d of l.detections) {
+          if (want === 'none') assert.ok(!('mask' in d), query);
+          else if (want === 'polygon') assert.ok(Array.isArray(d.mask), query);
+          else {
+            assert.deepEqual(d.mask.size, [48, 64], query);
+            assert.deepEqual(Object.keys(d).slice(-2), ['mask', 'track_id']);
+          }
+        }
+      }
+    }
+    const bad = await postVideo(s.url, '?mask_format=png', u8(Buffer.from('scripted')));
+    assert.equal(bad.status, 422);
+    assert.match(((await bad.json()) as { detail: string }).detail, /Expected "rle", "polygon" or "none" \(default "rle"\) for mask_format/);
   } finally {
     await s.stop();
   }
