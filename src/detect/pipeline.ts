@@ -184,7 +184,7 @@ export async function detectDecoded<I extends RgbImage | EncodedImage>(forward: 
   if (masks) attachMaskRows(detections, masks.name, out);
   const nested = params.return_raw ? task.raw(out.outputs, dims) : undefined;
   // After the class filter and the cap: only the kept detections' masks are made, one at a time.
-  const maskValues = masks ? detectionMasks(detections, size.width, size.height, params.mask_format ?? 'rle') : undefined;
+  const maskValues = masks ? await detectionMasks(detections, size.width, size.height, params.mask_format ?? 'rle') : undefined;
   const t3 = performance.now();
   // Waiting: before the forward was asked for, in a queue in front of the backend, and anything of the round
   // trip the sidecar did not account for (its own queue behind another client's forward).
