@@ -41,8 +41,8 @@ test('base64: malformed input names the problem', () => {
 });
 
 test('params: JSON types are strict, text forms parse numbers and booleans', () => {
-  assert.deepEqual(parsePredictParams({}, false), { threshold: 0.5, max_detections: 100, return_raw: false, fast_decode: false });
-  assert.deepEqual(parsePredictParams({ threshold: '0.25', max_detections: '300', return_raw: 'TRUE', fast_decode: '1' }, true), { threshold: 0.25, max_detections: 300, return_raw: true, fast_decode: true });
+  assert.deepEqual(parsePredictParams({}, false), { threshold: 0.5, max_detections: 100, return_raw: false, fast_decode: false, mask_format: 'rle' });
+  assert.deepEqual(parsePredictParams({ threshold: '0.25', max_detections: '300', return_raw: 'TRUE', fast_decode: '1', mask_format: 'polygon' }, true), { threshold: 0.25, max_detections: 300, return_raw: true, fast_decode: true, mask_format: 'polygon' });
   assert.throws(() => parsePredictParams({ threshold: '0.25' }, false), /for threshold but received "0.25" of type string/);
   assert.throws(() => parsePredictParams({ threshold: 'Infinity' }, true), /for threshold/);
   assert.throws(() => parsePredictParams({ threshold: '' }, true), /for threshold/);
