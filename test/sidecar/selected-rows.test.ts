@@ -12,6 +12,8 @@ import { inferResultOf } from '../../src/sidecar/infer-reply.ts';
 import { selectFields } from '../../src/sidecar/infer-request.ts';
 import { createBackend } from '../../src/sidecar/index.ts';
 import { RfdetrError } from '../../src/errors.ts';
+import { detectDecoded, type DetectParams } from '../../src/detect/pipeline.ts';
+import type { RgbImage } from '../../src/image/decode.ts';
 import { testSidecarInfo } from '../helpers/sidecar-info.ts';
 import { rampPixels } from './pixels.ts';
 
@@ -104,5 +106,55 @@ test('real sidecar (test-echo as a segment model): the select picks the mask row
   const none = await b.infer({ pixelValues: px });
   assert.equal(none.rows!.pred_masks!.length, 0);
   assert.equal(none.outputs.pred_masks!.length, 0);
+  await b.close();
+});
+
+/** The float32 `k` ulps from float32(x) (x > 0 or x < 0 alike: steps along the bit pattern away from or towards 0). */
+function ulpsFrom(x: number, k: number): number {
+  const f = new Float32Array([x]);
+  new Int32Array(f.buffer)[0]! += k;
+  return f[0]!;
+}
+
+test('real sidecar: the rows its rule selects hold every detection the client keeps (random near-ties, saturated and NaN logits)', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rfdetr-seg-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const b = createBackend({
+    engine: 'test-echo', weightsDir: dir, command: { file: path.join(packageRoot, 'sidecar', 'build', 'rfdetr-sidecar-test') },
+    env: { RFDETR_TEST_ECHO_TASK: 'segment' }, startupTimeoutMs: 60_000,
+  });
+  t.after(() => b.destroy());
+  await b.ready();
+  const info = b.info!;
+  const Q = info.numQueries;
+  const C = info.numClasses;
+  let seed = 12345;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
+  const image: RgbImage = { width: 64, height: 48, data: new Uint8Array(64 * 48 * 3) };
+  let kept = 0;
+  for (let trial = 0; trial < 300; trial++) {
+    const threshold = pick([0.3, 0.5, 0.25, 0.7, 0.9]);
+    const at = Math.log(threshold / (1 - threshold)); // the logit whose exact sigmoid is the threshold
+    // logits = px + 1 (test-echo): -30 everywhere, then a few dozen queries near the threshold, tied, saturated or NaN.
+    const px = new Float32Array(3 * 560 * 560).fill(-31);
+    for (let n = 0; n < 40; n++) {
+      const q = Math.floor(rand() * Q);
+      const c = Math.floor(rand() * C);
+      const kind = rand();
+      // The f32 logits a few ulps around the threshold's: where the client's f32 sigmoid and f32(threshold) and
+      // the exact values may disagree.
+      const logit = kind < 0.2 ? ulpsFrom(at, Math.floor(rand() * 9) - 4) : kind < 0.4 ? at + (rand() - 0.5) * 4e-6 : kind < 0.6 ? pick([at + 0.5, at + 1, 2.25]) : kind < 0.8 ? 17 + rand() * 40 : kind < 0.9 ? Number.NaN : at + (rand() - 0.5) * 2;
+      px[q * C + c] = logit - 1;
+    }
+    const classes = rand() < 0.3 ? new Set(Array.from({ length: 30 }, () => Math.floor(rand() * C))) : undefined;
+    const classThresholds = rand() < 0.3 ? new Map([[Math.floor(rand() * C), pick([0.2, 0.6, 0.95])]]) : undefined;
+    const params: DetectParams = { threshold, max_detections: Math.floor(rand() * 25), classes, classThresholds };
+    // detectDecoded throws E_INTERNAL naming the query when a kept detection has no row.
+    const r = await detectDecoded((_input, o) => b.infer({ pixelValues: px }, o), info, image, params, { t0: performance.now(), decodeMs: 0 });
+    kept += r.detections.length;
+    assert.ok(r.detections.every((d) => d.maskLogits?.length === 140 * 140 && d.maskLogits[0] === d.query), `trial ${trial}`);
+  }
+  assert.ok(kept > 300, `the trials kept detections to check (${kept})`);
   await b.close();
 });
