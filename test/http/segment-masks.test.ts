@@ -4,7 +4,7 @@
 // return_image paints the masks; /predict/video's frame lines likewise (with track, track_id after the mask).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cocoLabels, FakeBackend, fixedResponder, goldens, postJson, start, u8 } from './helpers.ts';
+import { cocoLabels, FakeBackend, fixedResponder, goldens, postJson, start, u8, waitFor } from './helpers.ts';
 import { ndjsonLines, postVideo } from './video-helpers.ts';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
 import type { VideoSource } from '../../src/video/source.ts';
@@ -100,4 +100,24 @@ test('POST /predict/video on a segment model: each frame line\'s detections carr
   } finally {
     await s.stop();
   }
+});
+
+test('mask_format=none reserves no mask-logit rows: the same memory held as for a detection model', async () => {
+  const held = async (backend: FakeBackend | undefined, extra: Record<string, unknown>) => {
+    const s = await start(backend ? { backend } : {});
+    const open = s.backend.block();
+    try {
+      const pending = postJson(s.url, { image: goldens()[0]!.png.toString('base64'), ...extra });
+      await waitFor(() => s.backend.inFlight > 0, 'the forward to be held');
+      const running = s.srv.admission.memory.work.running;
+      open();
+      assert.equal((await pending).status, 200);
+      return running;
+    } finally {
+      await s.stop();
+    }
+  };
+  const detect = await held(undefined, {});
+  assert.equal(await held(segmentBackend(), { mask_format: 'none' }), detect);
+  assert.ok((await held(segmentBackend(), {})) > detect, 'with masks the rows are reserved');
 });
