@@ -30,7 +30,7 @@ class tt_engine_impl : public engine {
 
     std::string                        name() const override { return name_; }
     std::string                        device() const override { return device_; }
-    int                                num_queries() const override { return k_num_queries; }
+    int                                num_queries() const override { return runner_.num_queries(); }
     int                                num_classes() const override { return runner_.num_classes(); }
     int                                input_size() const override { return runner_.input_size(); }
     std::string                        variant() const override { return variant_; }
