@@ -1,0 +1,36 @@
+// The rfdetr-seg golden cases for the TT graph tests: fixture and checkpoint paths, the golden tensors, and the
+// goldens' mask rows (Nano/Small store every query's plane, Medium/Large the detection queries' planes).
+#pragma once
+
+#include "golden-file.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rfdetr::test {
+
+struct seg_case {
+    std::string                          variant;  // "nano" | "small" | "medium" | "large"
+    std::string                          weights;  // the size's seed-1 synthetic checkpoint directory
+    std::map<std::string, golden_tensor> golden;
+    nlohmann::json                       detections;
+};
+
+// $RFDETR_SEG_FIXTURES, else ../shared/fixtures/rfdetr-seg from the repo root; empty when absent.
+std::string seg_fixtures_dir();
+// The seed-1 checkpoint of a Seg size written by the ctest fixture.
+std::string seg_weights_dir(const std::string & size);
+// Why the size's case cannot run ("" when it can).
+std::string seg_missing(const std::string & size);
+seg_case    seg_load(const std::string & size);
+
+// Every rank where `ours` differs from two_stage.topk_indices is one side of a listed near-tie pair.
+bool seg_topk_swaps_are_near_ties(const std::vector<int64_t> & ours, const seg_case & c);
+// The query rows whose pred_masks planes the golden stores, and those planes [rows, M*M] in that order.
+std::vector<int>   seg_mask_rows(const seg_case & c);
+std::vector<float> seg_mask_planes(const seg_case & c, const std::vector<int> & rows);
+
+}  // namespace rfdetr::test
