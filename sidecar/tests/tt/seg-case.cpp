@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <fstream>
 #include <stdexcept>
 
@@ -43,7 +45,14 @@ seg_case seg_load(const std::string & size) {
     c.golden  = read_golden(d + "/golden.safetensors");
     std::ifstream f(d + "/detections.json");
     if (!f) throw std::runtime_error("seg_load: cannot open " + d + "/detections.json");
-    c.detections = nlohmann::json::parse(f);
+    // Python's json writes non-finite margins as bare Infinity / NaN, which JSON (and nlohmann) rejects: as null.
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (const char * lit : { "-Infinity", "Infinity", "NaN" }) {
+        for (size_t at; (at = text.find(std::string(": ") + lit)) != std::string::npos;) {
+            text.replace(at + 2, std::strlen(lit), "null");
+        }
+    }
+    c.detections = nlohmann::json::parse(text);
     return c;
 }
 
