@@ -19,12 +19,6 @@ bool exists(const std::string & p) {
 
 }  // namespace
 
-std::string seg_fixtures_dir() {
-    if (const char * e = std::getenv("RFDETR_SEG_FIXTURES"); e && *e) return exists(e) ? e : "";
-    const std::string p = std::string(RFDETR_REPO_ROOT_DIR) + "/../shared/fixtures/rfdetr-seg";
-    return exists(p) ? p : "";
-}
-
 std::string seg_weights_dir(const std::string & size) {
     return family_weights_dir("seg-" + size);
 }

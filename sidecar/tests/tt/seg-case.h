@@ -19,8 +19,6 @@ struct seg_case {
     nlohmann::json                       detections;
 };
 
-// $RFDETR_SEG_FIXTURES, else ../shared/fixtures/rfdetr-seg from the repo root; empty when absent.
-std::string seg_fixtures_dir();
 // The seed-1 checkpoint of a Seg size written by the ctest fixture.
 std::string seg_weights_dir(const std::string & size);
 // Why the size's case cannot run ("" when it can).

@@ -196,7 +196,6 @@ std::vector<float> rndv(size_t n, uint32_t seed) {
 tt_dims fake_dims() {
     tt_dims d;
     d.grid    = k_grid;
-    d.patch   = 12;  // input side 36 -> mask side 9 = 3 x grid, as every Seg size
     d.d_model = k_c;
     return d;
 }
@@ -206,8 +205,7 @@ tt_dims fake_dims() {
 TEST(TtMaskHead, MatchesTheDirectImplementationStageByStage) {
     fake_checkpoint ck;
     auto            ops = tt_ops_host_create("fp32", 1);
-    ASSERT_TRUE(tt_mask_head::present(ck));
-    tt_mask_head head(*ops, ck, fake_dims(), k_q, tt_math{}, false);
+    tt_mask_head head(*ops, ck, fake_dims(), k_side, k_blocks, k_q, tt_math{}, false);
     ASSERT_EQ(head.mask_side(), k_side);
     auto mem = rndv((size_t)k_grid * k_grid * k_c, 1), hs = rndv((size_t)k_q * k_c, 2);
     std::map<std::string, tt_tensor> taps;

@@ -251,8 +251,9 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan)
     }
 
     // ---- mask head (RF-DETR Seg): the decoder's numerics ----
-    if (tt_mask_head::present(ck)) {
-        seg_ = std::make_unique<tt_mask_head>(ops_, ck, dims_, num_queries_, plan_.decoder, plan_.weights_fp32);
+    if (arch_.segment()) {
+        seg_ = std::make_unique<tt_mask_head>(ops_, ck, dims_, arch_.mask_side(), arch_.mask_blocks, num_queries_, plan_.decoder,
+                                              plan_.weights_fp32);
     }
 
     // The persistent input the trace reads; fp32 (the bf16 patch matmul loses the embed-level accuracy

@@ -35,21 +35,15 @@ std::vector<float> transposed(const float * w, int64_t out, int64_t in) {
 
 }  // namespace
 
-bool tt_mask_head::present(const checkpoint & ck) {
-    return ck.variant().find(k_seg + "bias") != nullptr;
-}
-
 tt_tensor tt_mask_head::up(const std::vector<float> & v, const tt_shape & shape) {
     return ops_.upload(v.data(), shape, weights_fp32_ ? TT_DTYPE_FP32 : TT_DTYPE_BF16);
 }
 
-tt_mask_head::tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & d, int num_queries, const tt_math & math,
-                           bool weights_fp32)
-    : ops_(ops), math_(math), grid_(d.grid), d_model_(d.d_model), num_queries_(num_queries), weights_fp32_(weights_fp32) {
-    const int res = d.input_size();
-    side_         = res / 4;
-    if (res % 4 != 0 || side_ % grid_ != 0) {
-        throw error("tt_mask_head: the mask side " + std::to_string(res) + "/4 is not an integer multiple of the patch grid " +
+tt_mask_head::tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & d, int mask_side, int blocks, int num_queries,
+                           const tt_math & math, bool weights_fp32)
+    : ops_(ops), math_(math), grid_(d.grid), side_(mask_side), d_model_(d.d_model), num_queries_(num_queries), weights_fp32_(weights_fp32) {
+    if (side_ <= 0 || side_ % grid_ != 0) {
+        throw error("tt_mask_head: the mask side " + std::to_string(side_) + " is not an integer multiple of the patch grid " +
                     std::to_string(grid_) + "; the TT graph's upsample takes integer scales only (every RF-DETR Seg size has 3)");
     }
     scale_ = side_ / grid_;
@@ -63,12 +57,9 @@ tt_mask_head::tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & 
         w = up(transposed(tensor_of(ck, name + ".weight", {out, in}), out, in), {in, out});
         b = vec(name + ".bias", out);
     };
-    for (int i = 0;; ++i) {
+    for (int i = 0; i < blocks; ++i) {
         const std::string p = k_seg + "blocks." + std::to_string(i) + ".";
-        if (!ck.variant().find(p + "dwconv.weight")) {
-            break;
-        }
-        block         b;
+        block             b;
         const float * dw = tensor_of(ck, p + "dwconv.weight", {C, 1, 3, 3});
         b.dw_w           = up(std::vector<float>(dw, dw + C * 9), {C, 1, 3, 3});
         b.dw_b           = vec(p + "dwconv.bias", C);
@@ -76,9 +67,6 @@ tt_mask_head::tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & 
         b.ln_b           = vec(p + "norm.bias", C);
         lin(p + "pwconv1", C, C, b.pw_w, b.pw_b);
         blocks_.push_back(b);
-    }
-    if (blocks_.empty()) {
-        throw error("tt_mask_head: the checkpoint has segmentation_head.bias but no segmentation_head.blocks.0.*");
     }
     {
         const float * pw = tensor_of(ck, k_seg + "spatial_features_proj.weight", {C, C, 1, 1});

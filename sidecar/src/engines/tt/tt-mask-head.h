@@ -28,12 +28,11 @@ namespace tt {
 
 class tt_mask_head {
   public:
-    // Whether the checkpoint carries a segmentation head (segmentation_head.* tensors).
-    static bool present(const checkpoint & ck);
-
-    // Uploads the head's weights (fp32 when weights_fp32, as the plan's other weights). Throws when the mask
-    // side R/4 is not an integer multiple of the patch grid (the upsample is an integer-scale op).
-    tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & d, int num_queries, const tt_math & math, bool weights_fp32);
+    // Uploads the head's weights (fp32 when weights_fp32, as the plan's other weights) for the checkpoint's
+    // mask_blocks blocks. Throws when the mask side (model_arch::mask_side, R/4) is not an integer multiple of the
+    // patch grid (the upsample is an integer-scale op).
+    tt_mask_head(tt_ops & ops, const checkpoint & ck, const tt_dims & d, int mask_side, int blocks, int num_queries,
+                 const tt_math & math, bool weights_fp32);
 
     // Issues the traced part from the projector output memory [1, grid^2, 256] and the decoder's normed last
     // hidden state hs [1, Q, 256]; adds the taps seg.spatial_upsampled, seg.block_out.<i>, seg.spatial_proj
