@@ -3,6 +3,8 @@
 // head intermediates 1e-4, pred_masks 5e-4), pred_masks through the selected-rows path (masks(rows)); and what the
 // device precision plan (--precision bf16) does to the masks, with the reference's two-stage selection injected
 // so the comparison is per query: max |Δ|, sign agreement and mask IoU at R/4 over the stored mask rows.
+#include "engines/registry.h"
+#include "engines/row-select.h"
 #include "engines/tt/tt-runner.h"
 #include "family-case.h"
 #include "seg-case.h"
@@ -191,3 +193,43 @@ TEST(TtHostSeg, NanoBf16) { run_bf16("nano"); }
 TEST(TtHostSeg, SmallBf16) { run_bf16("small"); }
 TEST(TtHostSeg, MediumBf16) { run_bf16("medium"); }
 TEST(TtHostSeg, LargeBf16) { run_bf16("large"); }
+
+// The engine as the sidecar creates it: tt-host on SegNano declares the segment task, and a forward with a
+// selection fills pred_masks with exactly the selected queries' rows, each equal to the golden's plane; without a
+// selection, no rows and no mask work.
+TEST(TtHostSeg, EngineServesSegmentWithTheSelectedRowsOnly) {
+    const std::string why = rfdetr::test::seg_missing("nano");
+    if (!why.empty()) {
+        RFDETR_SKIP_OR_FAIL(why);
+    }
+    const seg_case c   = rfdetr::test::seg_load("nano");
+    auto           eng = engine_create("tt-host", c.weights, {});
+    ASSERT_EQ(eng->task(), "segment");
+    ASSERT_EQ(eng->num_queries(), 100);
+    output_buffers out(eng->outputs());
+    size_t         mi = 0;
+    while (out.specs()[mi].name != "pred_masks") ++mi;
+    ASSERT_TRUE(out.specs()[mi].selected);
+
+    row_select sel;
+    sel.threshold = 0.3;
+    sel.max       = 100;
+    engine_forward(*eng, c.golden.at("pixel_values").f32.data(), out, sel);
+    const std::vector<uint32_t> rows(out.rows());
+    // the queries whose best class scores > 0.3: the golden's per-query-max count
+    ASSERT_EQ(rows.size(), c.detections.at("counts_queries_per_query_max").at("0.3").get<size_t>());
+    const size_t plane = 78 * 78;
+    ASSERT_EQ(out.values(mi).size(), rows.size() * plane);
+    const auto & g = c.golden.at("pred_masks").f32;
+    double       e = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+        for (size_t i = 0; i < plane; ++i) {
+            e = std::max(e, (double)std::fabs(out.values(mi)[r * plane + i] - g[rows[r] * plane + i]));
+        }
+    }
+    std::printf("nano engine: %zu selected rows at 0.3, pred_masks max-abs %.3g (tol 5e-04)\n", rows.size(), e);
+    EXPECT_LE(e, 5e-4);
+
+    engine_forward(*eng, c.golden.at("pixel_values").f32.data(), out);
+    EXPECT_TRUE(out.rows().empty());
+}
