@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -88,6 +89,83 @@ std::vector<float> seg_mask_planes(const seg_case & c, const std::vector<int> & 
         out.insert(out.end(), g.f32.begin() + at * plane, g.f32.begin() + (at + 1) * plane);
     }
     return out;
+}
+
+std::vector<int> seg_detection_queries(const seg_case & c, const std::string & thr) {
+    std::vector<int> q;
+    for (const auto & d : c.detections.at("detections").at(thr)) q.push_back(d.at("query").get<int>());
+    return q;
+}
+
+namespace {
+
+// COCO uncompressed RLE (column-major, starting with a run of 0s) -> H*W row-major booleans.
+std::vector<bool> rle_decode(const nlohmann::json & rle, int & H, int & W) {
+    H = rle.at("size")[0].get<int>();
+    W = rle.at("size")[1].get<int>();
+    std::vector<bool> m((size_t)H * W, false);
+    size_t            at = 0;
+    bool              v  = false;
+    for (const auto & n : rle.at("counts")) {
+        for (size_t i = 0; i < n.get<size_t>(); ++i, ++at) {
+            if (v) m[(at % H) * W + at / H] = true;
+        }
+        v = !v;
+    }
+    if (at != (size_t)H * W) throw std::runtime_error("rle_decode: counts cover " + std::to_string(at) + " pixels, not H*W");
+    return m;
+}
+
+struct taps1 {
+    std::vector<int>    i0, i1;
+    std::vector<double> l;
+};
+taps1 axis(int in, int out) {
+    taps1 t;
+    for (int o = 0; o < out; ++o) {
+        double src = std::max((o + 0.5) * in / out - 0.5, 0.0);
+        int    i0  = std::min((int)src, in - 1);
+        t.i0.push_back(i0);
+        t.i1.push_back(std::min(i0 + 1, in - 1));
+        t.l.push_back(src - i0);
+    }
+    return t;
+}
+
+}  // namespace
+
+seg_image_masks seg_compare_image_masks(const seg_case & c, const std::string & thr, const std::vector<float> & planes, int M) {
+    seg_image_masks r;
+    const auto &    dets = c.detections.at("detections").at(thr);
+    double          sum  = 0;
+    for (size_t k = 0; k < dets.size(); ++k) {
+        int        H, W, h2, w2;
+        const auto gold = rle_decode(dets[k].at("mask"), H, W);
+        const auto near = rle_decode(dets[k].at("mask_near_zero").at("pixels"), h2, w2);
+        const auto ty = axis(M, H), tx = axis(M, W);
+        const float * p = planes.data() + k * (size_t)M * M;
+        size_t        inter = 0, uni = 0;
+        for (int y = 0; y < H; ++y) {
+            for (int x = 0; x < W; ++x) {
+                auto   at = [&](int i, int j) { return (double)p[(size_t)i * M + j]; };
+                double ly = ty.l[y], lx = tx.l[x];
+                double v  = (1 - ly) * ((1 - lx) * at(ty.i0[y], tx.i0[x]) + lx * at(ty.i0[y], tx.i1[x])) +
+                           ly * ((1 - lx) * at(ty.i1[y], tx.i0[x]) + lx * at(ty.i1[y], tx.i1[x]));
+                const size_t i = (size_t)y * W + x;
+                if (near[i]) continue;
+                const bool o = v > 0, g = gold[i];
+                r.differing += o != g;
+                inter += o && g;
+                uni += o || g;
+            }
+        }
+        const double iou = uni ? (double)inter / uni : 1.0;
+        sum += iou;
+        r.iou_min = std::min(r.iou_min, iou);
+    }
+    r.detections = dets.size();
+    r.iou_mean   = dets.empty() ? 1.0 : sum / dets.size();
+    return r;
 }
 
 }  // namespace rfdetr::test

@@ -128,6 +128,18 @@ void run_fp32(const std::string & v) {
                 rows.size(), m.max_abs, m.sign, m.iou_mean, m.iou_min);
     EXPECT_LE(m.max_abs, 5e-4);
     EXPECT_EQ(m.sign, 1.0);
+
+    // each detection's mask at the image size (upstream's bilinear upsample of the logits, > 0)
+    for (const char * thr : { "0.5", "0.3" }) {
+        const auto         q = rfdetr::test::seg_detection_queries(c, thr);
+        std::vector<float> planes(q.size() * M * M);
+        r.masks(q, planes.data());
+        const auto im = rfdetr::test::seg_compare_image_masks(c, thr, planes, M);
+        std::printf("%s masks at image size, %zu detections > %s: %zu pixels differ outside the near-zero set, IoU mean %.6f min %.6f\n",
+                    v.c_str(), im.detections, thr, im.differing, im.iou_mean, im.iou_min);
+        EXPECT_GT(im.detections, 0u);
+        EXPECT_EQ(im.differing, 0u) << thr;
+    }
 }
 
 void run_bf16(const std::string & v) {
@@ -154,6 +166,13 @@ void run_bf16(const std::string & v) {
                 "sign agreement %.4f, IoU@R/4 mean %.4f min %.4f\n",
                 v.c_str(), eh.abs, rows.size(), m.max_abs, m.sign, m.iou_mean, m.iou_min);
     ASSERT_TRUE(std::isfinite(m.max_abs));
+    const auto         q = rfdetr::test::seg_detection_queries(c, "0.3");
+    std::vector<float> planes(q.size() * M * M);
+    r.masks(q, planes.data());
+    const auto im = rfdetr::test::seg_compare_image_masks(c, "0.3", planes, M);
+    std::printf("%s tt-host bf16: masks at image size, %zu detections > 0.3 (the golden's queries): IoU mean %.4f min %.4f\n", v.c_str(),
+                im.detections, im.iou_mean, im.iou_min);
+    EXPECT_GE(im.iou_mean, 0.97);
     // A floor under the measured values (README, "RF-DETR Seg"): it catches a broken head, not the plan's error.
     EXPECT_GE(m.sign, 0.98);
     EXPECT_GE(m.iou_mean, 0.97);
