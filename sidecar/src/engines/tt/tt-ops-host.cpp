@@ -8,6 +8,7 @@
 // The trace is emulated faithfully: ops issued during capture are recorded as closures over their input and
 // output buffers, and a replay recomputes them in place, reading whatever the inputs hold now.
 #include "engines/tt/tt-ops.h"
+#include "engines/tt/tt-ops-host-operands.h"
 #include "engines/tt/tt-ops-host-spatial.h"
 
 #include "engines/engine.h"
@@ -69,21 +70,6 @@ float tt_round_bf16(float x) {
 
 namespace {
 
-// tf32 round-to-nearest-even (10 mantissa bits): how the FPU's source registers hold an fp32 operand.
-float round_tf32(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) {
-        u += 0xfffu + ((u >> 13) & 1u);
-        u &= 0xffffe000u;
-    }
-    float r;
-    std::memcpy(&r, &u, 4);
-    return r;
-}
-
-constexpr int k_srca_bits = 4;   // SrcA (in1) mantissa bits per fidelity phase
-constexpr int k_srcb_bits = 6;   // SrcB (in0) mantissa bits per fidelity phase
 constexpr int k_acc_depth = 16;  // products the FPU adds per step into the destination register
 
 struct host_tensor : tt_tensor_base {
@@ -165,52 +151,6 @@ void for_each_broadcast(const tt_shape & out, const std::array<std::vector<int64
         }
     }
 }
-
-// The operands a matmul-type op reads at bf16 precision, as (in0, in1) pairs whose products are summed: fp32
-// operands read as tf32 (an fp32 in1 keeps 8 mantissa bits: SrcA's two phases of 4), then truncated per the
-// fidelity's phases. a = in0 (SrcB), b = in1 (SrcA, the weights).
-struct operand_phases {
-    std::vector<float>                                  a_full, b_full, a_hi, a_lo, b_hi;
-    std::vector<std::pair<const float *, const float *>> phases;
-
-    operand_phases(const host_tensor & at, const float * a, size_t na, const host_tensor & bt, const float * b, size_t nb,
-                   tt_fidelity fidelity)
-        : a_full(a, a + na), b_full(b, b + nb) {
-        if (!at.bf16) {
-            for (float & v : a_full) v = round_tf32(v);
-        }
-        if (!bt.bf16) {
-            for (float & v : b_full) v = tt_truncate_mantissa(round_tf32(v), 2 * k_srca_bits);
-        }
-        auto hi = [](const std::vector<float> & src, int bits) {
-            std::vector<float> r(src.size());
-            for (size_t i = 0; i < src.size(); ++i) r[i] = tt_truncate_mantissa(src[i], bits);
-            return r;
-        };
-        switch (fidelity) {
-        case TT_FIDELITY_LOFI:
-            a_hi = hi(a_full, k_srcb_bits);
-            b_hi = hi(b_full, k_srca_bits);
-            phases.push_back({a_hi.data(), b_hi.data()});
-            break;
-        case TT_FIDELITY_HIFI2:
-            a_hi = hi(a_full, k_srcb_bits);
-            phases.push_back({a_hi.data(), b_full.data()});
-            break;
-        case TT_FIDELITY_HIFI3:
-            a_hi = hi(a_full, k_srcb_bits);
-            b_hi = hi(b_full, k_srca_bits);
-            a_lo.resize(na);
-            for (size_t i = 0; i < na; ++i) a_lo[i] = a_full[i] - a_hi[i];
-            phases.push_back({a_hi.data(), b_full.data()});
-            phases.push_back({a_lo.data(), b_hi.data()});
-            break;
-        case TT_FIDELITY_HIFI4:
-            phases.push_back({a_full.data(), b_full.data()});
-            break;
-        }
-    }
-};
 
 class tt_ops_host : public tt_ops {
   public:
@@ -620,7 +560,7 @@ class tt_ops_host : public tt_ops {
             }
             // k*k = 9 products per output: one accumulation step (< k_acc_depth), so only the operands and the
             // output rounding carry the device's numerics
-            operand_phases ph(*x, x->ptr(), tt_numel(x->shape), *w, w->ptr(), tt_numel(w->shape), m.fidelity);
+            tt_operand_phases ph(x->ptr(), tt_numel(x->shape), x->bf16, w->ptr(), tt_numel(w->shape), w->bf16, m.fidelity);
             for (const auto & p : ph.phases) {
                 tt_kernel_dwconv_accumulate(p.first, H, W, C, p.second, kernel, pad, out->ptr());
             }
@@ -914,7 +854,7 @@ class tt_ops_host : public tt_ops {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, a, K, b, ldb, 0.0f, out, N);
             return;
         }
-        operand_phases ph(at, a, (size_t)M * K, bt, b, (size_t)K * N, m.fidelity);
+        tt_operand_phases ph(a, (size_t)M * K, at.bf16, b, (size_t)K * N, bt.bf16, m.fidelity);
         const auto &   phases = ph.phases;
         int step = m.fp32_acc ? K : k_acc_depth;
         for (int k0 = 0; k0 < K; k0 += step) {
