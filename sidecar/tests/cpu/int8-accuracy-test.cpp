@@ -54,7 +54,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
     auto       ck = rfdetr::checkpoint::open(weights);
     cpu::model m(*ck, 0, true);
     ASSERT_TRUE(m.int8());
-    const int          Q = cpu::k_queries, C = m.num_classes();
+    const int          Q = m.dims().queries, C = m.num_classes();
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
     std::vector<int32_t> own(m.topk_indices(), m.topk_indices() + Q);

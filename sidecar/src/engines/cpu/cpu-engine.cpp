@@ -49,7 +49,7 @@ class cpu_engine final : public engine {
 
     std::string name() const override { return "cpu"; }
     std::string device() const override { return device_; }
-    int num_queries() const override { return k_num_queries; }
+    int num_queries() const override { return model_.dims().queries; }
     int num_classes() const override { return model_.num_classes(); }
     int input_size() const override { return ckpt_->variant().arch.resolution; }
     std::string variant() const override { return ckpt_->variant().variant; }

@@ -1,0 +1,272 @@
+// The RF-DETR Seg mask head (seg-head.h) against a plain-loop float64 implementation written from upstream's
+// module in its own layout (channels-first maps, one query at a time), on odd sizes, per GEMM kernel: every
+// intermediate map, the query features and the mask rows of an arbitrary query selection; and that a call
+// writes exactly the rows asked for.
+#include "engines/cpu/seg-head.h"
+#include "engines/cpu/thread-pool.h"
+
+#include "isa-test.h"
+#include "random-vec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using rfdetr::test::random_vec;
+namespace cpu = rfdetr::cpu;
+
+struct head_case {
+    cpu::seg_head_dims d;
+    std::vector<std::vector<float>> blk;  // per block: dw_w, dw_b, ln_g, ln_b, pw_w, pw_b (flattened 6 each)
+    std::vector<float> sp_w, sp_b, qn_g, qn_b, q1_w, q1_b, q2_w, q2_b, qp_w, qp_b, memory, hs;
+    float              bias = 0.37f;
+    cpu::seg_head_weights w;
+
+    head_case(int grid, int side, int dim, int blocks, int hidden, int queries) {
+        d  = {grid, side, dim, blocks, hidden, queries};
+        uint32_t s = 100;
+        // Scales like the synthetic checkpoints' (weights ~ 1/sqrt(fan-in)), so activations stay O(1).
+        const float wd = 1.0f / std::sqrt(static_cast<float>(dim)), wh = 1.0f / std::sqrt(static_cast<float>(hidden));
+        for (int b = 0; b < blocks; ++b) {
+            blk.push_back(random_vec(static_cast<size_t>(dim) * 9, ++s, -0.4f, 0.4f));
+            blk.push_back(random_vec(dim, ++s, -0.1f, 0.1f));
+            blk.push_back(random_vec(dim, ++s, 0.8f, 1.2f));
+            blk.push_back(random_vec(dim, ++s, -0.1f, 0.1f));
+            blk.push_back(random_vec(static_cast<size_t>(dim) * dim, ++s, -wd, wd));
+            blk.push_back(random_vec(dim, ++s, -0.1f, 0.1f));
+        }
+        sp_w   = random_vec(static_cast<size_t>(dim) * dim, ++s, -wd, wd);
+        sp_b   = random_vec(dim, ++s, -0.1f, 0.1f);
+        qn_g   = random_vec(dim, ++s, 0.8f, 1.2f);
+        qn_b   = random_vec(dim, ++s, -0.1f, 0.1f);
+        q1_w   = random_vec(static_cast<size_t>(hidden) * dim, ++s, -wd, wd);
+        q1_b   = random_vec(hidden, ++s, -0.1f, 0.1f);
+        q2_w   = random_vec(static_cast<size_t>(dim) * hidden, ++s, -wh, wh);
+        q2_b   = random_vec(dim, ++s, -0.1f, 0.1f);
+        qp_w   = random_vec(static_cast<size_t>(dim) * dim, ++s, -wd, wd);
+        qp_b   = random_vec(dim, ++s, -0.1f, 0.1f);
+        memory = random_vec(static_cast<size_t>(grid) * grid * dim, ++s, -3.0f, 3.0f);
+        hs     = random_vec(static_cast<size_t>(queries) * dim, ++s, -2.0f, 2.0f);
+        for (int b = 0; b < blocks; ++b) {
+            const auto * p = &blk[6 * b];
+            w.blocks.push_back({p[0].data(), p[1].data(), p[2].data(), p[3].data(), p[4].data(), p[5].data()});
+        }
+        w.sp_w = sp_w.data(), w.sp_b = sp_b.data(), w.qn_g = qn_g.data(), w.qn_b = qn_b.data();
+        w.q1_w = q1_w.data(), w.q1_b = q1_b.data(), w.q2_w = q2_w.data(), w.q2_b = q2_b.data();
+        w.qp_w = qp_w.data(), w.qp_b = qp_b.data(), w.bias = bias;
+    }
+};
+
+// ---- the float64 reference: channels-first [c][y][x], as upstream's module computes it ----
+
+using map_t = std::vector<double>;  // [dim][side][side]
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+void layernorm(std::vector<double> & v, const float * g, const float * b, double eps) {
+    double mean = 0, var = 0;
+    for (double x : v) mean += x;
+    mean /= v.size();
+    for (double x : v) var += (x - mean) * (x - mean);
+    var /= v.size();
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (v[i] - mean) / std::sqrt(var + eps) * g[i] + b[i];
+}
+
+// F.interpolate(bilinear, align_corners=False) source coordinate: (o + 0.5) * in / out - 0.5, clamped at 0.
+void src_coord(int in, int out, int o, int & i0, int & i1, double & l) {
+    const double real = std::max((o + 0.5) * static_cast<double>(static_cast<float>(in) / out) - 0.5, 0.0);
+    i0                = std::min(static_cast<int>(real), in - 1);
+    i1                = std::min(i0 + 1, in - 1);
+    l                 = real - i0;
+}
+
+struct reference {
+    std::map<std::string, map_t> maps;  // "spatial_upsampled", "block_out.i", "spatial_proj"
+    std::vector<std::vector<double>> qf, masks;  // per query of the full set
+};
+
+reference run_reference(const head_case & c) {
+    const int G = c.d.grid, M = c.d.side, D = c.d.dim, H = c.d.hidden, P = M * M;
+    reference r;
+    map_t     x(static_cast<size_t>(D) * P);
+    for (int oy = 0; oy < M; ++oy) {
+        int y0, y1;
+        double ly;
+        src_coord(G, M, oy, y0, y1, ly);
+        for (int ox = 0; ox < M; ++ox) {
+            int x0, x1;
+            double lx;
+            src_coord(G, M, ox, x0, x1, lx);
+            for (int ch = 0; ch < D; ++ch) {
+                auto at = [&](int yy, int xx) { return static_cast<double>(c.memory[static_cast<size_t>(yy * G + xx) * D + ch]); };
+                x[static_cast<size_t>(ch) * P + oy * M + ox] =
+                    (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) + ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1));
+            }
+        }
+    }
+    r.maps["spatial_upsampled"] = x;
+    for (int b = 0; b < c.d.blocks; ++b) {
+        const float * dw_w = c.blk[6 * b].data(), *dw_b = c.blk[6 * b + 1].data(), *g = c.blk[6 * b + 2].data(),
+                    *be = c.blk[6 * b + 3].data(), *pw = c.blk[6 * b + 4].data(), *pb = c.blk[6 * b + 5].data();
+        map_t conv(x.size());
+        for (int ch = 0; ch < D; ++ch) {
+            for (int i = 0; i < M; ++i) {
+                for (int j = 0; j < M; ++j) {
+                    double acc = dw_b[ch];
+                    for (int ky = 0; ky < 3; ++ky) {
+                        for (int kx = 0; kx < 3; ++kx) {
+                            const int ii = i + ky - 1, jj = j + kx - 1;
+                            if (ii >= 0 && ii < M && jj >= 0 && jj < M) acc += dw_w[ch * 9 + ky * 3 + kx] * x[static_cast<size_t>(ch) * P + ii * M + jj];
+                        }
+                    }
+                    conv[static_cast<size_t>(ch) * P + i * M + j] = acc;
+                }
+            }
+        }
+        for (int p = 0; p < P; ++p) {
+            std::vector<double> v(D);
+            for (int ch = 0; ch < D; ++ch) v[ch] = conv[static_cast<size_t>(ch) * P + p];
+            layernorm(v, g, be, 1e-6);
+            for (int o = 0; o < D; ++o) {
+                double acc = pb[o];
+                for (int ch = 0; ch < D; ++ch) acc += static_cast<double>(pw[static_cast<size_t>(o) * D + ch]) * v[ch];
+                x[static_cast<size_t>(o) * P + p] += gelu(acc);
+            }
+        }
+        r.maps["block_out." + std::to_string(b)] = x;
+    }
+    map_t s(x.size());
+    for (int o = 0; o < D; ++o) {
+        for (int p = 0; p < P; ++p) {
+            double acc = c.sp_b[o];
+            for (int ch = 0; ch < D; ++ch) acc += static_cast<double>(c.sp_w[static_cast<size_t>(o) * D + ch]) * x[static_cast<size_t>(ch) * P + p];
+            s[static_cast<size_t>(o) * P + p] = acc;
+        }
+    }
+    r.maps["spatial_proj"] = s;
+    for (int q = 0; q < c.d.queries; ++q) {
+        std::vector<double> h(c.hs.begin() + static_cast<size_t>(q) * D, c.hs.begin() + static_cast<size_t>(q + 1) * D), n = h;
+        layernorm(n, c.qn_g.data(), c.qn_b.data(), 1e-5);
+        std::vector<double> hid(H), f(D);
+        for (int o = 0; o < H; ++o) {
+            double acc = c.q1_b[o];
+            for (int ch = 0; ch < D; ++ch) acc += static_cast<double>(c.q1_w[static_cast<size_t>(o) * D + ch]) * n[ch];
+            hid[o] = gelu(acc);
+        }
+        for (int o = 0; o < D; ++o) {
+            double acc = c.q2_b[o];
+            for (int i = 0; i < H; ++i) acc += static_cast<double>(c.q2_w[static_cast<size_t>(o) * H + i]) * hid[i];
+            h[o] += acc;
+        }
+        for (int o = 0; o < D; ++o) {
+            double acc = c.qp_b[o];
+            for (int ch = 0; ch < D; ++ch) acc += static_cast<double>(c.qp_w[static_cast<size_t>(o) * D + ch]) * h[ch];
+            f[o] = acc;
+        }
+        std::vector<double> m(P);
+        for (int p = 0; p < P; ++p) {
+            double acc = 0;
+            for (int ch = 0; ch < D; ++ch) acc += f[ch] * s[static_cast<size_t>(ch) * P + p];
+            m[p] = acc + c.bias;
+        }
+        r.qf.push_back(f);
+        r.masks.push_back(m);
+    }
+    return r;
+}
+
+// max |ours - ref| / max(1, |ref|) of a pixel-major map against a channels-first one.
+double map_err(const float * ours, const map_t & ref, int pixels, int dim) {
+    double e = 0;
+    for (int p = 0; p < pixels; ++p) {
+        for (int ch = 0; ch < dim; ++ch) {
+            const double r = ref[static_cast<size_t>(ch) * pixels + p], o = ours[static_cast<size_t>(p) * dim + ch];
+            e = std::isfinite(o) ? std::max(e, std::fabs(o - r) / std::max(1.0, std::fabs(r))) : INFINITY;
+        }
+    }
+    return e;
+}
+
+class cpu_seg_head : public rfdetr::test::isa_test {};
+RFDETR_FOR_EVERY_ISA(cpu_seg_head);
+
+// Float32 against float64 through up to five 40-wide reductions and GELUs: a few 1e-6 relative; 3e-5 leaves
+// room for the sums' order and fails any wrong tap, weight layout, index rule or epilogue by orders of magnitude.
+constexpr double k_tol = 3e-5;
+
+void check_head(int grid, int side, int threads) {
+    SCOPED_TRACE("grid " + std::to_string(grid) + " -> side " + std::to_string(side) + ", " + std::to_string(threads) + " threads");
+    const head_case c(grid, side, 40, 3, 72, 23);
+    const reference r = run_reference(c);
+    rfdetr::thread_pool pool(threads);
+    cpu::seg_head       head(c.w, c.d, pool, false);
+    const int           P = side * side, D = c.d.dim;
+    std::map<std::string, double> tapped;
+    head.tap = [&](const std::string & name, const float * m) { tapped[name] = map_err(m, r.maps.at(name), P, D); };
+    head.spatial(c.memory.data());
+    ASSERT_EQ(tapped.size(), 1u + c.d.blocks);
+    for (const auto & [name, e] : tapped) {
+        std::printf("%-20s %.3g\n", name.c_str(), e);
+        EXPECT_LE(e, k_tol) << name;
+    }
+    std::vector<float> s(static_cast<size_t>(P) * D);
+    for (int p = 0; p < P; ++p) {
+        for (int ch = 0; ch < D; ++ch) s[static_cast<size_t>(p) * D + ch] = head.spatial_at(p, ch);
+    }
+    EXPECT_LE(map_err(s.data(), r.maps.at("spatial_proj"), P, D), k_tol) << "spatial_proj";
+
+    // A selection in no particular order, shorter than the query count, between guard rows.
+    const std::vector<int32_t> sel = {17, 3, 22, 0, 9, 10, 11, 5, 16, 1, 2, 4, 6, 7, 8, 12, 13, 14, 15, 19};
+    const int                  k   = static_cast<int>(sel.size());
+    const float                guard = 12345.0f;
+    std::vector<float>         out(static_cast<size_t>(k + 2) * P, guard);
+    head.masks(c.hs.data(), sel.data(), k, out.data() + P);
+    for (int p = 0; p < P; ++p) {
+        ASSERT_EQ(out[p], guard) << "written before row 0";
+        ASSERT_EQ(out[static_cast<size_t>(k + 1) * P + p], guard) << "written past row k";
+    }
+    double eq = 0, em = 0;
+    for (int i = 0; i < k; ++i) {
+        const auto & f = r.qf[sel[i]];
+        for (int ch = 0; ch < D; ++ch) eq = std::max(eq, std::fabs(head.query_features()[static_cast<size_t>(i) * D + ch] - f[ch]) / std::max(1.0, std::fabs(f[ch])));
+        const auto & m = r.masks[sel[i]];
+        for (int p = 0; p < P; ++p) {
+            const double o = out[static_cast<size_t>(i + 1) * P + p];
+            em = std::isfinite(o) ? std::max(em, std::fabs(o - m[p]) / std::max(1.0, std::fabs(m[p]))) : INFINITY;
+        }
+    }
+    std::printf("%-20s %.3g\n%-20s %.3g\n", "query_features", eq, "masks", em);
+    EXPECT_LE(eq, k_tol) << "query_features";
+    EXPECT_LE(em, k_tol) << "masks";
+
+    // The rows do not depend on which other rows are asked for: the full set's rows equal the selection's bit
+    // for bit (each output row is its own dot products).
+    std::vector<int32_t> all(c.d.queries);
+    for (int q = 0; q < c.d.queries; ++q) all[q] = q;
+    std::vector<float> full(static_cast<size_t>(c.d.queries) * P);
+    head.masks(c.hs.data(), all.data(), c.d.queries, full.data());
+    for (int i = 0; i < k; ++i) {
+        ASSERT_TRUE(std::equal(full.begin() + static_cast<size_t>(sel[i]) * P, full.begin() + static_cast<size_t>(sel[i] + 1) * P,
+                               out.begin() + static_cast<size_t>(i + 1) * P))
+            << "row " << i << " (query " << sel[i] << ") differs from the full set's";
+    }
+
+    // No rows asked for: nothing computed, nothing written.
+    std::vector<float> none(P, guard);
+    head.masks(c.hs.data(), sel.data(), 0, none.data());
+    for (float v : none) ASSERT_EQ(v, guard);
+}
+
+TEST_P(cpu_seg_head, matches_the_float64_module_at_an_integer_scale) { check_head(5, 15, 2); }
+
+// 7 -> 17: source coordinates that are not thirds, and a last panel of 17*17 % 32 = 1 pixel.
+TEST_P(cpu_seg_head, matches_the_float64_module_at_a_fractional_scale) { check_head(7, 17, 3); }
+
+}  // namespace
