@@ -1,19 +1,28 @@
 // The RF-DETR Seg mask head (seg-head.h) against a plain-loop float64 implementation written from upstream's
 // module in its own layout (channels-first maps, one query at a time), on odd sizes, per GEMM kernel: every
 // intermediate map, the query features and the mask rows of an arbitrary query selection; and that a call
-// writes exactly the rows asked for.
+// writes exactly the rows asked for. Then the head alone on each Seg fixture's own inputs (the golden
+// projector.out and decoder.hs_last, the head's weights from the synthetic generator): its intermediates and mask
+// logits against the golden's, so the head's error is seen apart from the backbone's.
 #include "engines/cpu/seg-head.h"
 #include "engines/cpu/thread-pool.h"
+#include "model/synth.h"
 
+#include "golden-file.h"
 #include "isa-test.h"
 #include "random-vec.h"
+#include "skip.h"
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -268,5 +277,113 @@ TEST_P(cpu_seg_head, matches_the_float64_module_at_an_integer_scale) { check_hea
 
 // 7 -> 17: source coordinates that are not thirds, and a last panel of 17*17 % 32 = 1 pixel.
 TEST_P(cpu_seg_head, matches_the_float64_module_at_a_fractional_scale) { check_head(7, 17, 3); }
+
+// ---- the fixtures' own inputs ----
+
+// max |ours - golden| over the golden's top-left crop [1, C, h, w] of a pixel-major map [side^2, C].
+double crop_err(const float * ours, int side, int C, const rfdetr::test::golden_tensor & g) {
+    const int h = static_cast<int>(g.shape[2]), w = static_cast<int>(g.shape[3]);
+    double    e = 0;
+    for (int ch = 0; ch < C; ++ch) {
+        for (int y = 0; y < h; ++y) {
+            for (int x = 0; x < w; ++x) {
+                const double o = ours[(static_cast<size_t>(y) * side + x) * C + ch];
+                e = std::isfinite(o) ? std::max(e, std::fabs(o - g.f32[(static_cast<size_t>(ch) * h + y) * w + x])) : INFINITY;
+            }
+        }
+    }
+    return e;
+}
+
+void check_fixture(const std::string & size) {
+    const std::string fam = rfdetr::test::family_fixtures_dir();
+    const std::string dir = fam.empty() ? "" : fam + "/../rfdetr-seg/" + size;
+    if (dir.empty() || !std::ifstream(dir + "/schema.json")) RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg/" + size);
+    const auto g = rfdetr::test::read_golden(dir + "/case-1/golden.safetensors");
+    // The head's weights: the generator's elements under seed 1 with each tensor's (A, S) from schema.json.
+    std::map<std::string, std::vector<float>> t;
+    {
+        std::ifstream        f(dir + "/schema.json");
+        const nlohmann::json schema = nlohmann::json::parse(f);
+        for (const auto & e : schema["tensors"]) {
+            const std::string key = e["key"];
+            if (key.rfind("segmentation_head.", 0) != 0) continue;
+            size_t n = 1;
+            for (const auto & d : e["shape"]) n *= d.get<size_t>();
+            auto & v = t[key.substr(18)];
+            v.resize(n);
+            rfdetr::synth_fill(v.data(), 1, key, n, e["A"].get<double>(), e["S"].get<double>());
+        }
+    }
+    cpu::seg_head_dims d;
+    d.grid    = static_cast<int>(g.at("projector.out").shape[2]);
+    d.side    = static_cast<int>(g.at("pixel_values").shape[2]) / 4;
+    d.dim     = static_cast<int>(g.at("projector.out").shape[1]);
+    d.hidden  = static_cast<int>(t.at("query_features_block.layers.0.weight").size()) / d.dim;
+    d.queries = static_cast<int>(g.at("decoder.hs_last").shape[1]);
+    cpu::seg_head_weights w;
+    for (d.blocks = 0; t.count("blocks." + std::to_string(d.blocks) + ".dwconv.weight"); ++d.blocks) {
+        const std::string b = "blocks." + std::to_string(d.blocks) + ".";
+        w.blocks.push_back({t.at(b + "dwconv.weight").data(), t.at(b + "dwconv.bias").data(), t.at(b + "norm.weight").data(),
+                            t.at(b + "norm.bias").data(), t.at(b + "pwconv1.weight").data(), t.at(b + "pwconv1.bias").data()});
+    }
+    w.sp_w = t.at("spatial_features_proj.weight").data(), w.sp_b = t.at("spatial_features_proj.bias").data();
+    w.qn_g = t.at("query_features_block.norm_in.weight").data(), w.qn_b = t.at("query_features_block.norm_in.bias").data();
+    w.q1_w = t.at("query_features_block.layers.0.weight").data(), w.q1_b = t.at("query_features_block.layers.0.bias").data();
+    w.q2_w = t.at("query_features_block.layers.2.weight").data(), w.q2_b = t.at("query_features_block.layers.2.bias").data();
+    w.qp_w = t.at("query_features_proj.weight").data(), w.qp_b = t.at("query_features_proj.bias").data();
+    w.bias = t.at("bias")[0];
+
+    const int          G = d.grid, D = d.dim, M = d.side, P = M * M;
+    std::vector<float> memory(static_cast<size_t>(G) * G * D);  // channels-first golden -> pixel-major
+    for (int ch = 0; ch < D; ++ch) {
+        for (int p = 0; p < G * G; ++p) memory[static_cast<size_t>(p) * D + ch] = g.at("projector.out").f32[static_cast<size_t>(ch) * G * G + p];
+    }
+    rfdetr::thread_pool pool(2);
+    cpu::seg_head       head(w, d, pool, false);
+    std::map<std::string, double> err;
+    head.tap = [&](const std::string & name, const float * m) { err["seg.crop." + name] = crop_err(m, M, D, g.at("seg.crop." + name)); };
+    head.spatial(memory.data());
+    std::vector<float> s(static_cast<size_t>(P) * D);
+    for (int p = 0; p < P; ++p) {
+        for (int ch = 0; ch < D; ++ch) s[static_cast<size_t>(p) * D + ch] = head.spatial_at(p, ch);
+    }
+    err["seg.crop.spatial_proj"] = crop_err(s.data(), M, D, g.at("seg.crop.spatial_proj"));
+    ASSERT_EQ(err.size(), static_cast<size_t>(d.blocks) + 2);
+
+    const bool full = g.count("pred_masks") != 0;
+    std::vector<int32_t> sel;
+    if (full) {
+        sel.resize(d.queries);
+        std::iota(sel.begin(), sel.end(), 0);
+    } else {
+        for (int64_t q : g.at("pred_masks_sel_queries").i64) sel.push_back(static_cast<int32_t>(q));
+    }
+    const auto &       want = g.at(full ? "pred_masks" : "pred_masks_sel").f32;
+    std::vector<float> out(sel.size() * P);
+    ASSERT_EQ(want.size(), out.size());
+    head.masks(g.at("decoder.hs_last").f32.data(), sel.data(), static_cast<int>(sel.size()), out.data());
+    double eq = 0, em = 0;
+    for (size_t i = 0; i < sel.size(); ++i) {
+        for (int ch = 0; ch < D; ++ch) {
+            eq = std::max(eq, std::fabs(static_cast<double>(head.query_features()[i * D + ch]) - g.at("seg.query_features").f32[static_cast<size_t>(sel[i]) * D + ch]));
+        }
+    }
+    for (size_t i = 0; i < out.size(); ++i) em = std::isfinite(out[i]) ? std::max(em, std::fabs(static_cast<double>(out[i]) - want[i])) : INFINITY;
+    // The fixture README's tolerances: head intermediates 1e-4, mask logits 5e-4 absolute.
+    for (const auto & [name, e] : err) {
+        std::printf("seg-%s head %-26s max-abs %.3g (tol 1e-4)\n", size.c_str(), name.c_str(), e);
+        EXPECT_LE(e, 1e-4) << name;
+    }
+    std::printf("seg-%s head %-26s max-abs %.3g (tol 1e-4)\n", size.c_str(), "seg.query_features", eq);
+    std::printf("seg-%s head %-26s max-abs %.3g (tol 5e-4), %zu rows\n", size.c_str(), full ? "pred_masks" : "pred_masks_sel", em, sel.size());
+    EXPECT_LE(eq, 1e-4) << "seg.query_features";
+    EXPECT_LE(em, 5e-4) << "pred_masks";
+}
+
+TEST(cpu_seg_head_fixture, nano) { check_fixture("nano"); }
+TEST(cpu_seg_head_fixture, small) { check_fixture("small"); }
+TEST(cpu_seg_head_fixture, medium) { check_fixture("medium"); }
+TEST(cpu_seg_head_fixture, large) { check_fixture("large"); }
 
 }  // namespace
