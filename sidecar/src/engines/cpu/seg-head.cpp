@@ -3,6 +3,8 @@
 #include "common/error.h"
 #include "engines/cpu/qgemm.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,24 +60,45 @@ void resize_bilinear(const float * src, int h, int w, int c, float * dst, int H,
 }
 
 // Depthwise 3x3 convolution, zero padding 1, of a pixel-major map [h*w, c] (weights tap-major [9][c]), output
-// rows [y0, y1): the nine taps summed in (ky, kx) order, then the bias.
+// rows [y0, y1): the nine taps summed in (ky, kx) order, then the bias. 32 channels at a time stay in four
+// registers across the taps (a loop over the output row per tap measured 15 % of the head's CPU, the GEMMs 60 %).
 void dwconv3x3(const float * x, int h, int w, int c, const float * w9, const float * bias, float * y, int y0, int y1) {
+    const float * taps[9];
+    const float * wts[9];
     for (int oy = y0; oy < y1; ++oy) {
         for (int ox = 0; ox < w; ++ox) {
-            float * __restrict o = y + sz(oy * w + ox, c);
-            std::fill(o, o + c, 0.0f);
+            int n = 0;
             for (int ky = 0; ky < 3; ++ky) {
                 const int iy = oy + ky - 1;
                 if (iy < 0 || iy >= h) continue;
                 for (int kx = 0; kx < 3; ++kx) {
                     const int ix = ox + kx - 1;
                     if (ix < 0 || ix >= w) continue;
-                    const float * __restrict s  = x + sz(iy * w + ix, c);
-                    const float * __restrict wk = w9 + sz(ky * 3 + kx, c);
-                    for (int ch = 0; ch < c; ++ch) o[ch] += s[ch] * wk[ch];
+                    taps[n]  = x + sz(iy * w + ix, c);
+                    wts[n++] = w9 + sz(ky * 3 + kx, c);
                 }
             }
-            for (int ch = 0; ch < c; ++ch) o[ch] += bias[ch];
+            float * o  = y + sz(oy * w + ox, c);
+            int     ch = 0;
+            for (; ch + 32 <= c; ch += 32) {
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int t = 0; t < n; ++t) {
+                    const float * s = taps[t] + ch, *k = wts[t] + ch;
+                    a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(k)));
+                    a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(s + 8), _mm256_loadu_ps(k + 8)));
+                    a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(s + 16), _mm256_loadu_ps(k + 16)));
+                    a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(s + 24), _mm256_loadu_ps(k + 24)));
+                }
+                _mm256_storeu_ps(o + ch, _mm256_add_ps(a0, _mm256_loadu_ps(bias + ch)));
+                _mm256_storeu_ps(o + ch + 8, _mm256_add_ps(a1, _mm256_loadu_ps(bias + ch + 8)));
+                _mm256_storeu_ps(o + ch + 16, _mm256_add_ps(a2, _mm256_loadu_ps(bias + ch + 16)));
+                _mm256_storeu_ps(o + ch + 24, _mm256_add_ps(a3, _mm256_loadu_ps(bias + ch + 24)));
+            }
+            for (; ch < c; ++ch) {
+                float acc = 0.0f;
+                for (int t = 0; t < n; ++t) acc += taps[t][ch] * wts[t][ch];
+                o[ch] = acc + bias[ch];
+            }
         }
     }
 }
