@@ -108,7 +108,7 @@ int main(int argc, char ** argv) {
                 std::vector<int> ks = rows.empty() ? std::vector<int>{q} : rows;
                 for (int k : ks) {
                     k = std::min(k, q);
-                    std::vector<int32_t> sel(k);
+                    std::vector<uint32_t> sel(k);
                     std::iota(sel.begin(), sel.end(), 0);
                     t = cpu_ms();
                     head->masks(x.m->hs(), sel.data(), k, x.masks.data());

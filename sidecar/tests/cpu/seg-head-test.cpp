@@ -232,7 +232,7 @@ void check_head(int grid, int side, int threads) {
     EXPECT_LE(map_err(s.data(), r.maps.at("spatial_proj"), P, D), k_tol) << "spatial_proj";
 
     // A selection in no particular order, shorter than the query count, between guard rows.
-    const std::vector<int32_t> sel = {17, 3, 22, 0, 9, 10, 11, 5, 16, 1, 2, 4, 6, 7, 8, 12, 13, 14, 15, 19};
+    const std::vector<uint32_t> sel = {17, 3, 22, 0, 9, 10, 11, 5, 16, 1, 2, 4, 6, 7, 8, 12, 13, 14, 15, 19};
     const int                  k   = static_cast<int>(sel.size());
     const float                guard = 12345.0f;
     std::vector<float>         out(static_cast<size_t>(k + 2) * P, guard);
@@ -257,7 +257,7 @@ void check_head(int grid, int side, int threads) {
 
     // The rows do not depend on which other rows are asked for: the full set's rows equal the selection's bit
     // for bit (each output row is its own dot products).
-    std::vector<int32_t> all(c.d.queries);
+    std::vector<uint32_t> all(c.d.queries);
     for (int q = 0; q < c.d.queries; ++q) all[q] = q;
     std::vector<float> full(static_cast<size_t>(c.d.queries) * P);
     head.masks(c.hs.data(), all.data(), c.d.queries, full.data());
@@ -352,12 +352,12 @@ void check_fixture(const std::string & size) {
     ASSERT_EQ(err.size(), static_cast<size_t>(d.blocks) + 2);
 
     const bool full = g.count("pred_masks") != 0;
-    std::vector<int32_t> sel;
+    std::vector<uint32_t> sel;
     if (full) {
         sel.resize(d.queries);
         std::iota(sel.begin(), sel.end(), 0);
     } else {
-        for (int64_t q : g.at("pred_masks_sel_queries").i64) sel.push_back(static_cast<int32_t>(q));
+        for (int64_t q : g.at("pred_masks_sel_queries").i64) sel.push_back(static_cast<uint32_t>(q));
     }
     const auto &       want = g.at(full ? "pred_masks" : "pred_masks_sel").f32;
     std::vector<float> out(sel.size() * P);

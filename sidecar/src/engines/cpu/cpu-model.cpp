@@ -312,13 +312,13 @@ void model::build_mask_head() {
     seg_ = std::make_unique<seg_head>(sw, hd, pool_, int8_);
 }
 
-void model::masks(const int32_t * queries, int k, float * out) {
+void model::masks(const uint32_t * queries, int k, float * out) {
     if (!seg_) {
         throw error("cpu model: mask logits asked of a detection checkpoint (variant " + ckpt_.variant().variant +
                     "); only RF-DETR Seg checkpoints (segmentation_head.*) have a mask head");
     }
     for (int i = 0; i < k; ++i) {
-        if (queries[i] < 0 || queries[i] >= d_.queries) {
+        if (queries[i] >= static_cast<uint32_t>(d_.queries)) {
             throw error("cpu model: mask row " + std::to_string(i) + " asks for query " + std::to_string(queries[i]) +
                         "; expected 0.." + std::to_string(d_.queries - 1));
         }

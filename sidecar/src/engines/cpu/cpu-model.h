@@ -60,7 +60,7 @@ class model {
     // After forward(), a Seg checkpoint's mask logits for k queries: out[i] [M, M] (M = dims().mask_side) for
     // query queries[i] (indices < Q). k = 0 computes nothing (not even the query-independent spatial part).
     // Throws rfdetr::error on a detection checkpoint or an index out of range.
-    void masks(const int32_t * queries, int k, float * out);
+    void masks(const uint32_t * queries, int k, float * out);
     bool segmentation() const { return seg_ != nullptr; }
     // The mask head, for the per-stage tests (nullptr on a detection checkpoint).
     seg_head * mask_head() { return seg_.get(); }

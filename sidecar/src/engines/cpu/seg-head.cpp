@@ -212,7 +212,7 @@ float seg_head::spatial_at(int pix, int ch) const {
     return s_.panel(pix / k_gemm_nr)[sz(ch, k_gemm_nr) + pix % k_gemm_nr];
 }
 
-void seg_head::masks(const float * hs, const int32_t * queries, int k, float * out) {
+void seg_head::masks(const float * hs, const uint32_t * queries, int k, float * out) {
     if (k <= 0) return;
     if (k > d_.queries) {
         throw error("seg_head::masks: " + std::to_string(k) + " rows asked for, at most " + std::to_string(d_.queries));

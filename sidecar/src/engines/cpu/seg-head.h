@@ -51,7 +51,7 @@ class seg_head {
     void spatial(const float * memory);
     // out[i] [side^2] = the mask logits of query queries[i], i < k <= dims().queries, from the decoder output hs
     // [*, dim] and the last spatial().
-    void masks(const float * hs, const int32_t * queries, int k, float * out);
+    void masks(const float * hs, const uint32_t * queries, int k, float * out);
 
     const seg_head_dims & dims() const { return d_; }
     // s[pix, ch] of the last spatial() (held in the mask product's panel layout).
