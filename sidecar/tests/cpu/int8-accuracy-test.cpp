@@ -25,6 +25,9 @@ namespace {
 
 namespace cpu = rfdetr::cpu;
 
+// The Seg gates (masks at R/4, logit > 0, int8 against fp32 on fp32's queries): see README.md, "int8".
+constexpr double k_mask_iou_mean = 0.98, k_mask_iou_min = 0.95;
+
 std::set<size_t> top100(const std::vector<float> & v) {
     std::vector<size_t> i(v.size());
     std::iota(i.begin(), i.end(), 0);
@@ -47,6 +50,17 @@ double pcc(const std::vector<float> & a, const std::vector<float> & b) {
         sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
     }
     return sab / std::sqrt(saa * sbb);
+}
+
+// Per query of `queries`, the IoU of (mask logit > 0) between two sets of mask rows [k, plane].
+std::vector<double> mask_iou(const std::vector<float> & a, const std::vector<float> & b, size_t plane) {
+    std::vector<double> iou;
+    for (size_t r = 0; r * plane < a.size(); ++r) {
+        size_t inter = 0, uni = 0;
+        for (size_t i = r * plane; i < (r + 1) * plane; ++i) inter += a[i] > 0 && b[i] > 0, uni += a[i] > 0 || b[i] > 0;
+        iou.push_back(uni ? (double)inter / uni : 1.0);
+    }
+    return iou;
 }
 
 // One int8 forward against the golden's logits and boxes.
@@ -74,10 +88,29 @@ void check(const std::string & label, const std::string & weights, const std::ma
         const auto a = top100(il), b = top100(fl);
         size_t     ov = 0;
         for (size_t i : a) ov += b.count(i);
-        EXPECT_GE(common, 270u) << label << ": the int8 two-stage selects other proposals";
+        EXPECT_GE(common, (size_t)Q * 9 / 10) << label << ": the int8 two-stage selects other proposals";
         EXPECT_GE(ov, 90u) << label << " with the fp32 top-k injected";
-        std::printf("int8 %-8s topk: same rank %zu/300, same set %zu/300; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
-                    label.c_str(), same, common, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
+        std::printf("int8 %-8s topk: same rank %zu/%d, same set %zu/%d; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
+                    label.c_str(), same, Q, common, Q, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
+        if (m.segmentation()) {
+            // The masks of fp32's queries scoring > 0.3, int8 (fp32's top-k injected) against fp32, at R/4.
+            std::vector<uint32_t> rows;
+            for (int q = 0; q < Q; ++q) {
+                if (*std::max_element(fl.begin() + (size_t)q * C, fl.begin() + (size_t)(q + 1) * C) > std::log(0.3 / 0.7)) rows.push_back(q);
+            }
+            ASSERT_FALSE(rows.empty()) << label;
+            const size_t       plane = (size_t)m.dims().mask_side * m.dims().mask_side;
+            std::vector<float> mi(rows.size() * plane), mf(rows.size() * plane);
+            m.masks(rows.data(), (int)rows.size(), mi.data());
+            f.masks(rows.data(), (int)rows.size(), mf.data());
+            const auto   iou  = mask_iou(mi, mf, plane);
+            const double mean = std::accumulate(iou.begin(), iou.end(), 0.0) / iou.size();
+            const double low  = *std::min_element(iou.begin(), iou.end());
+            std::printf("int8 %-8s masks of %zu queries (fp32 > 0.3, fp32 top-k injected): IoU vs fp32 mean %.4f min %.4f, logits max-abs %.3g\n",
+                        label.c_str(), rows.size(), mean, low, max_abs(mi, mf));
+            EXPECT_GE(mean, k_mask_iou_mean) << label;
+            EXPECT_GE(low, k_mask_iou_min) << label;
+        }
     }
     const auto & gl = g.at("logits").f32;
     const auto & gb = g.at("pred_boxes").f32;
