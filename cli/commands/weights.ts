@@ -142,7 +142,7 @@ export function weightsCommand(io: WeightsCommandIo = {}): Command {
     .requiredOption('--seed <n>', 'generator seed, decimal or 0x-hex, up to 64 bits')
     .requiredOption('--out <dir>', 'output directory')
     .option('--num-classes <n>', 'class count (default 91, COCO)')
-    .option('--variant <name>', 'RF-DETR size: base (default), nano, small, medium, large, large_deprecated')
+    .option('--variant <name>', 'RF-DETR size: base (default), nano, small, medium, large, large_deprecated; RF-DETR Seg: seg-nano, seg-small, seg-medium, seg-large, seg-xlarge, seg-2xlarge')
     .action(async (f: HubFlags & { seed: string; out: string; numClasses?: string; variant?: string }) => {
       const { formatSeed, parseNumClasses, parseSeed, parseVariant, runSynth } = await import('../../src/weights/synth.ts');
       const seed = parseSeed(f.seed);

@@ -1,5 +1,5 @@
 // rfdetr-synth --seed N --out DIR [--variant V] [--num-classes C] [--quiet]
-// Writes a synthetic RF-DETR checkpoint of variant V (rfdetr-synth SPEC v1 + the family rule table):
+// Writes a synthetic RF-DETR checkpoint of variant V (rfdetr-synth SPEC v1 + the rule table of the variant's schema):
 // DIR/model.safetensors + DIR/config.json.
 // Exit codes: 0 written, 1 write failed, 2 usage error (the message names the flag).
 #include <chrono>
@@ -17,7 +17,8 @@ constexpr const char * k_usage =
     "usage: rfdetr-synth --seed N --out DIR [--variant V] [--num-classes C] [--quiet]\n"
     "  --seed N         generator seed, decimal or 0x-hex, up to 64 bits (required)\n"
     "  --out DIR        output directory (created); writes DIR/model.safetensors and DIR/config.json\n"
-    "  --variant V      base (default), nano, small, medium, large, large_deprecated\n"
+    "  --variant V      base (default), nano, small, medium, large, large_deprecated (detection);\n"
+    "                   seg-nano, seg-small, seg-medium, seg-large, seg-xlarge, seg-2xlarge (RF-DETR Seg)\n"
     "  --num-classes C  class count (default 91, COCO); other values make a fine-tuned-shaped checkpoint\n"
     "  --quiet          only the SYNTHETIC warning on stderr\n";
 

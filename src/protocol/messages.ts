@@ -33,7 +33,7 @@ export interface WireHello {
   num_queries: number;
   num_classes: number;
   labels: string[];
-  /** The loaded checkpoint's variant ("base", "nano", …, "large_deprecated"); absent in a version-2 hello. */
+  /** The loaded checkpoint's variant ("base", "nano", …, "large_deprecated", "seg-nano", …, "seg-2xlarge"); absent in a version-2 hello. */
   variant?: string;
   /** Version 4 on: the model's task ("detect"). */
   task?: string;

@@ -27,7 +27,7 @@ export interface SidecarInfo {
   /** Label per class index (COCO-91 ids for the published model); "N/A" for unused ids. */
   labels: string[];
   /**
-   * The variant the sidecar loaded ("base", "nano", "small", "medium", "large", "large_deprecated": the names
+   * The variant the sidecar loaded ("base", "nano", "small", "medium", "large", "large_deprecated", "seg-nano", …: the names
    * of checkpointVariant); null from a version-2 sidecar, whose hello does not say.
    */
   variant: string | null;

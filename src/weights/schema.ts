@@ -1,7 +1,8 @@
 // The family's checkpoint schemas (sidecar/schema/rfdetr-<variant>.json) and transformers' native key names
 // (sidecar/schema/transformers-keys.json), the same files the C++ loader embeds: which variant a safetensors
 // header holds, under either key naming, with every missing, unexpected or misshapen tensor named against the
-// closest variant, and unsupported kinds (segmentation/keypoint heads, other backbones, XL/2XL) named.
+// closest variant, and unsupported kinds (keypoint heads, other backbones, detection XL/2XL, transformers-named
+// Seg) named. RF-DETR Seg checkpoints (segmentation_head.*) are variants like the others (seg-nano, ...).
 import fs from 'node:fs';
 import path from 'node:path';
 import { schemaDir } from '../config/paths.ts';
@@ -16,6 +17,8 @@ export interface SchemaTensor {
 }
 
 export interface VariantArchitecture {
+  /** "detect", or "segment" for RF-DETR Seg (which adds mask_downsample and mask_blocks). */
+  task: 'detect' | 'segment';
   encoder: string;
   resolution: number;
   patch_size: number;
@@ -40,7 +43,7 @@ export interface CheckpointSchema {
 /** The tensor whose rows give the class count. */
 export const CLASS_COUNT_TENSOR = 'class_embed.weight';
 const LIST_MAX = 20;
-const ORDER = ['base', 'nano', 'small', 'medium', 'large', 'large_deprecated'];
+const ORDER = ['base', 'nano', 'small', 'medium', 'large', 'large_deprecated', 'seg-nano', 'seg-small', 'seg-medium', 'seg-large', 'seg-xlarge', 'seg-2xlarge'];
 
 function invalid(file: string, what: string): never {
   throw new RfdetrError('E_WEIGHTS_INVALID', `checkpoint schema ${file}: ${what}; the package install is incomplete`);
@@ -94,7 +97,7 @@ export function variantNames(): string[] {
 
 /** The sentence every refusal ends with. */
 export function supportedText(): string {
-  return `Supported: RF-DETR detection checkpoints of the variants ${loadSchemas().map((s) => `${s.variant} (${s.model})`).join(', ')}, with upstream rfdetr key names or transformers' RfDetrForObjectDetection names, any class count, in safetensors format.`;
+  return `Supported: RF-DETR detection and segmentation (Seg) checkpoints of the variants ${loadSchemas().map((s) => `${s.variant} (${s.model})`).join(', ')}, with upstream rfdetr key names (or, for detection, transformers' RfDetrForObjectDetection names), any class count, in safetensors format.`;
 }
 
 interface KeyRule {
@@ -150,6 +153,13 @@ function mapNames(header: SafetensorsHeader): { layout: 'upstream' | 'transforme
     }
   }
   const problems: string[] = [];
+  // transformers-keys.json maps the detection layout only; RfDetrForInstanceSegmentation's head names were never
+  // checked against a saved file, so a transformers-named Seg checkpoint is refused by name.
+  const segKey = unmatched.find((n) => n.includes('segmentation') || n.includes('mask'));
+  if (segKey) {
+    problems.push(`transformers key names with a segmentation head (${segKey}): RF-DETR Seg checkpoints are read only with upstream rfdetr key names (segmentation_head.*, as rfdetr saves them); transformers' RfDetrForInstanceSegmentation layout is not supported. Save the model's state_dict with rfdetr, or convert the key names`);
+    return { layout: 'transformers', tensors: out, problems };
+  }
   if (unmatched.length > 0) problems.push(`transformers (RfDetrForObjectDetection) key names, but ${unmatched.length} key(s) match no rule of its RF-DETR detection layout: ${listed(unmatched)}`);
   if (twice.length > 0) problems.push(`${twice.length} key(s) name a tensor another key already gives: ${listed(twice)}`);
   for (const [up, g] of fused) {
@@ -175,8 +185,9 @@ function listed(names: string[]): string {
 }
 
 function unsupportedKind(m: Map<string, Mapped>, header: SafetensorsHeader): string | null {
+  let segHead = false;
   for (const name of header.tensors.keys()) {
-    if (name.includes('segmentation_head.')) return `an RF-DETR segmentation checkpoint (it has ${name}): segmentation heads are not served here`;
+    segHead ||= name.startsWith('segmentation_head.');
     if (name.includes('keypoint')) return `an RF-DETR keypoint checkpoint (it has ${name}): keypoint heads are not served here`;
   }
   const names = [...m.keys()];
@@ -184,7 +195,7 @@ function unsupportedKind(m: Map<string, Mapped>, header: SafetensorsHeader): str
   const other = names.some((n) => n.startsWith('backbone.0.') && !n.startsWith('backbone.0.projector.') && !n.startsWith('backbone.0.encoder.encoder.'));
   if (!vit && other) return 'a DETR checkpoint with another backbone (backbone.0.* tensors but no DINOv2 backbone.0.encoder.encoder.*)';
   const pe = m.get('backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight');
-  if (pe && pe.shape.length === 4 && pe.shape[2] === 12) return 'a patch-12 DINOv2 backbone, which only RF-DETR segmentation models use';
+  if (pe && pe.shape.length === 4 && pe.shape[2] === 12 && !segHead) return 'a patch-12 DINOv2 backbone without segmentation_head.* tensors: only RF-DETR Seg models use patch 12, and they have a segmentation head';
   const cls = m.get('backbone.0.encoder.encoder.embeddings.cls_token');
   if (cls && cls.shape.length === 3) {
     const width = cls.shape[2]!;
@@ -263,5 +274,8 @@ export function variantConfigFields(s: CheckpointSchema): [string, unknown][] {
     ['rfdetr.out_feature_indexes', a.out_feature_indexes], ['rfdetr.projector_scale', a.projector_scale], ['rfdetr.dec_layers', a.dec_layers],
     ['image_size', a.resolution], ['backbone_config.num_windows', a.num_windows], ['backbone_config.out_indices', a.out_feature_indexes],
     ['num_feature_levels', a.projector_scale.length],
+    // Seg: the head's presence and mask stride (the C++ loader also checks intermediate_size and architectures).
+    ['rfdetr.segmentation_head', a.task === 'segment'],
+    ...(a.task === 'segment' ? [['rfdetr.mask_downsample_ratio', a.mask_downsample], ['mask_downsample_ratio', a.mask_downsample]] as [string, unknown][] : []),
   ];
 }

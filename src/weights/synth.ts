@@ -36,7 +36,7 @@ export function parseNumClasses(text: string): number {
   return v;
 }
 
-/** Parses --variant: one of the family's schemas (base, nano, small, medium, large, large_deprecated). */
+/** Parses --variant: one of the schemas (base, nano, …, large_deprecated; seg-nano, …, seg-2xlarge). */
 export function parseVariant(text: string): string {
   return schemaFor(text).variant;
 }

@@ -2,6 +2,7 @@
 //
 //   const dir = await synthWeights();      // seed 1: DIR/model.safetensors + DIR/config.json (COCO-91)
 //   const dir7 = await synthWeights(5n, 7); // a fine-tuned-shaped checkpoint with 7 classes
+//   const seg = await synthVariantWeights('seg-nano');  // seed 1 of another variant (test-weights/family/)
 //
 // Generated once by the built `sidecar/build/rfdetr-synth` into sidecar/build/test-weights/seed-0x<hex>/
 // (…-c<N> for other class counts) and reused. Safe when several test files (processes) ask at once: each
@@ -47,13 +48,32 @@ export async function synthWeightsIn(root: string, seed: bigint, numClasses = 91
   if (seed < 0n || seed > MAX_SEED) throw new RangeError(`synthWeights: seed ${seed} is outside 0..2^64-1`);
   if (!Number.isInteger(numClasses) || numClasses < 1) throw new RangeError(`synthWeights: numClasses ${numClasses} must be a positive integer`);
   const dir = path.join(root, synthDirName(seed, numClasses));
+  return generate(dir, ['--seed', `0x${seed.toString(16)}`, '--num-classes', String(numClasses), '--quiet']);
+}
+
+/**
+ * The seed-1 checkpoint of another variant ("nano", …, "seg-nano", …) in sidecar/build/test-weights/family/
+ * <variant>-seed-0x1: the directory the ctest fixtures synth_family / synth_seg write (generated here when absent).
+ */
+export function synthVariantWeights(variant: string): Promise<string> {
+  const key = `variant:${variant}`;
+  let p = pending.get(key);
+  if (!p) {
+    p = generate(path.join(synthCacheDir, 'family', `${variant}-${synthDirName(1n)}`), ['--seed', '1', '--variant', variant, '--quiet']);
+    pending.set(key, p);
+    p.catch(() => pending.delete(key));
+  }
+  return p;
+}
+
+async function generate(dir: string, args: string[]): Promise<string> {
+  const root = path.dirname(dir);
   if (complete(dir)) return dir;
   const bin = synthBinary();
   if (!fs.existsSync(bin)) {
     throw new Error(`synthWeights: ${bin} does not exist; build the sidecar first (npm run build:sidecar)`);
   }
   fs.mkdirSync(root, { recursive: true });
-  const args = ['--seed', `0x${seed.toString(16)}`, '--num-classes', String(numClasses), '--quiet'];
   if (fs.existsSync(dir)) {
     // Present but incomplete: another writer is mid-way (rfdetr-synth replaces each file atomically), or a
     // past run was killed. Writing in place is safe: the bytes are the same whoever writes them.

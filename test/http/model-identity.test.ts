@@ -9,7 +9,7 @@ import { execa } from 'execa';
 import { synthBinary } from '../../src/config/paths.ts';
 import { modelIdentityOf } from '../../src/http/model-identity.ts';
 import { checkpointVariant } from '../../src/weights/verify.ts';
-import { synthWeights } from '../helpers/synth-weights.ts';
+import { synthVariantWeights, synthWeights } from '../helpers/synth-weights.ts';
 import { start } from './helpers.ts';
 
 test('checkpointVariant reads the variant from the tensors: base for the seed-1 checkpoint, nano for a Nano one', async (t) => {
@@ -25,12 +25,19 @@ test('checkpointVariant reads the variant from the tensors: base for the seed-1 
   }
 });
 
+test('checkpointVariant names a synthetic RF-DETR Seg checkpoint seg-nano', async () => {
+  assert.equal(checkpointVariant(path.join(await synthVariantWeights('seg-nano'), 'model.safetensors')), 'seg-nano');
+});
+
 test('modelIdentityOf: Base under the contract\'s names, other variants under their own; a Hub repo is the id', () => {
   assert.deepEqual(modelIdentityOf('base', null), { name: 'RF-DETR-base', id: 'Roboflow/rf-detr-base' });
   assert.deepEqual(modelIdentityOf(null, null), { name: 'RF-DETR-base', id: 'Roboflow/rf-detr-base' });
   assert.deepEqual(modelIdentityOf('nano', null), { name: 'RF-DETR-nano', id: 'rf-detr-nano' });
   assert.deepEqual(modelIdentityOf('large_deprecated', null), { name: 'RF-DETR-large_deprecated', id: 'rf-detr-large-deprecated' });
   assert.deepEqual(modelIdentityOf('small', 'someone/rf-detr-small-finetuned'), { name: 'RF-DETR-small', id: 'someone/rf-detr-small-finetuned' });
+  assert.deepEqual(modelIdentityOf('seg-nano', null), { name: 'RF-DETR-Seg-Nano', id: 'rf-detr-seg-nano' });
+  assert.deepEqual(modelIdentityOf('seg-xlarge', null), { name: 'RF-DETR-Seg-XLarge', id: 'rf-detr-seg-xlarge' });
+  assert.deepEqual(modelIdentityOf('seg-2xlarge', null), { name: 'RF-DETR-Seg-2XLarge', id: 'rf-detr-seg-2xlarge' });
 });
 
 test('/health, /info, /v1/models, /tt-liveness and the OpenAPI description name the loaded variant', async () => {

@@ -100,6 +100,43 @@ for (const variant of ['nano', 'small', 'medium', 'large', 'large_deprecated']) 
   });
 }
 
+// The RF-DETR Seg fixtures' weights_check files (rfdetr-seg/GENERATOR.md: the family table with norm_in in NORM):
+// every tensor of each Seg size, byte for byte.
+const segDir = process.env.RFDETR_SEG_FIXTURES || path.resolve(testFixturesDir, '..', '..', '..', 'shared', 'fixtures', 'rfdetr-seg');
+for (const size of ['nano', 'small', 'medium', 'large']) {
+  const variant = `seg-${size}`;
+  const checkFile = path.join(segDir, size, 'weights_check_seed0x1.json');
+  test(`rfdetr-synth --variant ${variant} --seed 1 matches the Seg fixture's weights_check_seed0x1.json bit for bit`, async (t) => {
+    if (!fs.existsSync(checkFile)) return skipOrFail(t, `no ${checkFile} (the shared Seg fixtures; set RFDETR_SEG_FIXTURES)`);
+    const vcheck = JSON.parse(fs.readFileSync(checkFile, 'utf8')) as WeightsCheck;
+    const out = tempDir();
+    try {
+      await execa(synthBinary(), ['--seed', '1', '--variant', variant, '--out', out, '--quiet']);
+      const f = SafetensorsFile.read(path.join(out, 'model.safetensors'));
+      assert.equal(f.header.metadata.variant, variant);
+      assert.equal(f.header.tensors.size, vcheck.count);
+      const all = crypto.createHash('sha256');
+      const mismatched: string[] = [];
+      for (const name of Object.keys(vcheck.tensors).sort(byteOrder)) {
+        assert.deepEqual(f.entry(name).shape, vcheck.tensors[name]!.shape, `${name} shape`);
+        const raw = f.raw(name);
+        if (sha256(raw) !== vcheck.tensors[name]!.sha256_le_f32) mismatched.push(name);
+        all.update(raw);
+      }
+      assert.deepEqual(mismatched, [], 'tensors whose SHA-256 differs from the check file');
+      assert.equal(all.digest('hex'), vcheck.all_tensors_sha256);
+      // config.json is the fixture's RfDetrForInstanceSegmentation config in the fields a loader checks.
+      const cfg = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8')) as Record<string, unknown>;
+      const fix = JSON.parse(fs.readFileSync(path.join(segDir, size, 'config.json'), 'utf8')) as Record<string, unknown>;
+      for (const k of ['architectures', 'image_size', 'decoder_layers', 'num_queries', 'mask_downsample_ratio', 'intermediate_size', 'backbone_config', 'rfdetr']) {
+        assert.deepEqual(cfg[k], fix[k], k);
+      }
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+  });
+}
+
 test('rfdetr-synth refuses bad values with exit 2, naming the flag, and writes nothing', async () => {
   const root = tempDir();
   try {
@@ -112,7 +149,7 @@ test('rfdetr-synth refuses bad values with exit 2, naming the flag, and writes n
       [['--seed', '0x1ffffffffffffffff', '--out', out], /--seed: .* got '0x1ffffffffffffffff'/],
       [['--out', out], /--seed is required/],
       [['--seed', '1'], /--out is required/],
-      [['--seed', '1', '--out', out, '--variant', 'xlarge'], /--variant: expected one of base, nano, small, medium, large, large_deprecated, got 'xlarge'/],
+      [['--seed', '1', '--out', out, '--variant', 'xlarge'], /--variant: expected one of base, nano, small, medium, large, large_deprecated, seg-nano, seg-small, seg-medium, seg-large, seg-xlarge, seg-2xlarge, got 'xlarge'/],
       [['--seed', '1', '--out'], /--out needs a value/],
       [['--seed', '1', '--out', out, '--num-classes', '0'], /--num-classes: expected an integer in 1\.\.100000, got '0'/],
       [['--seed', '1', '--out', out, '--bogus'], /unknown argument '--bogus'/],

@@ -90,3 +90,17 @@ test('synth: the real rfdetr-synth writes a schema-valid checkpoint matching wei
   assert.equal(r80.report.model.numClasses, 80);
   assert.equal(r80.report.config.labels, 80);
 });
+
+test('synth: `weights synth --variant seg-nano` / seg-2xlarge runs the real generator and verifies as that Seg variant', async () => {
+  assert.ok(fs.existsSync(synthBinary({})), `${synthBinary({})} is not built (npm run build:sidecar)`);
+  for (const variant of ['seg-nano', 'seg-2xlarge']) {
+    const r = await runSynth({ seed: 1n, out: path.join(root, variant), variant });
+    assert.equal(r.report.ok, true, r.report.problems.join('\n'));
+    assert.equal(r.report.model.variant, variant);
+    assert.equal(r.report.model.tensors, variant === 'seg-nano' ? 544 : 600);
+    const cfg = JSON.parse(fs.readFileSync(r.files.config, 'utf8')) as { architectures?: string[]; image_size?: number };
+    assert.deepEqual(cfg.architectures, ['RfDetrForInstanceSegmentation']);
+    assert.equal(cfg.image_size, variant === 'seg-nano' ? 312 : 768);
+    fs.rmSync(r.dir, { recursive: true, force: true });
+  }
+});

@@ -141,8 +141,9 @@ test('verify: files in the Hub cache are hashed against their blob etag', async 
 });
 
 test('verify: every family variant is identified from its shapes, with any class count', async () => {
-  assert.deepEqual(loadSchemas().map((s) => `${s.variant}:${s.tensors.length}`), ['base:487', 'nano:465', 'small:487', 'medium:509', 'large:509', 'large_deprecated:533']);
-  for (const variant of ['nano', 'small', 'medium', 'large', 'large_deprecated']) {
+  assert.deepEqual(loadSchemas().map((s) => `${s.variant}:${s.tensors.length}`), ['base:487', 'nano:465', 'small:487', 'medium:509', 'large:509', 'large_deprecated:533',
+    'seg-nano:544', 'seg-small:544', 'seg-medium:572', 'seg-large:572', 'seg-xlarge:600', 'seg-2xlarge:600']);
+  for (const variant of ['nano', 'small', 'medium', 'large', 'large_deprecated', 'seg-nano', 'seg-small', 'seg-medium', 'seg-large', 'seg-xlarge', 'seg-2xlarge']) {
     for (const n of [91, 3]) {
       const files = dirWith(`v-${variant}-${n}`, { variant, numClasses: n }, configJson(n, { rfdetr: { config_class: loadSchemas().find((s) => s.variant === variant)!.configClass } }));
       const v = await verifyWeights(files, { hashes: false });
@@ -150,6 +151,7 @@ test('verify: every family variant is identified from its shapes, with any class
       assert.equal(v.model.variant, variant);
       assert.equal(v.model.numClasses, n);
       assert.ok(v.schema.endsWith(`rfdetr-${variant.replace('_', '-')}.json`));
+      assert.equal(loadSchemas().find((s) => s.variant === variant)!.architecture.task, variant.startsWith('seg-') ? 'segment' : 'detect');
     }
   }
   // A config.json that names another variant is named against the one the shapes say.
@@ -203,10 +205,23 @@ test("verify: transformers' native key names (split q/k/v) verify as the same va
   assert.match(bad.problems.join('\n'), /transformer\.decoder\.layers\.1\.self_attn\.in_proj_weight is made of the split q\/k\/v tensors, but its k part\(s\) are missing/);
 });
 
+test('verify: Seg head tensors are checked strictly; a Seg config.json contradicting the head is named', async () => {
+  // One head tensor on Nano's detection tensors: neither Nano nor a Seg size (a Seg size is closer by one name).
+  const extra = await verifyWeights(dirWith('seg-extra', { variant: 'nano', add: { 'segmentation_head.bias': [1] } }), { hashes: false });
+  assert.match(extra.problems.join('\n'), /not an RF-DETR checkpoint of a supported variant; the closest is RF-DETR-Seg-\w+ .*\n.*\d+ tensor\(s\) missing: transformer\.decoder\.layers\.2\./);
+  const missing = await verifyWeights(dirWith('seg-missing', { variant: 'seg-medium', drop: ['segmentation_head.blocks.4.norm.bias'] }), { hashes: false });
+  assert.match(missing.problems.join('\n'), /the closest is RF-DETR-Seg-Medium .*\n.*: 1 tensor\(s\) missing: segmentation_head\.blocks\.4\.norm\.bias\n/);
+  const ratio = dirWith('seg-ratio', { variant: 'seg-small' }, configJson(91, { rfdetr: { config_class: 'RFDETRSegSmallConfig' }, mask_downsample_ratio: 8 }));
+  assert.deepEqual((await verifyWeights(ratio, { hashes: false })).problems,
+    [`${ratio.config}: config.json field mask_downsample_ratio is 8 but the checkpoint's tensors are RF-DETR-Seg-Small (RFDETRSegSmallConfig), whose mask_downsample_ratio is 4`]);
+});
+
 test('verify: unsupported kinds are refused by name with what is supported', async () => {
-  const seg = dirWith('seg', { variant: 'nano', add: { 'segmentation_head.bias': [1] } });
-  const v = await verifyWeights(seg, { hashes: false });
-  assert.match(v.problems.join('\n'), /an RF-DETR segmentation checkpoint \(it has segmentation_head\.bias\).*Supported: RF-DETR detection checkpoints of the variants base \(RF-DETR-base\), nano/);
+  const p12 = dirWith('p12', { variant: 'nano', reshape: { 'backbone.0.encoder.encoder.embeddings.patch_embeddings.projection.weight': [384, 3, 12, 12] } });
+  const v = await verifyWeights(p12, { hashes: false });
+  assert.match(v.problems.join('\n'), /a patch-12 DINOv2 backbone without segmentation_head\.\* tensors.*Supported: RF-DETR detection and segmentation \(Seg\) checkpoints of the variants base \(RF-DETR-base\), nano .*seg-2xlarge \(RF-DETR-Seg-2XLarge\)/);
+  const native = dirWith('seg-native', { variant: 'seg-nano', rename: (n) => nativeName(n) });
+  assert.match((await verifyWeights(native, { hashes: false })).problems.join('\n'), /transformers key names with a segmentation head \(segmentation_head\..*RF-DETR Seg checkpoints are read only with upstream rfdetr key names/);
   const vitb = dirWith('vitb', { reshape: { 'backbone.0.encoder.encoder.embeddings.cls_token': [1, 1, 768] } });
   assert.match((await verifyWeights(vitb, { hashes: false })).problems.join('\n'), /XLarge\/2XLarge \(rfdetr_plus\)/);
 });

@@ -33,7 +33,7 @@ class engine {
     virtual int num_classes() const    = 0;  // from the checkpoint (class_embed rows)
     virtual int input_size() const     = 0;  // S of pixel_values [3,S,S]: the variant's resolution (Base 560)
     // The loaded checkpoint's variant as its schema names it ("base", "nano", "small", "medium", "large",
-    // "large_deprecated"): the hello's `variant`, by which a server that did not load the weights names the model.
+    // "large_deprecated", "seg-nano", ...): the hello's `variant`, by which a server that did not load the weights names the model.
     virtual std::string variant() const = 0;
     // Label per class index, from config.json id2label ("N/A" where absent).
     virtual const std::vector<std::string> & labels() const = 0;

@@ -215,7 +215,31 @@ model_config config_parse(const std::string & file, const std::string & text, co
         { "backbone_config.out_indices", a.out_feature_indexes },
         { "num_feature_levels", a.levels() },
     };
-    for (const auto & [path, want] : variant_fields) {
+    std::vector<std::pair<std::string, nlohmann::json>> fields = variant_fields;
+    if (a.segment()) {
+        fields.push_back({ "rfdetr.segmentation_head", true });
+        fields.push_back({ "rfdetr.mask_downsample_ratio", a.mask_downsample });
+        fields.push_back({ "mask_downsample_ratio", a.mask_downsample });
+        fields.push_back({ "intermediate_size",
+                           schema_shape(sch, "segmentation_head.query_features_block.layers.0.weight", num_classes)[0] });
+    } else {
+        // Upstream's detection configs carry mask_downsample_ratio too (unused without a head), so only the
+        // head's presence is checked.
+        fields.push_back({ "rfdetr.segmentation_head", false });
+    }
+    // The transformers class names the task: a detection class on a Seg checkpoint (or the reverse) is a
+    // config.json from another model.
+    if (const nlohmann::json * arches = lookup(j, "architectures"); arches && arches->is_array()) {
+        const char * other = a.segment() ? "RfDetrForObjectDetection" : "RfDetrForInstanceSegmentation";
+        for (const auto & name : *arches) {
+            if (name == other) {
+                throw error(file + ": field architectures names " + other + " but the checkpoint's tensors are " +
+                            sch.model + (a.segment() ? " (with a segmentation head)" : " (no segmentation head)") +
+                            "; the config.json does not belong to this checkpoint: fix or remove the field");
+            }
+        }
+    }
+    for (const auto & [path, want] : fields) {
         const nlohmann::json * v = lookup(j, path);
         if (v && *v != want) {
             throw error(file + ": field " + path + " is " + clip_dump(*v) + " but the checkpoint's tensors are " +

@@ -84,6 +84,17 @@ mapped_set map_transformers(const std::string & file, const st_header & h) {
             twice.push_back(t.name + " (-> " + up + ")");
         }
     }
+    for (const auto & name : unmatched) {
+        // transformers' RfDetrForInstanceSegmentation names its mask head in a layout transformers-keys.json does
+        // not map (never checked against a saved file), so a Seg checkpoint is read only under upstream names.
+        if (name.find("segmentation") != std::string::npos || name.find("mask") != std::string::npos) {
+            throw error(file + ": transformers key names with a segmentation head (" + name +
+                        "): RF-DETR Seg checkpoints are read only with upstream rfdetr key names "
+                        "(segmentation_head.*, as rfdetr saves them); transformers' RfDetrForInstanceSegmentation "
+                        "layout is not supported. Save the model's state_dict with rfdetr, or convert the key names.\n  " +
+                        checkpoint_supported_text());
+        }
+    }
     if (!unmatched.empty() || !twice.empty()) {
         std::string msg = file + ": transformers (RfDetrForObjectDetection) key names, but ";
         if (!unmatched.empty()) {
@@ -126,11 +137,9 @@ mapped_set map_transformers(const std::string & file, const st_header & h) {
 
 // Names an unsupported kind from its keys and shapes, or "" when nothing says what it is.
 std::string unsupported_kind(const mapped_set & m, const st_header & h) {
+    bool seg_head = false;
     for (const auto & t : h.tensors) {
-        if (t.name.find("segmentation_head.") != std::string::npos) {
-            return "an RF-DETR segmentation checkpoint (it has " + t.name +
-                   "): segmentation heads are not served here";
-        }
+        seg_head |= t.name.rfind("segmentation_head.", 0) == 0;
         if (t.name.find("keypoint") != std::string::npos) {
             return "an RF-DETR keypoint checkpoint (it has " + t.name + "): keypoint heads are not served here";
         }
@@ -147,9 +156,9 @@ std::string unsupported_kind(const mapped_set & m, const st_header & h) {
         return "a DETR checkpoint with another backbone (backbone.0.* tensors but no DINOv2 backbone.0.encoder.encoder.*)";
     }
     auto p = m.find(pe);
-    if (p != m.end() && p->second.shape.size() == 4 && p->second.shape[2] == 12) {
-        return "a patch-12 DINOv2 backbone, which only RF-DETR segmentation models use (" + pe + " " +
-               shape_str(p->second.shape) + ")";
+    if (p != m.end() && p->second.shape.size() == 4 && p->second.shape[2] == 12 && !seg_head) {
+        return "a patch-12 DINOv2 backbone without segmentation_head.* tensors: only RF-DETR Seg models use patch 12, "
+               "and they have a segmentation head (" + pe + " " + shape_str(p->second.shape) + ")";
     }
     auto c = m.find(cls);
     if (c != m.end() && c->second.shape.size() == 3) {
@@ -227,9 +236,9 @@ std::string checkpoint_supported_text() {
     for (const auto & s : schemas_all()) {
         variants += (variants.empty() ? "" : ", ") + s.variant + " (" + s.model + ")";
     }
-    return "Supported: RF-DETR detection checkpoints of the variants " + variants +
-           ", with upstream rfdetr key names or transformers' RfDetrForObjectDetection names, any class count, "
-           "in safetensors format.";
+    return "Supported: RF-DETR detection and segmentation (Seg) checkpoints of the variants " + variants +
+           ", with upstream rfdetr key names (or, for detection, transformers' RfDetrForObjectDetection names), any "
+           "class count, in safetensors format.";
 }
 
 identified_checkpoint checkpoint_identify(const std::string & file, const st_header & header) {

@@ -1,7 +1,8 @@
 // Which RF-DETR checkpoint a safetensors header holds: the key naming (upstream rfdetr, or transformers'
 // native RfDetrForObjectDetection mapped through sidecar/schema/transformers-keys.json), then the variant
 // whose schema the key set and every shape match (class axes take the count from class_embed.weight rows).
-// Unsupported kinds (segmentation or keypoint heads, other backbones, XL/2XL) are refused by name.
+// RF-DETR Seg checkpoints (segmentation_head.*) are identified the same way, under upstream names only.
+// Unsupported kinds (keypoint heads, other backbones, detection XL/2XL, transformers-named Seg) are refused by name.
 #pragma once
 
 #include <string>
@@ -24,7 +25,8 @@ struct identified_checkpoint {
 // Throws rfdetr::error naming `file`, what was found and what is supported. The result points into `header`.
 identified_checkpoint checkpoint_identify(const std::string & file, const st_header & header);
 
-// "RF-DETR base, nano, ... detection checkpoints (...), any class count": the sentence every refusal ends with.
+// "Supported: RF-DETR detection and segmentation (Seg) checkpoints of the variants ...": the sentence every
+// refusal ends with.
 std::string checkpoint_supported_text();
 
 }  // namespace rfdetr

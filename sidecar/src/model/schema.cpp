@@ -93,6 +93,11 @@ schema parse_schema(const embedded_text & e) {
         for (const auto & [key, field] : ints) {
             m.*field = a.at(key).get<int>();
         }
+        m.task = a.at("task").get<std::string>();
+        if (m.segment()) {
+            m.mask_downsample = a.at("mask_downsample").get<int>();
+            m.mask_blocks     = a.at("mask_blocks").get<int>();
+        }
         for (const auto & t : j.at("tensors")) {
             schema_tensor st;
             st.name       = t.at("name").get<std::string>();
@@ -112,7 +117,8 @@ schema parse_schema(const embedded_text & e) {
     const model_arch & m = s.arch;
     if (s.index.size() != s.tensors.size() || (j.contains("count") && j["count"] != s.tensors.size()) ||
         m.patch_size <= 0 || m.num_windows <= 0 || m.resolution % (m.patch_size * m.num_windows) != 0 ||
-        m.out_feature_indexes.empty() || m.levels() < 1) {
+        m.out_feature_indexes.empty() || m.levels() < 1 || (m.task != "detect" && !m.segment()) ||
+        (m.segment() && (m.mask_downsample <= 0 || m.resolution % m.mask_downsample != 0 || m.mask_blocks < 1))) {
         throw error("schema: " + where + " has duplicate names, a wrong 'count' or an inconsistent architecture");
     }
     return s;
@@ -123,8 +129,9 @@ std::vector<schema> parse_all() {
     for (size_t i = 0; i < k_embedded_schema_count; i++) {
         out.push_back(parse_schema(k_embedded_schemas[i]));
     }
-    // Base first (the default), then by model size as the family lists them.
-    const std::vector<std::string> order = { "base", "nano", "small", "medium", "large", "large_deprecated" };
+    // Base first (the default), then by model size as the family lists them, detection before Seg.
+    const std::vector<std::string> order = { "base",     "nano",      "small",      "medium",    "large",      "large_deprecated",
+                                             "seg-nano", "seg-small", "seg-medium", "seg-large", "seg-xlarge", "seg-2xlarge" };
     const auto rank = [&](const schema & s) {
         auto it = std::find(order.begin(), order.end(), s.variant);
         return it == order.end() ? order.size() : static_cast<size_t>(it - order.begin());

@@ -27,6 +27,7 @@ struct schema_tensor {
 // What the engines size themselves from (the schema's "architecture" block; every width agrees with the
 // tensor shapes, which the loader checks strictly).
 struct model_arch {
+    std::string              task;         // "detect" | "segment" (RF-DETR Seg: segmentation_head.* tensors)
     std::string              encoder;      // "dinov2_windowed_small" | "dinov2_windowed_base"
     int                      resolution = 0;  // square input side in pixels
     int                      patch_size = 0;
@@ -38,6 +39,13 @@ struct model_arch {
     std::vector<std::string> projector_scale;  // "P3" | "P4" | "P5", one memory level each
     int                      c2f_blocks = 0, dec_layers = 0, sa_heads = 0, ca_heads = 0, dec_points = 0, ffn = 0;
     int                      num_queries = 0, group_detr = 0;
+    // task "segment" only (0 for "detect"): the mask logits are [num_queries, mask_side(), mask_side()] with
+    // mask_side() = resolution / mask_downsample (upstream mask_downsample_ratio, 4); the head has mask_blocks
+    // segmentation_head.blocks.N (one per decoder layer).
+    int                      mask_downsample = 0, mask_blocks = 0;
+
+    bool segment() const { return task == "segment"; }
+    int  mask_side() const { return mask_downsample > 0 ? resolution / mask_downsample : 0; }
 
     int  grid() const { return resolution / patch_size; }           // patches per side
     int  window_side() const { return grid() / num_windows; }       // patches per window side
@@ -48,7 +56,7 @@ struct model_arch {
 };
 
 struct schema {
-    std::string                variant;       // "base", "nano", "small", "medium", "large", "large_deprecated"
+    std::string                variant;       // "base", "nano", ..., "large_deprecated", "seg-nano", ..., "seg-2xlarge"
     std::string                model;         // "RF-DETR-Nano"
     std::string                config_class;  // "RFDETRNanoConfig"
     std::string                file;          // "rfdetr-nano.json"
@@ -67,7 +75,7 @@ struct schema {
 const std::vector<schema> & schemas_all();
 // The variant's schema; throws rfdetr::error listing the supported variants for an unknown name.
 const schema &             schema_get(const std::string & variant = "base");
-// "base, nano, small, medium, large, large_deprecated"
+// "base, nano, small, medium, large, large_deprecated, seg-nano, ..., seg-2xlarge"
 std::string                schema_variant_names();
 
 // One rule of sidecar/schema/transformers-keys.json: native key regex -> upstream key (fused parts in order).

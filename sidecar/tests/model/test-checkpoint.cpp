@@ -84,7 +84,7 @@ TEST(Checkpoint, MissingAndUnexpectedKeysAreListed) {
     const std::string msg = open_error(make_checkpoint("keys", ts, read_file(RFDETR_COCO_CONFIG_JSON)));
     EXPECT_HAS(msg, "/keys/model.safetensors: not an RF-DETR checkpoint of a supported variant");
     EXPECT_HAS(msg, "the closest is RF-DETR-base (487-tensor schema: 25 missing, 3 unexpected)");
-    EXPECT_HAS(msg, "Supported: RF-DETR detection checkpoints of the variants base (RF-DETR-base), nano (RF-DETR-Nano)");
+    EXPECT_HAS(msg, "Supported: RF-DETR detection and segmentation (Seg) checkpoints of the variants base (RF-DETR-base), nano (RF-DETR-Nano)");
     EXPECT_HAS(msg, "missing (25):");
     EXPECT_HAS(msg, "... and 5 more");
     std::vector<std::string> sorted = removed;  // the list follows the schema order

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <regex>
+#include <tuple>
 
 #include "common/error.h"
 #include "golden-file.h"
@@ -19,7 +21,8 @@ using namespace rfdetr_test;
 
 namespace {
 
-const std::vector<std::string> k_variants = { "base", "nano", "small", "medium", "large", "large_deprecated" };
+const std::vector<std::string> k_variants = { "base",     "nano",      "small",      "medium",    "large",      "large_deprecated",
+                                              "seg-nano", "seg-small", "seg-medium", "seg-large", "seg-xlarge", "seg-2xlarge" };
 
 // The COCO config.json with the variant's own fields, as a synthetic checkpoint of it carries.
 std::string variant_config(const std::string & variant) {
@@ -125,7 +128,9 @@ TEST(Variants, EveryVariantIsEmbeddedFromTheTree) {
     const auto & all = rfdetr::schemas_all();
     ASSERT_EQ(all.size(), k_variants.size());
     const std::map<std::string, size_t> counts = { { "base", 487 }, { "nano", 465 }, { "small", 487 },
-                                                   { "medium", 509 }, { "large", 509 }, { "large_deprecated", 533 } };
+                                                   { "medium", 509 }, { "large", 509 }, { "large_deprecated", 533 },
+                                                   { "seg-nano", 544 }, { "seg-small", 544 }, { "seg-medium", 572 },
+                                                   { "seg-large", 572 }, { "seg-xlarge", 600 }, { "seg-2xlarge", 600 } };
     for (size_t i = 0; i < all.size(); i++) {
         SCOPED_TRACE(all[i].variant);
         EXPECT_EQ(all[i].variant, k_variants[i]);
@@ -144,11 +149,39 @@ TEST(Variants, EveryVariantIsEmbeddedFromTheTree) {
     EXPECT_EQ(nano.tap_of_block(11), 3);
     EXPECT_EQ(rfdetr::schema_get().arch.blocks_used(), 11);
     EXPECT_EQ(rfdetr::schema_get("large_deprecated").arch.levels(), 2);
+    EXPECT_EQ(rfdetr::schema_get("large").arch.task, "detect");
+    EXPECT_FALSE(rfdetr::schema_get("large").arch.segment());
+    EXPECT_EQ(rfdetr::schema_get("large").arch.mask_side(), 0);
+    // Seg: M = R/4 (spec: 312->78, 384->96, 432->108, 504->126; XL/2XL 624->156, 768->192), one head block per
+    // decoder layer, patch 12.
+    const std::vector<std::tuple<std::string, int, int, int, int, int>> seg = {
+        { "seg-nano", 312, 78, 4, 100, 1 }, { "seg-small", 384, 96, 4, 100, 2 }, { "seg-medium", 432, 108, 5, 200, 2 },
+        { "seg-large", 504, 126, 5, 200, 2 }, { "seg-xlarge", 624, 156, 6, 300, 2 }, { "seg-2xlarge", 768, 192, 6, 300, 2 },
+    };
+    for (const auto & [v, res, side, layers, queries, windows] : seg) {
+        SCOPED_TRACE(v);
+        const auto & a = rfdetr::schema_get(v).arch;
+        EXPECT_EQ(a.task, "segment");
+        EXPECT_TRUE(a.segment());
+        EXPECT_EQ(a.resolution, res);
+        EXPECT_EQ(a.patch_size, 12);
+        EXPECT_EQ(a.grid(), res / 12);
+        EXPECT_EQ(a.pos_grid, res / 12);
+        EXPECT_EQ(a.mask_downsample, 4);
+        EXPECT_EQ(a.mask_side(), side);
+        EXPECT_EQ(a.dec_layers, layers);
+        EXPECT_EQ(a.mask_blocks, layers);
+        EXPECT_EQ(a.num_queries, queries);
+        EXPECT_EQ(a.num_windows, windows);
+        EXPECT_NE(rfdetr::schema_get(v).find("segmentation_head.blocks." + std::to_string(layers - 1) + ".dwconv.weight"), nullptr);
+        EXPECT_EQ(rfdetr::schema_get(v).find("segmentation_head.blocks." + std::to_string(layers) + ".dwconv.weight"), nullptr);
+    }
     try {
         rfdetr::schema_get("xlarge");
         ADD_FAILURE() << "no error";
     } catch (const rfdetr::error & e) {
-        EXPECT_HAS(std::string(e.what()), "unknown RF-DETR variant 'xlarge'; supported: base, nano, small, medium, large, large_deprecated");
+        EXPECT_HAS(std::string(e.what()), "unknown RF-DETR variant 'xlarge'; supported: base, nano, small, medium, large, large_deprecated, "
+                                             "seg-nano, seg-small, seg-medium, seg-large, seg-xlarge, seg-2xlarge");
     }
 }
 
@@ -193,10 +226,9 @@ TEST(Variants, UnsupportedKindsAreRefusedByName) {
         std::string                               fragment;
     };
     const std::vector<kind_case> cases = {
-        { "seg", [](auto & ts) { ts.push_back({ "segmentation_head.bias", { 1 } }); }, "an RF-DETR segmentation checkpoint (it has segmentation_head.bias)" },
         { "kp", [](auto & ts) { ts.push_back({ "transformer.keypoint_embed.weight", { 17, 256 } }); }, "an RF-DETR keypoint checkpoint" },
         { "patch12", [](auto & ts) { for (auto & t : ts) if (t.name.find("projection.weight") != std::string::npos) t.shape = { 384, 3, 12, 12 }; },
-          "a patch-12 DINOv2 backbone, which only RF-DETR segmentation models use" },
+          "a patch-12 DINOv2 backbone without segmentation_head.* tensors: only RF-DETR Seg models use patch 12" },
         { "vitb", [](auto & ts) { for (auto & t : ts) if (t.name.find("cls_token") != std::string::npos) t.shape = { 1, 1, 768 }; },
           "as RF-DETR XLarge/2XLarge (rfdetr_plus) use" },
         { "vitl", [](auto & ts) { for (auto & t : ts) if (t.name.find("cls_token") != std::string::npos) t.shape = { 1, 1, 1024 }; },
@@ -213,8 +245,11 @@ TEST(Variants, UnsupportedKindsAreRefusedByName) {
         c.edit(ts);
         const std::string msg = open_error(make_checkpoint("kind-" + c.name, ts, variant_config("nano")));
         EXPECT_HAS(msg, c.fragment);
-        EXPECT_HAS(msg, "Supported: RF-DETR detection checkpoints of the variants base (RF-DETR-base), nano (RF-DETR-Nano), "
-                        "small (RF-DETR-Small), medium (RF-DETR-Medium), large (RF-DETR-Large), large_deprecated (RF-DETR-LargeDeprecated)");
+        EXPECT_HAS(msg, "Supported: RF-DETR detection and segmentation (Seg) checkpoints of the variants base (RF-DETR-base), "
+                        "nano (RF-DETR-Nano), small (RF-DETR-Small), medium (RF-DETR-Medium), large (RF-DETR-Large), "
+                        "large_deprecated (RF-DETR-LargeDeprecated), seg-nano (RF-DETR-Seg-Nano), ");
+        EXPECT_HAS(msg, "seg-2xlarge (RF-DETR-Seg-2XLarge), with upstream rfdetr key names (or, for detection, "
+                        "transformers' RfDetrForObjectDetection names)");
     }
 }
 
@@ -274,7 +309,7 @@ TEST(Variants, GeneratorMatchesEachWeightsCheck) {
         RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-family (set RFDETR_FAMILY_FIXTURES)");
     }
     for (const auto & v : k_variants) {
-        if (v == "base") continue;
+        if (v == "base" || v.rfind("seg-", 0) == 0) continue;  // Seg: SegVariants.GeneratorMatchesEachSegWeightsCheck
         SCOPED_TRACE(v);
         const auto   check = nlohmann::json::parse(read_file(fam + "/" + v + "/weights_check_seed0x1.json"));
         const auto & sch   = rfdetr::schema_get(v);
@@ -290,6 +325,115 @@ TEST(Variants, GeneratorMatchesEachWeightsCheck) {
                 char hex[9];
                 std::snprintf(hex, sizeof hex, "%08x", u);
                 ASSERT_EQ(std::string(hex), want.at("first4_f32_hex")[i].get<std::string>()) << st.name << " [" << i << "]";
+            }
+        }
+    }
+}
+
+namespace {
+
+const std::vector<std::string> k_seg_fixture_sizes = { "nano", "small", "medium", "large" };
+
+std::string seg_fixtures() {
+    return rfdetr::test::seg_fixtures_dir();
+}
+
+}  // namespace
+
+TEST(SegVariants, TheFixturesConfigJsonLoadsWithItsVariant) {
+    const std::string seg = seg_fixtures();
+    if (seg.empty()) {
+        RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg (set RFDETR_SEG_FIXTURES)");
+    }
+    for (const auto & size : k_seg_fixture_sizes) {
+        SCOPED_TRACE(size);
+        const std::string dir = make_checkpoint("seg-fixture-" + size, schema_tensors(91, "seg-" + size),
+                                                read_file(seg + "/" + size + "/config.json"));
+        std::unique_ptr<rfdetr::checkpoint> ck;
+        ASSERT_NO_THROW(ck = rfdetr::checkpoint::open(dir)) << open_error(dir);
+        EXPECT_EQ(ck->variant().variant, "seg-" + size);
+        EXPECT_EQ(ck->labels().at(1), "person");
+    }
+}
+
+TEST(SegVariants, ConfigContradictingTheHeadIsRefusedByName) {
+    const auto seg_cfg = [](std::function<void(nlohmann::ordered_json &)> edit) {
+        auto j = nlohmann::ordered_json::parse(variant_config("seg-small"));
+        edit(j);
+        return j.dump();
+    };
+    const auto ts = schema_tensors(91, "seg-small");
+    EXPECT_HAS(open_error(make_checkpoint("seg-arch", ts, seg_cfg([](auto & j) { j["architectures"] = { "RfDetrForObjectDetection" }; }))),
+               "field architectures names RfDetrForObjectDetection but the checkpoint's tensors are RF-DETR-Seg-Small (with a segmentation head)");
+    EXPECT_HAS(open_error(make_checkpoint("seg-ratio", ts, seg_cfg([](auto & j) { j["mask_downsample_ratio"] = 8; }))),
+               "field mask_downsample_ratio is 8 but the checkpoint's tensors are RF-DETR-Seg-Small (RFDETRSegSmallConfig), whose mask_downsample_ratio is 4");
+    EXPECT_HAS(open_error(make_checkpoint("seg-inter", ts, seg_cfg([](auto & j) { j["intermediate_size"] = 2048; }))),
+               "field intermediate_size is 2048 but the checkpoint's tensors are RF-DETR-Seg-Small (RFDETRSegSmallConfig), whose intermediate_size is 1024");
+    EXPECT_HAS(open_error(make_checkpoint("seg-flag", ts, seg_cfg([](auto & j) { j["rfdetr"]["segmentation_head"] = false; }))),
+               "field rfdetr.segmentation_head is false but the checkpoint's tensors are RF-DETR-Seg-Small");
+    // Seg's config.json on Small's detection tensors: the class name says instance segmentation.
+    auto det = nlohmann::ordered_json::parse(variant_config("small"));
+    det["architectures"] = { "RfDetrForInstanceSegmentation" };
+    EXPECT_HAS(open_error(make_checkpoint("det-arch", schema_tensors(91, "small"), det.dump())),
+               "field architectures names RfDetrForInstanceSegmentation but the checkpoint's tensors are RF-DETR-Small (no segmentation head)");
+}
+
+TEST(SegVariants, HeadTensorsAreCheckedStrictly) {
+    // A detection checkpoint with one head tensor is neither Nano nor a Seg size (Seg-Nano is closer by one name).
+    auto ts = schema_tensors(91, "nano");
+    ts.push_back({ "segmentation_head.bias", { 1 } });
+    std::string msg = open_error(make_checkpoint("seg-extra", ts, variant_config("nano")));
+    EXPECT_HAS(msg, "the tensor names match no variant's schema; the closest is RF-DETR-Seg-Nano (544-tensor schema: 78 missing, 0 unexpected)");
+    // A Seg checkpoint missing one head tensor, or with one misshapen, is named against its size.
+    ts = schema_tensors(91, "seg-medium");
+    ts.erase(std::remove_if(ts.begin(), ts.end(), [](const fake_tensor & t) { return t.name == "segmentation_head.blocks.4.norm.bias"; }), ts.end());
+    msg = open_error(make_checkpoint("seg-missing", ts, variant_config("seg-medium")));
+    EXPECT_HAS(msg, "the closest is RF-DETR-Seg-Medium");
+    EXPECT_HAS(msg, "missing (1):\n    segmentation_head.blocks.4.norm.bias");
+    ts = schema_tensors(91, "seg-medium");
+    for (auto & t : ts) if (t.name == "segmentation_head.blocks.0.dwconv.weight") t.shape = { 256, 1, 5, 5 };
+    msg = open_error(make_checkpoint("seg-shape", ts, variant_config("seg-medium")));
+    EXPECT_HAS(msg, "1 tensor do not have the RF-DETR-Seg-Medium shape");
+    EXPECT_HAS(msg, "segmentation_head.blocks.0.dwconv.weight has shape [256, 1, 5, 5], expected [256, 1, 3, 3]");
+    // Seg-Small's tensors with Medium's query count are neither (the query tables are [13*Q, .]).
+    ts = schema_tensors(91, "seg-small");
+    for (auto & t : ts) if (t.name == "query_feat.weight") t.shape = { 2600, 256 };
+    EXPECT_HAS(open_error(make_checkpoint("seg-queries", ts, variant_config("seg-small"))),
+               "query_feat.weight has shape [2600, 256], expected [1300, 256]");
+}
+
+TEST(SegVariants, TransformersNamedSegCheckpointsAreRefusedByName) {
+    std::vector<fake_tensor> ts;
+    for (const auto & st : rfdetr::schema_get("seg-nano").tensors) ts.push_back({ native_name(st.name, false), st.shape });
+    const std::string msg = open_error(make_checkpoint("seg-native", ts, variant_config("seg-nano")));
+    EXPECT_HAS(msg, "transformers key names with a segmentation head (segmentation_head.");
+    EXPECT_HAS(msg, "RF-DETR Seg checkpoints are read only with upstream rfdetr key names");
+}
+
+TEST(SegVariants, GeneratorMatchesEachSegWeightsCheck) {
+    const std::string seg = seg_fixtures();
+    if (seg.empty()) {
+        RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg (set RFDETR_SEG_FIXTURES)");
+    }
+    for (const auto & size : k_seg_fixture_sizes) {
+        SCOPED_TRACE(size);
+        const auto   check = nlohmann::json::parse(read_file(seg + "/" + size + "/weights_check_seed0x1.json"));
+        const auto & sch   = rfdetr::schema_get("seg-" + size);
+        ASSERT_EQ(check.at("count").get<size_t>(), sch.tensors.size());
+        for (const auto & st : sch.tensors) {
+            const auto & want = check.at("tensors").at(st.name);
+            ASSERT_EQ(want.at("shape").get<std::vector<int64_t>>(), st.shape) << st.name;
+            // segmentation_head.bias has one element: compare what the check file lists (up to 4).
+            const auto & first = want.at("first4_f32_hex");
+            ASSERT_EQ(first.size(), static_cast<size_t>(std::min<int64_t>(4, st.numel_for(91)))) << st.name;
+            float got[4];
+            rfdetr::synth_fill(got, 1, st.name, first.size(), st.a, st.s);
+            for (size_t i = 0; i < first.size(); i++) {
+                uint32_t u;
+                std::memcpy(&u, &got[i], 4);
+                char hex[9];
+                std::snprintf(hex, sizeof hex, "%08x", u);
+                ASSERT_EQ(std::string(hex), first[i].get<std::string>()) << st.name << " [" << i << "]";
             }
         }
     }

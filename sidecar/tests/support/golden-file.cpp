@@ -71,6 +71,12 @@ std::string family_fixtures_dir() {
     return is_dir(p) ? p : "";
 }
 
+std::string seg_fixtures_dir() {
+    if (const char * e = std::getenv("RFDETR_SEG_FIXTURES"); e && *e) return is_dir(e) ? e : "";
+    const std::string p = std::string(RFDETR_REPO_ROOT_DIR) + "/../shared/fixtures/rfdetr-seg";
+    return is_dir(p) ? p : "";
+}
+
 // Tools that reuse this file without the ctest fixtures (bench/engine) leave the directory undefined.
 #ifndef RFDETR_FAMILY_WEIGHTS_DIR
 #define RFDETR_FAMILY_WEIGHTS_DIR ""

@@ -26,6 +26,9 @@ std::string shared_fixtures_dir();
 // The family fixtures (one directory per variant): $RFDETR_FAMILY_FIXTURES, else
 // ../shared/fixtures/rfdetr-family from the repo root. Empty when absent.
 std::string family_fixtures_dir();
+// The RF-DETR Seg fixtures (nano, small, medium, large): $RFDETR_SEG_FIXTURES, else
+// ../shared/fixtures/rfdetr-seg from the repo root. Empty when absent.
+std::string seg_fixtures_dir();
 // The seed-1 synthetic checkpoint of a family variant written by the ctest fixture synth_family.
 std::string family_weights_dir(const std::string & variant);
 // test/fixtures/rfdetr-synth in this repository.

@@ -3,6 +3,7 @@
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
+#include "engines/task-support.h"
 #include "model/checkpoint.h"
 
 #include <cstdlib>
@@ -82,6 +83,7 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
     apply_isa_cap();
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
     auto ckpt = checkpoint::open(weights_dir);
+    engine_require_task("cpu", ckpt->variant());
     return std::make_unique<cpu_engine>(std::move(ckpt), threads, int8);
 }
 

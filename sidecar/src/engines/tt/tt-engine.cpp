@@ -1,5 +1,6 @@
 #include "engines/tt/tt-engine.h"
 
+#include "engines/task-support.h"
 #include "engines/tt/tt-runner.h"
 #include "model/checkpoint.h"
 
@@ -56,6 +57,7 @@ class tt_engine_impl : public engine {
 std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, const engine_options & opts) {
     const std::string precision = opts.precision.empty() ? "fp32" : opts.precision;  // "": the default
     auto              ck        = checkpoint::open(weights_dir);
+    engine_require_task("tt-host", ck->variant());
     auto              ops       = tt::tt_ops_host_create(precision, opts.threads);
     return std::make_unique<tt::tt_engine_impl>("tt-host", precision, std::move(ops), *ck, opts.eager);
 }
@@ -81,6 +83,7 @@ std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const 
                     "' was asked; pass --precision bf16 (or none), or --engine tt-host --precision fp32 for fp32 on the host");
     }
     auto ck  = checkpoint::open(weights_dir);  // before opening the device: a bad checkpoint never claims the chip
+    engine_require_task("tt", ck->variant());
     tt::tt_dims_of(ck->variant().arch);        // nor does a variant the graph does not build
     auto ops = tt::tt_ops_ttnn_open(opts.device_id);
     return std::make_unique<tt::tt_engine_impl>("tt", "bf16", std::move(ops), *ck, opts.eager);
