@@ -296,9 +296,9 @@ double crop_err(const float * ours, int side, int C, const rfdetr::test::golden_
 }
 
 void check_fixture(const std::string & size) {
-    const std::string fam = rfdetr::test::family_fixtures_dir();
-    const std::string dir = fam.empty() ? "" : fam + "/../rfdetr-seg/" + size;
-    if (dir.empty() || !std::ifstream(dir + "/schema.json")) RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg/" + size);
+    const std::string fix = rfdetr::test::seg_fixtures_dir();
+    const std::string dir = fix.empty() ? "" : fix + "/" + size;
+    if (dir.empty() || !std::ifstream(dir + "/schema.json")) RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg/" + size + " (set RFDETR_SEG_FIXTURES)");
     const auto g = rfdetr::test::read_golden(dir + "/case-1/golden.safetensors");
     // The head's weights: the generator's elements under seed 1 with each tensor's (A, S) from schema.json.
     std::map<std::string, std::vector<float>> t;

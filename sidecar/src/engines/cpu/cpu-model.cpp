@@ -222,7 +222,7 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
     dec_norm_b_ = w("transformer.decoder.norm.bias");
     cls_w_      = packed("class_embed.weight");
     cls_b_      = w("class_embed.bias");
-    if (ckpt.variant().find("segmentation_head.bias") != nullptr) build_mask_head();
+    if (ckpt.variant().arch.segment()) build_mask_head();
 
     // GEMM scratch per thread, for the deepest reduction of any packed weight.
     gemm_scratch_stride_ = (gemm_scratch_floats(kmax_) + 15) & ~static_cast<size_t>(15);
@@ -285,7 +285,8 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
 void model::build_mask_head() {
     const std::string p = "segmentation_head.";
     seg_head_weights  sw;
-    for (int b = 0; b < d_.dec_layers; ++b) {  // one depthwise-conv block per decoder layer
+    const model_arch & a = ckpt_.variant().arch;
+    for (int b = 0; b < a.mask_blocks; ++b) {  // one depthwise-conv block per decoder layer
         const std::string q = p + "blocks." + std::to_string(b) + ".";
         sw.blocks.push_back({w(q + "dwconv.weight"), w(q + "dwconv.bias"), w(q + "norm.weight"), w(q + "norm.bias"),
                              w(q + "pwconv1.weight"), w(q + "pwconv1.bias")});
@@ -301,12 +302,12 @@ void model::build_mask_head() {
     sw.qp_w = w(p + "query_features_proj.weight");
     sw.qp_b = w(p + "query_features_proj.bias");
     sw.bias = *w(p + "bias");
-    d_.mask_side = d_.input / 4;  // upstream's mask_downsample_ratio
+    d_.mask_side = a.mask_side();
     seg_head_dims hd;
     hd.grid    = d_.grid;
     hd.side    = d_.mask_side;
     hd.dim     = d_.dim;
-    hd.blocks  = d_.dec_layers;
+    hd.blocks  = a.mask_blocks;
     hd.hidden  = static_cast<int>(ckpt_.get(p + "query_features_block.layers.0.weight").shape[0]);
     hd.queries = d_.queries;
     seg_ = std::make_unique<seg_head>(sw, hd, pool_, int8_);
