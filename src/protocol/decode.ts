@@ -8,9 +8,9 @@ import { packr } from './encode.ts';
 import { MAX_FRAME_BYTES } from './framing.ts';
 import {
   FIELD_ORDER, HELLO_FIELDS, HELLO_FIELDS_V2, HELLO_FIELDS_V3, IMAGE_ENCODED_FIELDS, IMAGE_FIELDS, IMAGE_SHM_FIELDS, INFER_INPUTS,
-  INFER_REPLY_FIELDS, INFER_REPLY_FIELDS_V3, OUTPUT_DTYPES, OUTPUT_SPEC_FIELDS, PROTOCOL_VERSION_WITHOUT_OUTPUTS, PROTOCOL_VERSION_WITHOUT_VARIANT,
-  REQUEST_OPS, type WireHello, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOkReply,
-  type WireOp, type WireRequest, type WireShm,
+  INFER_REPLY_FIELDS, INFER_REPLY_FIELDS_V3, OUTPUT_DTYPES, OUTPUT_SPEC_FIELDS, OUTPUT_SPEC_ROWS, PROTOCOL_VERSION_WITHOUT_OUTPUTS, PROTOCOL_VERSION_WITHOUT_VARIANT,
+  REQUEST_OPS, ROWS_SELECTED, SELECT_FIELDS, SELECT_OPTIONAL_FIELDS, type WireHello, type WireImage, type WireImageEncoded, type WireImageShm,
+  type WireMessage, type WireOkReply, type WireOp, type WireRequest, type WireSelect, type WireShm,
 } from './messages.ts';
 
 export type DecodeResult =
@@ -30,13 +30,16 @@ export function f32FromBytes(b: Uint8Array): Float32Array {
 
 const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array);
 
-/** What is wrong with a version-4 hello's `outputs`: an array of {name, dtype: "f32", shape: [uint…]}, names distinct. */
+/**
+ * What is wrong with a version-4 hello's `outputs`: an array of {name, dtype: "f32", shape: [uint…], rows?:
+ * "selected"}, names distinct, a selected output with an axis 0.
+ */
 function outputSpecsError(v: unknown): string | undefined {
   if (!Array.isArray(v)) return `field 'outputs' must be an array of {${OUTPUT_SPEC_FIELDS.join(', ')}}, got ${typeName(v)}`;
   const seen = new Set<string>();
   for (const [i, o] of v.entries()) {
     const key = `outputs[${i}]`;
-    const bad = keyedMapError(key, o, OUTPUT_SPEC_FIELDS);
+    const bad = keyedMapError(key, o, OUTPUT_SPEC_FIELDS, [OUTPUT_SPEC_ROWS]);
     if (bad !== undefined) return bad;
     const r = o as Record<string, unknown>;
     if (typeof r.name !== 'string' || r.name === '') return `field '${key}.name' must be a non-empty string, got ${typeName(r.name)}`;
@@ -46,6 +49,40 @@ function outputSpecsError(v: unknown): string | undefined {
       return `field '${key}.dtype' must be one of ${OUTPUT_DTYPES.join(', ')}, got ${typeof r.dtype === 'string' ? `'${r.dtype}'` : typeName(r.dtype)}`;
     }
     if (!Array.isArray(r.shape) || !r.shape.every(isUint)) return `field '${key}.shape' must be an array of unsigned integers`;
+    if (Object.hasOwn(r, OUTPUT_SPEC_ROWS)) {
+      if (r.rows !== ROWS_SELECTED) return `field '${key}.rows' is ${typeof r.rows === 'string' ? `'${r.rows}'` : typeName(r.rows)}; expected '${ROWS_SELECTED}' (or no rows key)`;
+      if (r.shape.length === 0) return `field '${key}' selects rows but its shape has no axis 0 to select along`;
+    }
+  }
+  return undefined;
+}
+
+/** What is wrong with an infer reply's `rows`: a map of output name → array of query indices (uint). */
+function rowsError(v: unknown): string | undefined {
+  if (!isMap(v)) return `field 'rows' must be a map of output name to an array of unsigned integers (query indices), got ${typeName(v)}`;
+  for (const [name, q] of Object.entries(v)) {
+    if (!Array.isArray(q) || !q.every(isUint)) {
+      return `field 'rows.${name}' must be an array of unsigned integers (query indices), got ${Array.isArray(q) ? `an array holding ${typeName(q.find((x) => !isUint(x)))}` : typeName(q)}`;
+    }
+  }
+  return undefined;
+}
+
+/** What is wrong with an infer request's `select` {threshold, max, classes?, class_thresholds?} (types only). */
+function selectError(v: unknown): string | undefined {
+  const bad = keyedMapError('select', v, SELECT_FIELDS, SELECT_OPTIONAL_FIELDS);
+  if (bad !== undefined) return bad;
+  const r = v as Record<string, unknown>;
+  if (typeof r.threshold !== 'number') return `field 'select.threshold' must be a number, got ${typeName(r.threshold)}`;
+  if (!isUint(r.max)) return `field 'select.max' must be an unsigned integer, got ${typeName(r.max)}`;
+  if (Object.hasOwn(r, 'classes') && !(Array.isArray(r.classes) && r.classes.every(isUint))) {
+    return "field 'select.classes' must be an array of unsigned integers (class ids)";
+  }
+  if (Object.hasOwn(r, 'class_thresholds')) {
+    if (!isMap(r.class_thresholds)) return `field 'select.class_thresholds' must be a map of class id (a decimal string) to threshold, got ${typeName(r.class_thresholds)}`;
+    for (const [id, t] of Object.entries(r.class_thresholds)) {
+      if (typeof t !== 'number') return `field 'select.class_thresholds.${id}' must be a number, got ${typeName(t)}`;
+    }
   }
   return undefined;
 }
@@ -61,14 +98,14 @@ function outputBinsError(v: unknown): string | undefined {
 }
 
 /**
- * What is wrong with `v` as the map field `key` whose keys are exactly `fields` (the infer inputs image,
- * image_shm and image_encoded, and each of a hello's outputs): not a map, an unknown key, or a missing one;
- * undefined when its keys are right (the values' types are the caller's to check).
+ * What is wrong with `v` as the map field `key` whose keys are exactly `fields` and any of `optional` (the
+ * infer inputs image, image_shm and image_encoded, a select, and each of a hello's outputs): not a map, an
+ * unknown key, or a missing one; undefined when its keys are right (the values' types are the caller's to check).
  */
-function keyedMapError(key: string, v: unknown, fields: readonly string[]): string | undefined {
-  const list = fields.join(', ');
+function keyedMapError(key: string, v: unknown, fields: readonly string[], optional: readonly string[] = []): string | undefined {
+  const list = [...fields, ...optional].join(', ');
   if (!isMap(v)) return `field '${key}' must be a map {${list}}, got ${typeName(v)}`;
-  const extra = Object.keys(v).find((k) => !fields.includes(k));
+  const extra = Object.keys(v).find((k) => !fields.includes(k) && !optional.includes(k));
   if (extra !== undefined) return `field '${key}' has an unknown key '${extra}'; expected ${list}`;
   const missing = fields.find((k) => !Object.hasOwn(v, k));
   return missing === undefined ? undefined : `field '${key}' lacks '${missing}'; expected ${list}`;
@@ -138,6 +175,16 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
         break;
       case 'outputs': {
         const bad = op === 'hello' ? outputSpecsError(v) : outputBinsError(v);
+        if (bad !== undefined) return fieldErr(bad);
+        break;
+      }
+      case 'rows': {
+        const bad = rowsError(v);
+        if (bad !== undefined) return fieldErr(bad);
+        break;
+      }
+      case 'select': {
+        const bad = selectError(v);
         if (bad !== undefined) return fieldErr(bad);
         break;
       }
@@ -236,10 +283,11 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       return { ok: true, message: { kind: 'error', id, ok: false, error: { code: e.code, message: e.message } } };
     }
     const only = (k: string) => payloadKeys.length === 1 && payloadKeys[0] === k;
-    const isInferOf = (fields: readonly string[]) => payloadKeys.length === fields.length + (present('decode_ms') ? 1 : 0) && fields.every(present);
-    const isInfer = isInferOf(INFER_REPLY_FIELDS);
-    if (payloadKeys.length !== 0 && !only('shm') && !only('decoders') && !isInfer && !isInferOf(INFER_REPLY_FIELDS_V3)) {
-      return fieldErr(`an ok reply carries nothing, exactly ${INFER_REPLY_FIELDS.join(', ')} (version 4; ${INFER_REPLY_FIELDS_V3.join(', ')} from versions 2 and 3; and decode_ms after image_encoded), exactly shm, or exactly decoders`);
+    const isInferOf = (fields: readonly string[], rows: boolean) =>
+      payloadKeys.length === fields.length + (present('decode_ms') ? 1 : 0) + (rows && present('rows') ? 1 : 0) && fields.every(present);
+    const isInfer = isInferOf(INFER_REPLY_FIELDS, true);
+    if (payloadKeys.length !== 0 && !only('shm') && !only('decoders') && !isInfer && !isInferOf(INFER_REPLY_FIELDS_V3, false)) {
+      return fieldErr(`an ok reply carries nothing, exactly ${INFER_REPLY_FIELDS.join(', ')} (version 4, and rows for a selected output; ${INFER_REPLY_FIELDS_V3.join(', ')} from versions 2 and 3; and decode_ms after image_encoded), exactly shm, or exactly decoders`);
     }
     const reply: WireOkReply = { kind: 'reply', id, ok: true };
     if (only('shm')) {
@@ -249,6 +297,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       reply.decoders = m.decoders as string[];
     } else if (isInfer) {
       reply.outputs = m.outputs as Record<string, Uint8Array>;
+      if (present('rows')) reply.rows = m.rows as Record<string, number[]>;
       if (present('decode_ms')) reply.decode_ms = m.decode_ms as number;
       reply.preprocess_ms = m.preprocess_ms as number;
       reply.forward_ms = m.forward_ms as number;
@@ -265,7 +314,7 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
   if (op === undefined) return opErr(`request has no 'op'; expected one of ${OPS_TEXT}`);
   if (op === 'hello') return opErr("'hello' is sent by the sidecar, not requested");
   if (id === 0) return frameErr('request id 0 is reserved for the hello; use 1 to 4294967295');
-  const allowed: readonly string[] = op === 'infer' ? INFER_INPUTS : [];
+  const allowed: readonly string[] = op === 'infer' ? [...INFER_INPUTS, 'select'] : [];
   for (const key of FIELD_ORDER) {
     if (present(key) && key !== 'op' && !allowed.includes(key)) {
       return fieldErr(`field '${key}' is not part of a '${op}' request`);
@@ -290,6 +339,15 @@ export function decodePayload(payload: Uint8Array): DecodeResult {
       req.image_encoded = { format: r.format, width: r.width, height: r.height, bytes: r.bytes };
     } else {
       req.pixel_values = m.pixel_values as Uint8Array;
+    }
+    if (present('select')) {
+      const r = m.select as WireSelect;
+      req.select = {
+        threshold: r.threshold,
+        max: r.max,
+        ...(r.classes === undefined ? {} : { classes: r.classes }),
+        ...(r.class_thresholds === undefined ? {} : { class_thresholds: r.class_thresholds }),
+      };
     }
   }
   return { ok: true, message: req };

@@ -4,7 +4,7 @@
 import { Packr } from 'msgpackr';
 import { frameHeader } from './framing.ts';
 import { shmInferFrame } from './fast-frames.ts';
-import { FIELD_ORDER, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOutputSpec, type WireShm } from './messages.ts';
+import { FIELD_ORDER, type WireImage, type WireImageEncoded, type WireImageShm, type WireMessage, type WireOutputSpec, type WireSelect, type WireShm } from './messages.ts';
 
 // useRecords:false → plain MessagePack maps a C++ decoder can read; variableMapSize → fixmap for small maps
 // (msgpackr otherwise always writes map16, which is valid but not the canonical encoding).
@@ -36,9 +36,19 @@ function canonical(msg: WireMessage): Record<string, unknown> {
       const r = v as WireShm;
       ordered[key] = { paths: r.paths, slot_bytes: r.slot_bytes };
     } else if (key === 'outputs' && msg.kind === 'hello') {
-      ordered[key] = (v as WireOutputSpec[]).map((o) => ({ name: o.name, dtype: o.dtype, shape: o.shape }));
+      ordered[key] = (v as WireOutputSpec[]).map((o) => (o.rows === undefined
+        ? { name: o.name, dtype: o.dtype, shape: o.shape }
+        : { name: o.name, dtype: o.dtype, shape: o.shape, rows: o.rows }));
     } else if (key === 'outputs') {
       ordered[key] = { ...(v as Record<string, Uint8Array>) };
+    } else if (key === 'select') {
+      const r = v as WireSelect;
+      ordered[key] = {
+        threshold: r.threshold,
+        max: r.max,
+        ...(r.classes === undefined ? {} : { classes: r.classes }),
+        ...(r.class_thresholds === undefined ? {} : { class_thresholds: { ...r.class_thresholds } }),
+      };
     } else {
       ordered[key] = v;
     }
@@ -64,13 +74,13 @@ function binHeader(n: number): Buffer {
 
 /**
  * The same bytes as encodeFrame, as a list of chunks to write in order, without copying an infer request's
- * image, tensor or file: that binary is the last value of the map (canonical key order puts `image.rgb`,
- * `pixel_values` and `image_encoded.bytes` last), so the envelope is packed with an empty binary, its `c4 00`
- * is cut, and the real bin header and the caller's bytes follow. A 4000×3000 photo is 36 MB: one copy less
- * per request.
+ * image, tensor or file: that binary is the last value of the map but for an optional `select` (canonical key
+ * order puts `image.rgb`, `pixel_values` and `image_encoded.bytes` last among the rest), so the envelope is
+ * packed with an empty binary, its `c4 00` is cut out, and the real bin header and the caller's bytes go in
+ * its place. A 4000×3000 photo is 36 MB: one copy less per request.
  */
 export function encodeFrameParts(msg: WireMessage): Buffer[] {
-  if (msg.kind === 'request' && msg.op === 'infer' && msg.image_shm && !msg.image && !msg.pixel_values) {
+  if (msg.kind === 'request' && msg.op === 'infer' && msg.image_shm && !msg.image && !msg.pixel_values && !msg.select) {
     const f = shmInferFrame(msg.id, msg.image_shm);
     if (f) return [f];
   }
@@ -88,17 +98,23 @@ export function encodeFrameParts(msg: WireMessage): Buffer[] {
       ordered.image_encoded = { ...(ordered.image_encoded as object), bytes: EMPTY };
     }
   }
+  // What follows the placeholder: the `select` key and value (packed alone as a one-key map, header cut;
+  // copied, since packr may reuse its buffer for the next pack).
+  const tail = big && ordered.select !== undefined ? Buffer.from(packr.pack({ select: ordered.select }).subarray(1)) : EMPTY_BUFFER;
   const packed = packr.pack(ordered);
   if (!big) return [Buffer.concat([frameHeader(packed.length), packed])];
-  if (packed[packed.length - 2] !== 0xc4 || packed[packed.length - 1] !== 0) {
-    throw new Error('encodeFrameParts: the empty placeholder binary is not the last value of the map');
+  const at = packed.length - tail.length - 2;
+  if (packed[at] !== 0xc4 || packed[at + 1] !== 0 || !packed.subarray(at + 2).equals(tail)) {
+    throw new Error('encodeFrameParts: the empty placeholder binary is not the last value of the map before select');
   }
-  const envelope = packed.subarray(0, packed.length - 2); // drop the empty binary's c4 00
+  const envelope = packed.subarray(0, at); // without the empty binary's c4 00
   const bh = binHeader(big.length);
-  const total = envelope.length + bh.length + big.length;
+  const total = envelope.length + bh.length + big.length + tail.length;
   const head = Buffer.concat([frameHeader(total), envelope, bh]);
-  return [head, Buffer.from(big.buffer, big.byteOffset, big.byteLength)];
+  const body = Buffer.from(big.buffer, big.byteOffset, big.byteLength);
+  return tail.length ? [head, body, tail] : [head, body];
 }
+const EMPTY_BUFFER = Buffer.alloc(0);
 const EMPTY = new Uint8Array(0);
 
 /** Views the bytes of an f32 array for a `bin` field (no copy). */

@@ -15,11 +15,26 @@ export const PROTOCOL_VERSIONS: readonly number[] = [PROTOCOL_VERSION, PROTOCOL_
 export type WireOp = 'hello' | 'infer' | 'ping' | 'shutdown' | 'shm_attach' | 'decoders';
 export const REQUEST_OPS: ReadonlySet<string> = new Set(['infer', 'ping', 'shutdown', 'shm_attach', 'decoders']);
 
-/** One head output a version-4 hello declares: the reply's `outputs` carries product(shape) f32 under `name`. */
+/**
+ * One head output a version-4 hello declares: the reply's `outputs` carries product(shape) f32 under `name`;
+ * with `rows: "selected"`, K·product(shape[1:]) f32 for the K rows the reply's `rows` names (PROTOCOL.md,
+ * "Selected rows").
+ */
 export interface WireOutputSpec {
   name: string;
   dtype: string;
   shape: number[];
+  rows?: 'selected';
+}
+/**
+ * An infer request's `select`: the rows a selected output carries. `class_thresholds` keys are class ids as
+ * decimal strings.
+ */
+export interface WireSelect {
+  threshold: number;
+  max: number;
+  classes?: number[];
+  class_thresholds?: Record<string, number>;
 }
 
 export interface WireHello {
@@ -35,7 +50,7 @@ export interface WireHello {
   labels: string[];
   /** The loaded checkpoint's variant ("base", "nano", …, "large_deprecated", "seg-nano", …, "seg-2xlarge"); absent in a version-2 hello. */
   variant?: string;
-  /** Version 4 on: the model's task ("detect"). */
+  /** Version 4 on: the model's task ("detect", "segment"). */
   task?: string;
   /** Version 4 on: the head outputs, in the order the infer reply carries them. */
   outputs?: WireOutputSpec[];
@@ -84,6 +99,8 @@ export interface WireRequest {
   pixel_values?: Uint8Array;
   image_shm?: WireImageShm;
   image_encoded?: WireImageEncoded;
+  /** infer, optional: which rows a selected output carries (ignored by a sidecar without one). */
+  select?: WireSelect;
 }
 export interface WireOkReply {
   kind: 'reply';
@@ -91,6 +108,8 @@ export interface WireOkReply {
   ok: true;
   /** A version-4 infer reply: each output's f32 little-endian bytes by name, in the hello's order. */
   outputs?: Record<string, Uint8Array>;
+  /** A version-4 infer reply of a task with a selected output: per selected output, the query of each row. */
+  rows?: Record<string, number[]>;
   /** A version-2/3 infer reply's two outputs. */
   logits?: Uint8Array;
   pred_boxes?: Uint8Array;
@@ -114,19 +133,25 @@ export type WireMessage = WireHello | WireRequest | WireOkReply | WireErrorReply
 // list of specs) and the infer reply's (a map of binaries) share the key and its place.
 export const FIELD_ORDER = [
   'op', 'ok', 'protocol_version', 'sidecar_version', 'engine', 'device', 'input_shape', 'num_queries', 'num_classes', 'labels',
-  'variant', 'task', 'outputs', 'precision', 'precisions', 'host_cores', 'image', 'pixel_values', 'image_shm', 'image_encoded',
-  'logits', 'pred_boxes', 'decode_ms', 'preprocess_ms', 'forward_ms', 'shm', 'decoders', 'error',
+  'variant', 'task', 'outputs', 'rows', 'precision', 'precisions', 'host_cores', 'image', 'pixel_values', 'image_shm', 'image_encoded',
+  'select', 'logits', 'pred_boxes', 'decode_ms', 'preprocess_ms', 'forward_ms', 'shm', 'decoders', 'error',
 ] as const;
 export const IMAGE_FIELDS = ['width', 'height', 'rgb'] as const;
 export const IMAGE_SHM_FIELDS = ['name', 'offset', 'length', 'width', 'height'] as const;
 export const IMAGE_ENCODED_FIELDS = ['format', 'width', 'height', 'bytes'] as const;
 export const OUTPUT_SPEC_FIELDS = ['name', 'dtype', 'shape'] as const;
+/** A hello output entry's optional key, after OUTPUT_SPEC_FIELDS, and its one value. */
+export const OUTPUT_SPEC_ROWS = 'rows';
+export const ROWS_SELECTED = 'selected';
+/** An infer request's select: the required keys, then the optional ones, in canonical order. */
+export const SELECT_FIELDS = ['threshold', 'max'] as const;
+export const SELECT_OPTIONAL_FIELDS = ['classes', 'class_thresholds'] as const;
 export const INFER_INPUTS = ['image', 'pixel_values', 'image_shm', 'image_encoded'] as const;
 /** The infer reply's keys (decode_ms besides, after an image_encoded request): version 4, and versions 2 and 3. */
 export const INFER_REPLY_FIELDS = ['outputs', 'preprocess_ms', 'forward_ms'] as const;
 export const INFER_REPLY_FIELDS_V3 = ['logits', 'pred_boxes', 'preprocess_ms', 'forward_ms'] as const;
 /** The hello's keys by version (after id): 4 ends at host_cores, 3 at variant, 2 has no variant. */
-export const HELLO_FIELDS = FIELD_ORDER.slice(0, FIELD_ORDER.indexOf('host_cores') + 1);
+export const HELLO_FIELDS = FIELD_ORDER.slice(0, FIELD_ORDER.indexOf('host_cores') + 1).filter((k) => k !== 'rows');
 export const HELLO_FIELDS_V3 = FIELD_ORDER.slice(0, FIELD_ORDER.indexOf('variant') + 1);
 export const HELLO_FIELDS_V2 = HELLO_FIELDS_V3.filter((k) => k !== 'variant');
 /** The dtypes an output may have: f32 only. */

@@ -97,7 +97,7 @@ test('golden frames: the version-4 hello declares task, outputs, precision(s) an
     ['bad-reply-outputs-not-bins.bin', /field 'outputs\.logits' must be binary \(f32 little-endian\), got array/],
     ['bad-reply-outputs-not-map.bin', /field 'outputs' must be a map of output name to binary/],
     ['bad-reply-outputs-odd-bytes.bin', /field 'outputs\.logits' must hold whole f32 values, got 6 bytes/],
-    ['bad-reply-outputs-and-logits.bin', /an ok reply carries nothing, exactly outputs, preprocess_ms, forward_ms \(version 4; logits, pred_boxes/],
+    ['bad-reply-outputs-and-logits.bin', /an ok reply carries nothing, exactly outputs, preprocess_ms, forward_ms \(version 4, and rows for a selected output; logits, pred_boxes/],
     ['bad-reply-outputs-without-forward-ms.bin', /an ok reply carries nothing, exactly outputs, preprocess_ms, forward_ms/],
   ] as const) {
     const r = decodePayload(readFileSync(path.join(framesDir, file)).subarray(4));

@@ -37,7 +37,7 @@ class engine {
     virtual std::string variant() const = 0;
     // Label per class index, from config.json id2label ("N/A" where absent).
     virtual const std::vector<std::string> & labels() const = 0;
-    // The model's task, a row of the task table (outputs.h): "detect" for every checkpoint today.
+    // The model's task, a row of the task table (outputs.h): "detect", or "segment" for RF-DETR Seg.
     virtual std::string task() const = 0;
     // The arithmetic this instance runs ("fp32", "bf16", "int8"): the hello's `precision`.
     virtual std::string precision() const = 0;
@@ -48,14 +48,16 @@ class engine {
     }
 
     // pixel_values: f32 [3,S,S] CHW, S = input_size(). Fills every output of outputs() in `out` (a set made from
-    // outputs(), looked up by name). Not thread-safe: one forward at a time.
+    // outputs(), looked up by name); a selected output (segment's pred_masks) only for out.rows(), asked after
+    // writing the logits, so the queries not selected cost nothing. Not thread-safe: one forward at a time.
     virtual void forward(const float * pixel_values, output_buffers & out) = 0;
 };
 
 // One forward with the check that it wrote every declared output (throws rfdetr::error naming the ones it did
-// not): how the server runs an engine.
-inline void engine_forward(engine & eng, const float * pixel_values, output_buffers & out) {
-    out.begin_forward();
+// not): how the server runs an engine. `selection` is the request's (nullopt: a selected output carries no rows).
+inline void engine_forward(engine & eng, const float * pixel_values, output_buffers & out,
+                           std::optional<row_select> selection = std::nullopt) {
+    out.begin_forward(std::move(selection));
     eng.forward(pixel_values, out);
     out.check_written(eng.name());
 }

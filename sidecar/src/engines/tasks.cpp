@@ -17,6 +17,15 @@ std::vector<output_spec> detect_outputs(const head_dims & d) {
     };
 }
 
+// RF-DETR Seg: the detect outputs plus the mask logits, one M x M map per query at a quarter of the input side
+// (the mask head runs at stride 4), carried only for the selected queries (row-select.h).
+std::vector<output_spec> segment_outputs(const head_dims & d) {
+    auto       o = detect_outputs(d);
+    const auto m = static_cast<uint64_t>(d.input_size / 4);
+    o.push_back({"pred_masks", {static_cast<uint64_t>(d.num_queries), m, m}, true});  // pre-threshold mask logits
+    return o;
+}
+
 struct task_entry {
     const char * name;
     std::vector<output_spec> (*outputs)(const head_dims &);
@@ -24,6 +33,7 @@ struct task_entry {
 
 const task_entry k_tasks[] = {
     {"detect", detect_outputs},
+    {"segment", segment_outputs},
 };
 
 }  // namespace
@@ -32,6 +42,14 @@ size_t output_spec::count() const {
     size_t n = 1;
     for (uint64_t d : shape) {
         n *= static_cast<size_t>(d);
+    }
+    return n;
+}
+
+size_t output_spec::row_count() const {
+    size_t n = 1;
+    for (size_t i = 1; i < shape.size(); i++) {
+        n *= static_cast<size_t>(shape[i]);
     }
     return n;
 }

@@ -36,17 +36,21 @@ void pack_uints(msgpack::packer<vector_writer> & pk, const std::vector<uint64_t>
     }
 }
 
-// The hello's outputs: [{name, dtype, shape}], keys in that order.
+// The hello's outputs: [{name, dtype, shape, rows?}], keys in that order, rows only on a selected output.
 void pack_output_specs(msgpack::packer<vector_writer> & pk, const message & m) {
     pk.pack_array(static_cast<uint32_t>(m.output_specs.size()));
     for (const auto & s : m.output_specs) {
-        pk.pack_map(3);
+        pk.pack_map(s.selected ? 4 : 3);
         pack_str(pk, "name");
         pack_str(pk, s.name);
         pack_str(pk, "dtype");
         pack_str(pk, s.dtype);
         pack_str(pk, "shape");
         pack_uints(pk, s.shape);
+        if (s.selected) {
+            pack_str(pk, "rows");
+            pack_str(pk, "selected");
+        }
     }
 }
 
@@ -60,11 +64,41 @@ void pack_output_values(msgpack::packer<vector_writer> & pk, const message & m) 
 }
 
 // msgpackr writes integral numbers below 2^32 as integers; mirror it so encodings agree.
-void pack_ms(msgpack::packer<vector_writer> & pk, double ms) {
-    if (ms >= 0.0 && ms < 4294967296.0 && ms == static_cast<double>(static_cast<uint64_t>(ms))) {
-        pk.pack_uint64(static_cast<uint64_t>(ms));
+void pack_number(msgpack::packer<vector_writer> & pk, double v) {
+    if (v >= 0.0 && v < 4294967296.0 && v == static_cast<double>(static_cast<uint64_t>(v))) {
+        pk.pack_uint64(static_cast<uint64_t>(v));
     } else {
-        pk.pack_double(ms);
+        pk.pack_double(v);
+    }
+}
+
+// An infer request's select {threshold, max, classes?, class_thresholds?}, keys in that order.
+void pack_select(msgpack::packer<vector_writer> & pk, const wire_select & s) {
+    pk.pack_map(2 + (s.has_classes ? 1 : 0) + (s.has_class_thresholds ? 1 : 0));
+    pack_str(pk, "threshold");
+    pack_number(pk, s.threshold);
+    pack_str(pk, "max");
+    pk.pack_uint64(s.max);
+    if (s.has_classes) {
+        pack_str(pk, "classes");
+        pack_uints(pk, s.classes);
+    }
+    if (s.has_class_thresholds) {
+        pack_str(pk, "class_thresholds");
+        pk.pack_map(static_cast<uint32_t>(s.class_thresholds.size()));
+        for (const auto & [id, thr] : s.class_thresholds) {
+            pack_str(pk, id);
+            pack_number(pk, thr);
+        }
+    }
+}
+
+// An infer reply's rows: {name: [query, ...]}, in the hello's order.
+void pack_rows(msgpack::packer<vector_writer> & pk, const message & m) {
+    pk.pack_map(static_cast<uint32_t>(m.rows.size()));
+    for (const auto & r : m.rows) {
+        pack_str(pk, r.name);
+        pack_uints(pk, r.queries);
     }
 }
 }  // namespace
@@ -110,6 +144,8 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
             case WIRE_FIELD_PRECISION: pack_str(pk, m.precision); break;
             case WIRE_FIELD_PRECISIONS: pack_strs(pk, m.precisions); break;
             case WIRE_FIELD_HOST_CORES: m.host_cores ? pk.pack_true() : pk.pack_false(); break;
+            case WIRE_FIELD_ROWS: pack_rows(pk, m); break;
+            case WIRE_FIELD_SELECT: pack_select(pk, m.select); break;
             case WIRE_FIELD_IMAGE:
                 pk.pack_map(3);
                 pack_str(pk, "width");
@@ -157,9 +193,9 @@ void encode_frame(const message & m, std::vector<uint8_t> & out) {
                 break;
             case WIRE_FIELD_V3_LOGITS: pack_bin(pk, m.v3_logits); break;
             case WIRE_FIELD_V3_PRED_BOXES: pack_bin(pk, m.v3_pred_boxes); break;
-            case WIRE_FIELD_DECODE_MS: pack_ms(pk, m.decode_ms); break;
-            case WIRE_FIELD_PREPROCESS_MS: pack_ms(pk, m.preprocess_ms); break;
-            case WIRE_FIELD_FORWARD_MS: pack_ms(pk, m.forward_ms); break;
+            case WIRE_FIELD_DECODE_MS: pack_number(pk, m.decode_ms); break;
+            case WIRE_FIELD_PREPROCESS_MS: pack_number(pk, m.preprocess_ms); break;
+            case WIRE_FIELD_FORWARD_MS: pack_number(pk, m.forward_ms); break;
             case WIRE_FIELD_ERROR:
                 pk.pack_map(2);
                 pack_str(pk, "code");

@@ -54,10 +54,12 @@ std::string decode_ms(const char * name, const msgpack::object & v, double & dst
     return "";
 }
 
-// A map field whose keys are exactly `names`, each once, string keys, no others: take(j, "field.key", value)
-// checks and stores key j's value and returns what was wrong, or "". A missing key is named, in `names` order.
+// A map field whose keys are `names`, each at most once, string keys, no others, the first `required` of them
+// present: take(j, "field.key", value) checks and stores key j's value and returns what was wrong, or "". A
+// missing key is named, in `names` order.
 template <size_t N, typename Take>
-std::string decode_keyed_map(const char * field, const char * const (&names)[N], const msgpack::object & v, Take take) {
+std::string decode_keyed_map(const char * field, const char * const (&names)[N], const msgpack::object & v, Take take,
+                             size_t required = N) {
     const auto list = [&names] {
         std::string l;
         for (size_t j = 0; j < N; j++) {
@@ -90,7 +92,7 @@ std::string decode_keyed_map(const char * field, const char * const (&names)[N],
         }
         have[which] = true;
     }
-    for (size_t j = 0; j < N; j++) {
+    for (size_t j = 0; j < required; j++) {
         if (!have[j]) {
             return std::string("field '") + field + "' lacks '" + names[j] + "'; expected {" + list() + "}";
         }
@@ -201,17 +203,22 @@ std::string decode_shm(const msgpack::object & v, message & out) {
     return "";
 }
 
-// The hello's outputs: an array of {name, dtype, shape}, names unique, dtype "f32" (the only one today).
+// The hello's outputs: an array of {name, dtype, shape, rows?}, names unique, dtype "f32" (the only one today),
+// rows "selected" when present.
 std::string decode_output_specs(const msgpack::object & v, message & out) {
     if (v.type != msgpack::type::ARRAY) {
         return expected("outputs", "an array of maps {name, dtype, shape}", v);
     }
-    static const char * const names[] = {"name", "dtype", "shape"};
+    static const char * const names[] = {"name", "dtype", "shape", "rows"};
     for (uint32_t i = 0; i < v.via.array.size; i++) {
         const std::string field = "outputs[" + std::to_string(i) + "]";
         wire_output_spec  spec;
+        std::string       rows;
         std::string err = decode_keyed_map(field.c_str(), names, v.via.array.ptr[i],
-                                           [&spec](size_t j, const std::string & full, const msgpack::object & ev) {
+                                           [&spec, &rows](size_t j, const std::string & full, const msgpack::object & ev) {
+            if (j == 3) {
+                return take_str(full, "a string (\"selected\")", ev, rows);
+            }
             if (j == 0) {
                 return take_str(full, "a string", ev, spec.name);
             }
@@ -228,9 +235,16 @@ std::string decode_output_specs(const msgpack::object & v, message & out) {
                 spec.shape.push_back(ev.via.array.ptr[k].via.u64);
             }
             return std::string();
-        });
+        }, 3);
         if (!err.empty()) {
             return err;
+        }
+        if (v.via.array.ptr[i].via.map.size == 4 && rows != "selected") {
+            return "field '" + field + ".rows' is '" + rows + "'; expected selected (or no rows key)";
+        }
+        spec.selected = v.via.array.ptr[i].via.map.size == 4;
+        if (spec.selected && spec.shape.empty()) {
+            return "field '" + field + "' selects rows but its shape has no axis 0 to select along";
         }
         if (spec.dtype != "f32") {
             return "field '" + field + ".dtype' is '" + spec.dtype + "'; expected f32";
@@ -272,6 +286,95 @@ std::string decode_output_values(const msgpack::object & v, message & out) {
             }
         }
         out.outputs.push_back(o);
+    }
+    return "";
+}
+
+// A number (uint or float) into `dst`: msgpackr writes an integral one as an integer.
+std::string take_number(const std::string & full, const msgpack::object & ev, double & dst) {
+    if (ev.type == msgpack::type::FLOAT32 || ev.type == msgpack::type::FLOAT64) {
+        dst = ev.via.f64;
+    } else if (ev.type == msgpack::type::POSITIVE_INTEGER) {
+        dst = static_cast<double>(ev.via.u64);
+    } else {
+        return expected(full.c_str(), "a number", ev);
+    }
+    return "";
+}
+
+// An infer request's select {threshold, max, classes?, class_thresholds?}.
+std::string decode_select(const msgpack::object & v, message & out) {
+    static const char * const names[] = {"threshold", "max", "classes", "class_thresholds"};
+    wire_select & s = out.select;
+    return decode_keyed_map("select", names, v, [&s](size_t j, const std::string & full, const msgpack::object & ev) {
+        if (j == 0) {
+            return take_number(full, ev, s.threshold);
+        }
+        if (j == 1) {
+            return take_uint(full, ev, s.max);
+        }
+        if (j == 2) {
+            if (ev.type != msgpack::type::ARRAY) {
+                return expected(full.c_str(), "an array of unsigned integers (class ids)", ev);
+            }
+            for (uint32_t k = 0; k < ev.via.array.size; k++) {
+                if (ev.via.array.ptr[k].type != msgpack::type::POSITIVE_INTEGER) {
+                    return expected(full.c_str(), "an array of unsigned integers (class ids)", ev.via.array.ptr[k]);
+                }
+                s.classes.push_back(ev.via.array.ptr[k].via.u64);
+            }
+            s.has_classes = true;
+            return std::string();
+        }
+        if (ev.type != msgpack::type::MAP) {
+            return expected(full.c_str(), "a map of class id (a decimal string) to threshold", ev);
+        }
+        for (uint32_t k = 0; k < ev.via.map.size; k++) {
+            const auto & key = ev.via.map.ptr[k].key;
+            if (key.type != msgpack::type::STR) {
+                return expected(full.c_str(), "a map with string keys (class ids as decimal strings)", key);
+            }
+            double thr = 0.0;
+            if (std::string err = take_number(full + "." + as_string(key), ev.via.map.ptr[k].val, thr); !err.empty()) {
+                return err;
+            }
+            s.class_thresholds.emplace_back(as_string(key), thr);
+        }
+        s.has_class_thresholds = true;
+        return std::string();
+    }, 2);
+}
+
+// An infer reply's rows: a map output name -> array of query indices, names unique. Whether they match the
+// hello's selected outputs and the values' sizes is the client's check.
+std::string decode_rows(const msgpack::object & v, message & out) {
+    if (v.type != msgpack::type::MAP) {
+        return expected("rows", "a map of output name to an array of unsigned integers (query indices)", v);
+    }
+    for (uint32_t i = 0; i < v.via.map.size; i++) {
+        const auto & k  = v.via.map.ptr[i].key;
+        const auto & ev = v.via.map.ptr[i].val;
+        if (k.type != msgpack::type::STR) {
+            return std::string("field 'rows' must have string keys, got ") + type_str(k);
+        }
+        wire_rows r;
+        r.name                 = as_string(k);
+        const std::string full = "rows." + r.name;
+        if (ev.type != msgpack::type::ARRAY) {
+            return expected(full.c_str(), "an array of unsigned integers (query indices)", ev);
+        }
+        for (uint32_t j = 0; j < ev.via.array.size; j++) {
+            if (ev.via.array.ptr[j].type != msgpack::type::POSITIVE_INTEGER) {
+                return expected(full.c_str(), "an array of unsigned integers (query indices)", ev.via.array.ptr[j]);
+            }
+            r.queries.push_back(ev.via.array.ptr[j].via.u64);
+        }
+        for (const auto & prev : out.rows) {
+            if (prev.name == r.name) {
+                return "field 'rows' has the key '" + r.name + "' twice";
+            }
+        }
+        out.rows.push_back(std::move(r));
     }
     return "";
 }
@@ -353,6 +456,8 @@ std::string decode_field(wire_field f, const char * name, const msgpack::object 
         case WIRE_FIELD_IMAGE: return decode_image(v, out);
         case WIRE_FIELD_IMAGE_SHM: return decode_image_shm(v, out);
         case WIRE_FIELD_IMAGE_ENCODED: return decode_image_encoded(v, out);
+        case WIRE_FIELD_SELECT: return decode_select(v, out);
+        case WIRE_FIELD_ROWS: return decode_rows(v, out);
         case WIRE_FIELD_SHM: return decode_shm(v, out);
         case WIRE_FIELD_DECODE_MS: return decode_ms(name, v, out.decode_ms);
         case WIRE_FIELD_PREPROCESS_MS: return decode_ms(name, v, out.preprocess_ms);

@@ -53,10 +53,11 @@ using wire::type_str;
 const char * const k_ops_text = "infer, ping, shutdown, shm_attach, decoders";
 
 // Limits passed to the unpacker so a hostile header cannot make it allocate: a frame holds at most one
-// map of a few keys (one of them the image map or the outputs map), the labels array and a few binaries; the
+// map of a few keys (one of them the image map or the outputs map), the labels array, a select's classes and
+// class_thresholds (one entry per class at most, like the labels), a reply's rows and a few binaries; the
 // deepest value is a hello output's shape (message, outputs, one output, its shape).
 
-const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 32, /*str*/ 1u << 20,
+const msgpack::unpack_limit k_unpack_limit(/*array*/ 4096, /*map*/ 4096, /*str*/ 1u << 20,
                                            /*bin*/ k_max_frame_bytes, /*ext*/ 0, /*depth*/ 4);
 
 // Strings and binaries point into the payload instead of being copied (pixel_values is 3.7 MB).
@@ -228,12 +229,13 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         // An infer reply: version 4's `outputs`, or a version-3 sidecar's top-level logits and pred_boxes.
         const uint32_t timing   = WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         const uint32_t infer    = payload_fields & ~WIRE_FIELD_DECODE_MS;
-        const bool     is_infer = infer == (WIRE_FIELD_OUTPUTS | timing) ||
+        const bool     is_infer = (infer & ~WIRE_FIELD_ROWS) == (WIRE_FIELD_OUTPUTS | timing) ||
                               infer == (WIRE_FIELD_V3_LOGITS | WIRE_FIELD_V3_PRED_BOXES | timing);
         if (payload_fields != 0 && !is_infer && payload_fields != WIRE_FIELD_SHM && payload_fields != WIRE_FIELD_DECODERS) {
             return fail(wire_error::WIRE_ERROR_FIELD, id,
-                        "an ok reply carries nothing, exactly outputs, preprocess_ms and forward_ms (and decode_ms "
-                        "after image_encoded; a version-3 sidecar: logits and pred_boxes for outputs), exactly shm, "
+                        "an ok reply carries nothing, exactly outputs, preprocess_ms and forward_ms (and rows for a "
+                        "selected output, decode_ms after image_encoded; a version-3 sidecar: logits and pred_boxes for "
+                        "outputs), exactly shm, "
                         "or exactly decoders");
         }
         return decode_result{};
@@ -251,7 +253,7 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         return fail(wire_error::WIRE_ERROR_FRAME, 0, "request id 0 is reserved for the hello; use 1 to 4294967295");
     }
     const uint32_t inputs  = WIRE_FIELD_IMAGE | WIRE_FIELD_PIXEL_VALUES | WIRE_FIELD_IMAGE_SHM | WIRE_FIELD_IMAGE_ENCODED;
-    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? inputs : 0u;
+    const uint32_t allowed = out.op == wire_op::WIRE_OP_INFER ? inputs | WIRE_FIELD_SELECT : 0u;
     if (payload_fields & ~allowed) {
         for (const auto & fn : k_field_names) {
             if (payload_fields & ~allowed & fn.field) {

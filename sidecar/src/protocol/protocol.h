@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rfdetr {
@@ -65,6 +66,8 @@ enum wire_field : uint32_t {
     WIRE_FIELD_PRECISION        = 1u << 25,
     WIRE_FIELD_PRECISIONS       = 1u << 26,
     WIRE_FIELD_HOST_CORES       = 1u << 27,
+    WIRE_FIELD_SELECT           = 1u << 28,  // an infer request's row selection for a selected output
+    WIRE_FIELD_ROWS             = 1u << 29,  // an infer reply's query index per row of each selected output
 };
 
 // A version-2 hello (an older sidecar's) carries these; version 3 adds `variant`; version 4 the task, outputs,
@@ -83,11 +86,30 @@ struct byte_view {
     size_t          size = 0;
 };
 
-// One head output as the hello declares it: {name, dtype, shape} ("f32" only today).
+// One head output as the hello declares it: {name, dtype, shape, rows?} ("f32" only today). `rows: "selected"`:
+// an infer reply carries a subset of its rows along axis 0 (shape[0] is the bound) and names them in `rows`.
 struct wire_output_spec {
     std::string           name;
     std::string           dtype;
     std::vector<uint64_t> shape;
+    bool                  selected = false;
+};
+
+// An infer request's `select` {threshold, max, classes?, class_thresholds?}: the codec checks types, the server
+// values (a threshold in 0..1, class ids as decimal strings).
+struct wire_select {
+    double                                   threshold = 0.0;
+    uint64_t                                 max       = 0;
+    bool                                     has_classes = false;
+    std::vector<uint64_t>                    classes;
+    bool                                     has_class_thresholds = false;
+    std::vector<std::pair<std::string, double>> class_thresholds;  // in the frame's order
+};
+
+// An infer reply's `rows` entry: the query index of each row of selected output `name`, in row order.
+struct wire_rows {
+    std::string           name;
+    std::vector<uint64_t> queries;
 };
 
 // One head output's values in an infer reply: f32 little-endian, product(shape) of the hello's spec.
@@ -132,6 +154,8 @@ struct message {
     // client's reading of the header) go to image_width / image_height
     std::string encoded_format_name;  // "jpeg", "png" (checked by the server, not the codec)
     byte_view   encoded_bytes;        // the whole file
+    // infer request: the optional row selection (WIRE_FIELD_SELECT)
+    wire_select select;
     // decoders reply: the encoded formats this sidecar decodes
     std::vector<std::string> decoders;
     // shm_attach reply: shm {paths, slot_bytes}
@@ -139,6 +163,7 @@ struct message {
     uint64_t                 shm_slot_bytes = 0;
     // infer reply: `outputs` (version 4), or a version-3 reply's top-level logits and pred_boxes
     std::vector<wire_output> outputs;
+    std::vector<wire_rows>   rows;  // version 4, a task with a selected output: WIRE_FIELD_ROWS
     byte_view                v3_logits;
     byte_view                v3_pred_boxes;
     double    decode_ms     = 0.0;  // only after image_encoded (WIRE_FIELD_DECODE_MS)

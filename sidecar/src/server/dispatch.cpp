@@ -23,6 +23,47 @@ std::string side_error(const char * field, uint64_t width, uint64_t height) {
     return "";
 }
 
+// A probability the rule compares sigmoid scores with, or why not ("select.threshold is 1.5; expected ...").
+std::string probability_error(const std::string & field, double v) {
+    if (v >= 0.0 && v <= 1.0) {
+        return "";
+    }
+    char got[32];
+    std::snprintf(got, sizeof got, "%.17g", v);
+    return field + " is " + got + "; expected a number from 0 to 1";
+}
+
+// The request's select as the rule takes it, or why its values are wrong (the codec checked the types).
+std::string take_select(const wire_select & w, row_select & s) {
+    if (std::string bad = probability_error("select.threshold", w.threshold); !bad.empty()) {
+        return bad;
+    }
+    s.threshold   = w.threshold;
+    s.max         = w.max;
+    s.has_classes = w.has_classes;
+    s.classes     = w.classes;
+    for (const auto & [key, thr] : w.class_thresholds) {
+        const std::string field = "select.class_thresholds['" + key + "']";
+        const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos &&
+                            (key.size() == 1 || key[0] != '0');
+        const uint64_t id = digits ? std::stoull(key) : 0;
+        if (!digits || id > 0xffffffffull) {
+            return "select.class_thresholds has the key '" + key +
+                   "'; expected a class id as a decimal string without leading zeros (\"0\", \"17\")";
+        }
+        if (std::string bad = probability_error(field, thr); !bad.empty()) {
+            return bad;
+        }
+        for (const auto & prev : s.class_thresholds) {
+            if (prev.first == id) {
+                return "select.class_thresholds names class " + key + " twice";
+            }
+        }
+        s.class_thresholds.emplace_back(id, thr);
+    }
+    return "";
+}
+
 }  // namespace
 
 std::vector<uint8_t> hello_frame(const engine & eng, const engine_entry & entry, int input_size) {
@@ -44,7 +85,7 @@ std::vector<uint8_t> hello_frame(const engine & eng, const engine_entry & entry,
     hello.variant          = eng.variant();
     hello.task             = eng.task();
     for (const auto & o : eng.outputs()) {
-        hello.output_specs.push_back({o.name, "f32", o.shape});
+        hello.output_specs.push_back({o.name, "f32", o.shape, o.selected});
     }
     hello.precision  = eng.precision();
     hello.precisions = entry.precisions;
@@ -142,6 +183,14 @@ void dispatcher::infer(uint64_t serial, shm_slots * slots, const message & req, 
     infer_job         j;
     j.conn_serial = serial;
     j.id          = req.id;
+    if (req.has(WIRE_FIELD_SELECT)) {
+        row_select sel;
+        if (const std::string bad = take_select(req.select, sel); !bad.empty()) {
+            reply_error(serial, req.id, wire_error::WIRE_ERROR_FIELD, bad);
+            return;
+        }
+        j.select = std::move(sel);
+    }
     if (req.has(WIRE_FIELD_PIXEL_VALUES)) {
         const size_t want = static_cast<size_t>(k_input_channels) * input_size_ * input_size_ * sizeof(float);
         if (req.pixel_values.size != want) {

@@ -219,7 +219,7 @@ void pipeline::run_stage() {
         std::unique_lock<std::mutex> lock(mu_);
         stage_busy_ = false;
         if (stage_cancel_ == cancel::none && !failed) {
-            ready_.push_back({j.conn_serial, j.id, slot, times});
+            ready_.push_back({j.conn_serial, j.id, slot, times, std::move(j.select)});
             forward_cv_.notify_one();
             continue;
         }
@@ -247,7 +247,7 @@ void pipeline::run_forward() {
                 if (quit_) {
                     return;
                 }
-                p = ready_.front();
+                p = std::move(ready_.front());
                 ready_.pop_front();
                 forward_busy_ = true;
             } else {
@@ -259,7 +259,7 @@ void pipeline::run_forward() {
                 queue_.pop_front();
                 forward_busy_ = true;
                 lock.unlock();
-                p = {j.conn_serial, j.id, 0, {}};
+                p = {j.conn_serial, j.id, 0, {}, std::move(j.select)};
                 std::string err;
                 bool        failed = false, declined = false;
                 try {
@@ -288,11 +288,11 @@ void pipeline::run_forward() {
     }
 }
 
-void pipeline::forward_and_reply(const prepared & p) {
+void pipeline::forward_and_reply(prepared & p) {
     finished_reply d{p.conn_serial, {}};
     const auto     t0 = clock_type::now();
     try {
-        engine_forward(eng_, inputs_[static_cast<size_t>(p.slot)].data(), outputs_);
+        engine_forward(eng_, inputs_[static_cast<size_t>(p.slot)].data(), outputs_, std::move(p.select));
         message m       = make_ok_reply(p.id);
         m.fields       |= WIRE_FIELD_OUTPUTS | WIRE_FIELD_PREPROCESS_MS | WIRE_FIELD_FORWARD_MS;
         m.forward_ms    = ms_since(t0);
@@ -305,6 +305,15 @@ void pipeline::forward_and_reply(const prepared & p) {
             const auto & v = outputs_.values(i);
             m.outputs.push_back(
                 {outputs_.specs()[i].name, {reinterpret_cast<const uint8_t *>(v.data()), v.size() * sizeof(float)}});
+        }
+        if (outputs_.has_selected()) {  // the query of each row a selected output carries
+            m.fields |= WIRE_FIELD_ROWS;
+            const auto & rows = outputs_.rows();
+            for (const auto & s : outputs_.specs()) {
+                if (s.selected) {
+                    m.rows.push_back({s.name, std::vector<uint64_t>(rows.begin(), rows.end())});
+                }
+            }
         }
         encode_frame(m, d.frame);
     } catch (const std::exception & e) {

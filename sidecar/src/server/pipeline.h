@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct infer_job {
     encoded_format  format       = encoded_format::jpeg;
     const uint8_t * pixels = nullptr;  // the pixel_values form: f32 [3,S,S], maybe misaligned
     std::shared_ptr<const void> shm_keep;  // the image_shm form: keeps the slot mapping `rgb` points into
+    std::optional<row_select>   select;    // the request's row selection for a selected output (none: 0 rows)
 };
 
 struct job_key {
@@ -78,8 +80,9 @@ class pipeline {
     struct prepared {
         uint64_t   conn_serial;
         uint64_t   id;
-        int        slot;
-        prep_times times;
+        int                       slot;
+        prep_times                times;
+        std::optional<row_select> select;
     };
     enum class cancel { none, dropped, stopping };
 
@@ -95,7 +98,7 @@ class pipeline {
     static std::vector<uint8_t> prepare_error(uint64_t id, bool declined, const std::string & why);
     void   run_stage();
     void   run_forward();
-    void   forward_and_reply(const prepared & p);
+    void   forward_and_reply(prepared & p);
     void   post(finished_reply r);
 
     engine &                          eng_;

@@ -50,7 +50,11 @@ json to_json(const message & m) {
             j["task"] = m.task;
             j["outputs"] = json::array();
             for (const auto & o : m.output_specs) {
-                j["outputs"].push_back({{"name", o.name}, {"dtype", o.dtype}, {"shape", o.shape}});
+                json spec = {{"name", o.name}, {"dtype", o.dtype}, {"shape", o.shape}};
+                if (o.selected) {
+                    spec["rows"] = "selected";
+                }
+                j["outputs"].push_back(spec);
             }
             j["precision"]  = m.precision;
             j["precisions"] = m.precisions;
@@ -74,6 +78,18 @@ json to_json(const message & m) {
             j["image_encoded"] = {{"format", m.encoded_format_name}, {"width", m.image_width},
                                   {"height", m.image_height}, {"bytes", hex(m.encoded_bytes)}};
         }
+        if (m.has(rfdetr::WIRE_FIELD_SELECT)) {
+            j["select"] = {{"threshold", m.select.threshold}, {"max", m.select.max}};
+            if (m.select.has_classes) {
+                j["select"]["classes"] = m.select.classes;
+            }
+            if (m.select.has_class_thresholds) {
+                j["select"]["class_thresholds"] = json::object();
+                for (const auto & [id, thr] : m.select.class_thresholds) {
+                    j["select"]["class_thresholds"][id] = thr;
+                }
+            }
+        }
     } else if (m.ok) {
         j["kind"] = "reply";
         j["id"]   = m.id;
@@ -83,6 +99,12 @@ json to_json(const message & m) {
                 j["outputs"] = json::object();
                 for (const auto & o : m.outputs) {
                     j["outputs"][o.name] = hex(o.data);
+                }
+                if (m.has(rfdetr::WIRE_FIELD_ROWS)) {
+                    j["rows"] = json::object();
+                    for (const auto & r : m.rows) {
+                        j["rows"][r.name] = r.queries;
+                    }
                 }
             } else {  // a version-3 sidecar's reply
                 j["logits"]     = hex(m.v3_logits);

@@ -20,6 +20,10 @@ class test_echo_engine : public engine {
   public:
     // sleep_ms < 0: the echo engine (host cores, RFDETR_TEST_ECHO_FORWARD_MS); else the sleeping stand-in.
     test_echo_engine(int sleep_ms, std::string card) : sleep_ms_(sleep_ms), card_(std::move(card)) {
+        if (const char * t = std::getenv("RFDETR_TEST_ECHO_TASK"); t && *t) {
+            task_ = t;
+            task_outputs(task_, head_dims{k_num_queries, k_test_echo_classes, 560});  // throws for an unknown task
+        }
         labels_.push_back("N/A");
         for (int i = 1; i < k_test_echo_classes; i++) {
             labels_.push_back("label-" + std::to_string(i));
@@ -45,7 +49,7 @@ class test_echo_engine : public engine {
     int input_size() const override { return 560; }
     std::string variant() const override { return "base"; }  // Base's input side, above
     const std::vector<std::string> & labels() const override { return labels_; }
-    std::string task() const override { return "detect"; }
+    std::string task() const override { return task_; }
     std::string precision() const override { return "fp32"; }
 
     void forward(const float * px, output_buffers & out) override {
@@ -86,12 +90,23 @@ class test_echo_engine : public engine {
         for (int i = 0; i < k_num_queries * 4; i++) {
             boxes[i] = px[nl + i] * 0.5f;
         }
+        if (task_ == "segment") {
+            const auto &  rows = out.rows();  // after the logits, as a real engine asks
+            float *       m    = out.at("pred_masks");
+            const size_t  mm   = static_cast<size_t>(k_test_echo_mask_side) * k_test_echo_mask_side;
+            for (size_t r = 0; r < rows.size(); r++) {
+                for (size_t i = 0; i < mm; i++) {
+                    m[r * mm + i] = static_cast<float>(rows[r]) + static_cast<float>(i % 4) * 0.25f;
+                }
+            }
+        }
     }
 
   private:
     int                      sleep_ms_;
     std::string              card_;
     std::vector<std::string> labels_;
+    std::string              task_ = "detect";
     int                      gate_fd_  = -1;
     int                      forwards_ = 0;
 };

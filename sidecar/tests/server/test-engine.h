@@ -11,7 +11,8 @@
 
 namespace rfdetr {
 
-constexpr int k_test_echo_classes = 91;
+constexpr int k_test_echo_classes   = 91;
+constexpr int k_test_echo_mask_side = 140;  // 560 / 4
 
 // pixel_values[0] sentinels.
 constexpr float k_test_echo_throw = -1001.0f;  // forward throws rfdetr::error
@@ -20,6 +21,8 @@ constexpr float k_test_echo_hang  = -1003.0f;  // forward sleeps for an hour
 constexpr float k_test_echo_sleep = -1004.0f;  // forward sleeps pixel_values[1] milliseconds
 
 // logits[i] = pixel_values[i] + 1, pred_boxes[i] = pixel_values[300*91 + i] * 0.5.
+// RFDETR_TEST_ECHO_TASK=segment declares the task `segment` (the hello's variant stays "base"): pred_masks
+// [300, 140, 140] selected by rows, element i of the row of query q = q + (i % 4) * 0.25.
 // Env: RFDETR_TEST_ECHO_LOAD_FAIL=1 makes loading fail; RFDETR_TEST_ECHO_LOAD_MS=N sleeps while loading;
 // RFDETR_TEST_ECHO_FORWARD_MS=N sleeps in every forward (warm-up included); RFDETR_TEST_ECHO_STDOUT=1 prints a
 // line on stdout while loading (as ttnn's logger does). Both engines, given a card in TT_VISIBLE_DEVICES, fail
