@@ -4,8 +4,10 @@
 // reference's selection injected); the mask head's intermediates (top-left 8x8 crops) and query features at
 // 1e-4; the mask logits of every stored plane at 5e-4 absolute (the fixture README's tolerances), computed for
 // exactly the stored queries; and the product's per-query-max detections at 0.5 and 0.3 equal to the fixture's
-// contract list.
+// contract list. Then SegNano through the engine interface: the request's selection picks the mask rows.
 #include "engines/cpu/cpu-model.h"
+#include "engines/engine.h"
+#include "engines/registry.h"
 #include "detections.h"
 #include "family-case.h"
 #include "model/checkpoint.h"
@@ -191,6 +193,44 @@ void run_size(const std::string & size) {
 }  // namespace
 
 TEST(SegParity, Nano) { run_size("nano"); }
+
+// The engine computes exactly the rows select_rows picks from its logits, in that order, each equal to the
+// golden's plane of that query; without a selection (or with max 0) no rows and no mask output to write.
+TEST(SegParity, NanoThroughTheEngineComputesTheSelectedRows) {
+    const std::string fix = rfdetr::test::seg_fixtures_dir(), weights = rfdetr::test::family_weights_dir("seg-nano");
+    if (fix.empty()) RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg (set RFDETR_SEG_FIXTURES)");
+    if (!exists(weights + "/model.safetensors")) RFDETR_SKIP_OR_FAIL("no " + weights + " (run the synth_seg ctest fixture)");
+    const auto g = rfdetr::test::read_golden(fix + "/nano/case-1/golden.safetensors");
+    auto       e = rfdetr::engine_create("cpu", weights, {});
+    ASSERT_EQ(e->task(), "segment");
+    rfdetr::output_buffers out(e->outputs());
+    const float *          px    = g.at("pixel_values").f32.data();
+    const size_t           plane = 78 * 78;
+
+    rfdetr::row_select sel;
+    sel.threshold = 0.3;
+    sel.max       = 1000;
+    rfdetr::engine_forward(*e, px, out, sel);
+    const std::vector<uint32_t> rows = out.rows();
+    const auto want_rows = rfdetr::select_rows(out.values(0).data(), 100, e->num_classes(), sel);
+    ASSERT_EQ(rows, want_rows);
+    ASSERT_EQ(rows.size(), 54u) << "the fixture's 54 queries scoring > 0.3";
+    const std::vector<float> & masks = out.values(2);
+    ASSERT_EQ(masks.size(), rows.size() * plane);
+    double worst = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+        for (size_t i = 0; i < plane; ++i) {
+            worst = std::max(worst, std::fabs((double)masks[r * plane + i] - g.at("pred_masks").f32[rows[r] * plane + i]));
+        }
+    }
+    report("nano", "engine pred_masks (54 selected rows)", worst, k_tol_masks);
+
+    sel.max = 0;
+    rfdetr::engine_forward(*e, px, out, sel);
+    EXPECT_TRUE(out.rows().empty());
+    rfdetr::engine_forward(*e, px, out);
+    EXPECT_TRUE(out.rows().empty());
+}
 TEST(SegParity, Small) { run_size("small"); }
 TEST(SegParity, Medium) { run_size("medium"); }
 TEST(SegParity, Large) { run_size("large"); }

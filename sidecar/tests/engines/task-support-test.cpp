@@ -1,5 +1,6 @@
-// Engines refuse an RF-DETR Seg checkpoint by name until they run its mask head (engines/task-support.h):
-// the checkpoint loads, the engine factory says why it cannot serve it, and detection checkpoints pass.
+// An engine that does not run RF-DETR Seg's mask head yet refuses a Seg checkpoint by name
+// (engines/task-support.h): the checkpoint loads, the engine factory says why it cannot serve it, and detection
+// checkpoints pass. The cpu engine runs it and declares the segment task's outputs.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -34,7 +35,7 @@ std::string seg_checkpoint(const std::string & variant) {
 TEST(EngineTask, SegCheckpointsLoadButEnginesRefuseThemByName) {
     const std::string dir = seg_checkpoint("seg-nano");
     ASSERT_EQ(open_error(dir), "");
-    for (const std::string engine : { "cpu", "tt-host" }) {
+    for (const std::string engine : { "tt-host" }) {
         SCOPED_TRACE(engine);
         try {
             rfdetr::engine_create(engine, dir, {});
@@ -48,6 +49,22 @@ TEST(EngineTask, SegCheckpointsLoadButEnginesRefuseThemByName) {
 }
 
 TEST(EngineTask, DetectionSchemasPassSegSchemasDoNot) {
-    EXPECT_NO_THROW(rfdetr::engine_require_task("cpu", rfdetr::schema_get("nano")));
-    EXPECT_THROW(rfdetr::engine_require_task("cpu", rfdetr::schema_get("seg-2xlarge")), rfdetr::error);
+    EXPECT_NO_THROW(rfdetr::engine_require_task("tt-host", rfdetr::schema_get("nano")));
+    EXPECT_THROW(rfdetr::engine_require_task("tt-host", rfdetr::schema_get("seg-2xlarge")), rfdetr::error);
+}
+
+TEST(EngineTask, TheCpuEngineRunsSegAndDeclaresTheSegmentOutputs) {
+    const std::string      dir = seg_checkpoint("seg-nano");
+    rfdetr::engine_options opts;
+    opts.threads = 1;
+    const auto e = rfdetr::engine_create("cpu", dir, opts);
+    EXPECT_EQ(e->task(), "segment");
+    EXPECT_EQ(e->variant(), "seg-nano");
+    EXPECT_EQ(e->num_queries(), 100);
+    EXPECT_EQ(e->input_size(), 312);
+    const auto outs = e->outputs();
+    ASSERT_EQ(outs.size(), 3u);
+    EXPECT_EQ(outs[2].name, "pred_masks");
+    EXPECT_TRUE(outs[2].selected);
+    EXPECT_EQ(outs[2].shape, (std::vector<uint64_t>{ 100, 78, 78 }));
 }
