@@ -324,14 +324,9 @@ void model::masks(const uint32_t * queries, int k, float * out) {
                         "; expected 0.." + std::to_string(d_.queries - 1));
         }
     }
-    mask_ms_[0] = mask_ms_[1] = 0;
     if (k == 0) return;
-    const double t0 = now_ms();
     seg_->spatial(memory_.data());
-    const double t1 = now_ms();
     seg_->masks(hs_.data(), queries, k, out);
-    mask_ms_[0] = t1 - t0;
-    mask_ms_[1] = now_ms() - t1;
 }
 
 void model::set_topk_override(const int32_t * idx) {

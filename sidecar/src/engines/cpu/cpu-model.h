@@ -86,7 +86,6 @@ class model {
     const float *   layer_outputs() const { return layer_out_.data(); }      // [layers, Q, 256]
     const float *   hs() const { return hs_.data(); }                        // [Q, 256]
     const double *  stage_ms() const { return stage_ms_; }                   // [STAGE_COUNT] of the last forward
-    const double *  mask_ms() const { return mask_ms_; }  // the last masks(): spatial part, query part
 
   private:
     struct vit_block {
@@ -166,7 +165,6 @@ class model {
     std::vector<int32_t> topk_forced_;
     double               stage_ms_[STAGE_COUNT] = {};
     std::unique_ptr<seg_head> seg_;
-    double               mask_ms_[2] = {};
 };
 
 }  // namespace rfdetr::cpu
