@@ -324,6 +324,7 @@ VOCABULARY = """## Which vocabulary op makes which call (`tt-ops.h` → `tt-ops-
 |---|---|
 | open / close | `ttnn::open_mesh_device(device_id, 32768, 90'000'000)`, `MeshDevice::enable_program_cache()`, `MeshDevice::close()` (virtual: called through the vtable, no symbol) |
 | upload / write / read | `Tensor::from_vector(std::vector<float>&&, TensorSpec(Shape, TensorLayout(dtype, PageConfig(layout), DRAM_MEMORY_CONFIG)), MeshDevice*)`; `copy_to_device(host, device, QueueId(0))`; `from_device(t).to_vector<float>()` |
+| upload_indices | `Tensor::from_vector(std::vector<uint32_t>&&, TensorSpec(.., UINT32, ROW_MAJOR, DRAM), MeshDevice*)` (the index form `ttnn::embedding` takes) |
 | trace | `ttnn::operations::trace::{begin_trace_capture, end_trace_capture, execute_trace, release_trace}`; `tt::tt_metal::distributed::Synchronize(MeshDevice*, std::nullopt)` |
 | set_math | `WormholeComputeKernelConfig{math_fidelity, math_approx_mode=false, fp32_dest_acc_en, packer_l1_acc=true}` and the output dtype, passed to linear / matmul / the fused matmul / conv2d / sdpa / layer_norm |
 | linear, matmul | `ttnn::linear` (activation "relu"), `ttnn::matmul` |
@@ -333,6 +334,8 @@ VOCABULARY = """## Which vocabulary op makes which call (`tt-ops.h` → `tt-ops-
 | gelu, silu, relu, exp, sin, cos | `ttnn::gelu(x, false)` (exact erf), `ttnn::silu`, `ttnn::relu`, `ttnn::exp`, `ttnn::sin`, `ttnn::cos` |
 | add, multiply, where | `ttnn::add`, `ttnn::multiply(a, b, std::nullopt)`, `ttnn::where` |
 | conv2d | `ttnn::conv2d(..., return_weights_and_bias=true)` once on the eager warm run, the prepared weights reused after; then `ttnn::reshape` |
+| conv2d_depthwise | the same `ttnn::conv2d` call with groups = in = out channels (weight [C,1,k,k]) |
+| upsample_bilinear | `ttnn::upsample(x, scale, "bilinear", std::nullopt, compute config)` on ROW_MAJOR input (`ttnn::to_layout`), output back to TILE |
 | topk_indices | bf16 scores: `ttnn::topk`, `ttnn::typecast(.., UINT32)`, `ttnn::to_layout(.., ROW_MAJOR)`; fp32 scores (the default plan) ranked exactly by `ttnn::gt`, `ttnn::eq`, `ttnn::multiply`, `ttnn::add`, `ttnn::sum`, a one-hot `ttnn::matmul` |
 | gather_rows | `ttnn::embedding(indices, table, std::nullopt, TILE_LAYOUT)` |
 | deformable_attn | `ttnn::experimental::multi_scale_deformable_attn(value, grid, attn, std::nullopt, false)` on ROW_MAJOR inputs (`ttnn::to_layout`), output back to TILE |
@@ -349,7 +352,10 @@ VOCABULARY = """## Which vocabulary op makes which call (`tt-ops.h` → `tt-ops-
 - The im2col input is uploaded fp32 TILE (host tilize per request) instead of ROW_MAJOR + on-device
   `tilize_with_zero_padding`.
 - `tt_graph::set_topk_override` (a test hook) uploads indices as an fp32 tensor, which `ttnn::embedding` does not
-  take: on the device it is unsupported."""
+  take: on the device it is unsupported.
+- RF-DETR Seg's mask head (`tt-mask-head.cpp`) has no counterpart in the port; its `ttnn::upsample` (bilinear) and
+  depthwise `ttnn::conv2d` were never run on a card: whether they take these shapes (C = 256, 26²–42² → ×3) with
+  the default memory configs is not verified."""
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ int main(int argc, char ** argv) {
     auto         eng     = rfdetr::cpu_engine_create(weights, opts);
     const double load_ms = now_ms() - t0;
     const int    nc      = eng->num_classes();
-    std::vector<float> logits(static_cast<size_t>(rfdetr::cpu::k_queries) * nc), boxes(rfdetr::cpu::k_queries * 4);
+    std::vector<float> logits(static_cast<size_t>(eng->num_queries()) * nc), boxes(eng->num_queries() * 4);
     rfdetr::output_buffers outs(eng->outputs());  // the engine interface fills these; the model, logits and boxes
     std::vector<double> warm;
     for (int i = 0; i < 2; ++i) {

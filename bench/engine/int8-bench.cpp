@@ -106,7 +106,7 @@ int main(int argc, char ** argv) {
     rfdetr::cpu::model m(*ckpt, 1, precision == "int8");
     const double load_ms = now_ms() - t0;
     const int    C       = m.num_classes();
-    std::vector<float> logits(static_cast<size_t>(rfdetr::cpu::k_queries) * C), boxes(rfdetr::cpu::k_queries * 4);
+    std::vector<float> logits(static_cast<size_t>(m.dims().queries) * C), boxes(m.dims().queries * 4);
     const float * px = g.at("pixel_values").f32.data();
     for (int i = 0; i < 2; ++i) m.forward(px, logits.data(), boxes.data());
     std::vector<double> wall;

@@ -34,7 +34,7 @@ void run_variant(const std::string & v) {
     const auto        tol = rfdetr::test::family_tolerance(v);
     const auto &      a   = ck->variant().arch;
     cpu::model        m(*ck, 0);
-    const int         G = a.grid(), P = G * G, C = m.num_classes(), Q = cpu::k_queries;
+    const int         G = a.grid(), P = G * G, C = m.num_classes(), Q = m.dims().queries;
     ASSERT_EQ(m.dims().grid, G);
 
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);

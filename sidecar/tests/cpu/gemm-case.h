@@ -48,7 +48,8 @@ struct gemm_case {
 // (the L2-sized A block): check(m, n, k, kind, with_ln) for each.
 template <class Check> void for_each_epilogue_case(Check check) {
     for (auto kind : {rfdetr::cpu::epi::accumulate, rfdetr::cpu::epi::bias, rfdetr::cpu::epi::bias_relu,
-                      rfdetr::cpu::epi::bias_gelu, rfdetr::cpu::epi::bias_scale_add, rfdetr::cpu::epi::bias_residual}) {
+                      rfdetr::cpu::epi::bias_gelu, rfdetr::cpu::epi::bias_scale_add, rfdetr::cpu::epi::bias_residual,
+                      rfdetr::cpu::epi::bias_gelu_add}) {
         check(43, 75, 19, kind, false);
     }
     check(61, 45, 29, rfdetr::cpu::epi::bias, true);

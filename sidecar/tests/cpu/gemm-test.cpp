@@ -52,6 +52,7 @@ std::vector<float> reference(int m, int n, int k, const std::vector<float> & a, 
                 case rfdetr::cpu::epi::bias_gelu: cv = rfdetr::ref::gelu(tv + e.bias[j]); break;
                 case rfdetr::cpu::epi::bias_scale_add: cv = (tv + e.bias[j]) * e.scale[j] + cv; break;
                 case rfdetr::cpu::epi::bias_residual: cv = (tv + e.bias[j]) + cv; break;
+                case rfdetr::cpu::epi::bias_gelu_add: cv = rfdetr::ref::gelu(tv + e.bias[j]) + cv; break;
             }
         }
     }

@@ -22,6 +22,8 @@
 
 namespace {
 
+constexpr int k_queries = 300;  // RF-DETR-Base's query count
+
 using rfdetr::test::golden_tensor;
 namespace cpu = rfdetr::cpu;
 
@@ -115,8 +117,8 @@ TEST_P(cpu_parity, end_to_end_logits_and_boxes_match_the_golden) {
     const std::string dir = case_dir(rfdetr::test::repo_fixtures_dir(), GetParam());
     auto              g   = rfdetr::test::read_golden(dir + "/golden.safetensors");
     const int         nc  = model_->num_classes();
-    ASSERT_EQ(g.at("logits").numel(), cpu::k_queries * nc);
-    std::vector<float> logits(static_cast<size_t>(cpu::k_queries) * nc), boxes(cpu::k_queries * 4);
+    ASSERT_EQ(g.at("logits").numel(), k_queries * nc);
+    std::vector<float> logits(static_cast<size_t>(k_queries) * nc), boxes(k_queries * 4);
     model_->set_topk_override(nullptr);
     model_->forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
 
@@ -131,7 +133,7 @@ TEST_P(cpu_parity, end_to_end_logits_and_boxes_match_the_golden) {
         near_ties.insert({q.at(1), q.at(0)});
     }
     bool swapped = false;
-    for (int i = 0; i < cpu::k_queries; ++i) {
+    for (int i = 0; i < k_queries; ++i) {
         const int64_t got = model_->topk_indices()[i];
         if (got == want_idx[i]) continue;
         const bool listed = near_ties.count({got, want_idx[i]}) > 0;
@@ -163,7 +165,7 @@ TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_top
     }
     auto g = rfdetr::test::read_golden(case_dir(root, GetParam()) + "/golden.safetensors");
     const int nc = model_->num_classes();
-    std::vector<float> logits(static_cast<size_t>(cpu::k_queries) * nc), boxes(cpu::k_queries * 4);
+    std::vector<float> logits(static_cast<size_t>(k_queries) * nc), boxes(k_queries * 4);
     const auto &       idx = g.at("two_stage.topk_indices").i64;
     std::vector<int32_t> forced(idx.begin(), idx.end());
     model_->set_topk_override(forced.data());
@@ -209,15 +211,15 @@ TEST_P(cpu_parity, every_stage_matches_the_shared_goldens_with_the_reference_top
 
 TEST_F(cpu_parity, forward_is_deterministic_and_the_topk_override_is_honoured) {
     auto g = rfdetr::test::read_golden(case_dir(rfdetr::test::repo_fixtures_dir(), 1) + "/golden.safetensors");
-    const size_t n = static_cast<size_t>(cpu::k_queries) * model_->num_classes();
-    std::vector<float> l1(n), b1(cpu::k_queries * 4), l2(n), b2(cpu::k_queries * 4);
+    const size_t n = static_cast<size_t>(k_queries) * model_->num_classes();
+    std::vector<float> l1(n), b1(k_queries * 4), l2(n), b2(k_queries * 4);
     model_->set_topk_override(nullptr);
     model_->forward(g.at("pixel_values").f32.data(), l1.data(), b1.data());
     model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
     EXPECT_EQ(l1, l2);
     EXPECT_EQ(b1, b2);
     // Reversed order: slot i now pairs query_feat[i] with another proposal, so the outputs must change.
-    std::vector<int32_t> rev(model_->topk_indices(), model_->topk_indices() + cpu::k_queries);
+    std::vector<int32_t> rev(model_->topk_indices(), model_->topk_indices() + k_queries);
     std::reverse(rev.begin(), rev.end());
     model_->set_topk_override(rev.data());
     model_->forward(g.at("pixel_values").f32.data(), l2.data(), b2.data());
@@ -245,9 +247,9 @@ TEST(cpu_parity_classes, a_fine_tuned_class_count_runs_and_shares_the_class_inde
         const auto & idx = g.at("two_stage.topk_indices").i64;
         std::vector<int32_t> forced(idx.begin(), idx.end());
         m.set_topk_override(forced.data());
-        std::vector<float> logits(cpu::k_queries * 7), boxes(cpu::k_queries * 4), want(cpu::k_queries * 7);
+        std::vector<float> logits(k_queries * 7), boxes(k_queries * 4), want(k_queries * 7);
         m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
-        for (int q = 0; q < cpu::k_queries; ++q)
+        for (int q = 0; q < k_queries; ++q)
             for (int c = 0; c < 7; ++c) want[q * 7 + c] = g.at("logits").f32[q * 91 + c];
         compare("7-class logits", logits.data(), want, tolerance_of("logits"));
         compare("7-class pred_boxes", boxes.data(), g.at("pred_boxes").f32, tolerance_of("pred_boxes"));

@@ -68,7 +68,7 @@ bool topk_swaps_are_near_ties(const std::vector<int64_t> & ours, const std::vect
         if (ours[r] == gi[r]) continue;
         ++n;
         bool tie = false;
-        for (const auto & p : detections["two_stage_topk"]["near_tie_pairs_top300"]) {
+        for (const auto & p : detections["two_stage_topk"]["near_tie_pairs_top" + std::to_string(gi.size())]) {
             const size_t rank = p["rank"].get<size_t>();
             if (r != rank && r != rank + 1) continue;
             const std::set<int64_t> pair = { p["query_pair"][0].get<int64_t>(), p["query_pair"][1].get<int64_t>() };

@@ -28,7 +28,8 @@ std::vector<detection> postprocess(const std::vector<float> & logits, const std:
 double detection_iou(const std::vector<detection> & ours, const nlohmann::json & reference);
 
 // The two-stage top-k against the reference's: true when every rank where they differ is one side of a near-tie
-// pair detections.json lists (two_stage_topk.near_tie_pairs_top300), both sides holding that pair.
+// pair detections.json lists (two_stage_topk.near_tie_pairs_top<K>, K = the reference's length: 300 for the
+// detection family, 100 or 200 for Seg), both sides holding that pair.
 // `mismatches` gets the number of differing ranks.
 bool topk_swaps_are_near_ties(const std::vector<int64_t> & ours, const std::vector<int64_t> & reference,
                               const nlohmann::json & detections, size_t * mismatches = nullptr);

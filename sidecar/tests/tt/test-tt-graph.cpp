@@ -363,6 +363,9 @@ class failing_ops : public tt_ops {
     tt_tensor multiply(const tt_tensor & a, const tt_tensor & b) override { return in_->multiply(a, b); }
     tt_tensor where(const tt_tensor & m, const tt_tensor & a, const tt_tensor & b) override { return in_->where(m, a, b); }
     tt_tensor conv2d(const tt_tensor & a, const tt_tensor & w, int k, int p) override { return in_->conv2d(a, w, k, p); }
+    tt_tensor upload_indices(const std::vector<int> & i) override { return in_->upload_indices(i); }
+    tt_tensor upsample_bilinear(const tt_tensor & a, int s) override { return in_->upsample_bilinear(a, s); }
+    tt_tensor conv2d_depthwise(const tt_tensor & a, const tt_tensor & w, int k, int p) override { return in_->conv2d_depthwise(a, w, k, p); }
     tt_tensor topk_indices(const tt_tensor & a, int k) override { return in_->topk_indices(a, k); }
     tt_tensor gather_rows(const tt_tensor & t, const tt_tensor & i) override { return in_->gather_rows(t, i); }
     tt_tensor deformable_attn(const tt_tensor & v, const tt_tensor & g, const tt_tensor & a) override { return in_->deformable_attn(v, g, a); }

@@ -3,7 +3,6 @@
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
-#include "engines/task-support.h"
 #include "model/checkpoint.h"
 
 #include <cstdlib>
@@ -50,15 +49,20 @@ class cpu_engine final : public engine {
 
     std::string name() const override { return "cpu"; }
     std::string device() const override { return device_; }
-    int num_queries() const override { return k_num_queries; }
+    int num_queries() const override { return model_.dims().queries; }
     int num_classes() const override { return model_.num_classes(); }
     int input_size() const override { return ckpt_->variant().arch.resolution; }
     std::string variant() const override { return ckpt_->variant().variant; }
     const std::vector<std::string> & labels() const override { return ckpt_->labels(); }
-    std::string task() const override { return "detect"; }
+    std::string task() const override { return ckpt_->variant().arch.task; }
     std::string precision() const override { return int8_ ? "int8" : "fp32"; }
     void forward(const float * pixel_values, output_buffers & out) override {
         model_.forward(pixel_values, out.at("logits"), out.at("pred_boxes"));
+        if (!model_.segmentation()) return;
+        // The selection comes from the logits just written; only those queries' masks are computed, and none
+        // at all (not even the head's query-independent part) when no row is selected.
+        const std::vector<uint32_t> & rows = out.rows();
+        if (!rows.empty()) model_.masks(rows.data(), static_cast<int>(rows.size()), out.at("pred_masks"));
     }
 
   private:
@@ -83,7 +87,6 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
     apply_isa_cap();
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
     auto ckpt = checkpoint::open(weights_dir);
-    engine_require_task("cpu", ckpt->variant());
     return std::make_unique<cpu_engine>(std::move(ckpt), threads, int8);
 }
 

@@ -73,6 +73,7 @@ model_dims dims_of(const model_arch & a) {
     d.ca_dim       = a.d_model / a.ca_heads;
     d.ca_points    = a.dec_points;
     d.ffn          = a.ffn;
+    d.queries      = a.num_queries;
     for (int f : a.out_feature_indexes) d.tap_blocks.push_back(f - 1);
     for (int b = 0; b < d.blocks; ++b) d.global.push_back(a.is_global(b));
     return d;
@@ -221,6 +222,7 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
     dec_norm_b_ = w("transformer.decoder.norm.bias");
     cls_w_      = packed("class_embed.weight");
     cls_b_      = w("class_embed.bias");
+    if (ckpt.variant().arch.segment()) build_mask_head();
 
     // GEMM scratch per thread, for the deepest reduction of any packed weight.
     gemm_scratch_stride_ = (gemm_scratch_floats(kmax_) + 15) & ~static_cast<size_t>(15);
@@ -238,7 +240,7 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
     // query block, and a decoder head.
     att_scratch_stride_ = std::max({attention_head_scratch_floats(d_.win_tok, d_.head_dim),
                                     attention_scratch_floats(k_attention_block, d_.head_dim),
-                                    attention_head_scratch_floats(k_queries, d_.sa_dim)});
+                                    attention_head_scratch_floats(d_.queries, d_.sa_dim)});
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
     keys_.resize(attention_keys_floats(d_.tokens, d_.head_dim) * d_.heads);
@@ -255,47 +257,86 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
     enc_delta_.resize(sz(d_.pixels, 4));
     enc_coords_.resize(sz(d_.pixels, 4));
     scores_.resize(d_.pixels);
-    topk_.resize(k_queries);
+    topk_.resize(d_.queries);
     topk_scratch_.resize(d_.pixels);
-    topk_forced_.resize(k_queries);
-    ref_.resize(sz(k_queries, 4));
-    sine_.resize(sz(k_queries, 2 * d_.dim));
-    qp_h_.resize(sz(k_queries, d_.dim));
-    query_pos_.resize(sz(k_queries, d_.dim));
-    tgt_.resize(sz(k_queries, d_.dim));
-    qin_.resize(sz(k_queries, d_.dim));
-    qk_.resize(sz(k_queries, 2 * d_.dim));
-    v_.resize(sz(k_queries, d_.dim));
-    attn_.resize(sz(k_queries, d_.dim));
-    tmp_.resize(sz(k_queries, d_.dim));
-    off_.resize(sz(k_queries, d_.ca_heads * d_.ca_points * 2));
-    aw_.resize(sz(k_queries, d_.ca_heads * d_.ca_points));
-    samp_.resize(sz(k_queries, d_.dim));
-    ffn_.resize(sz(k_queries, d_.ffn));
+    topk_forced_.resize(d_.queries);
+    ref_.resize(sz(d_.queries, 4));
+    sine_.resize(sz(d_.queries, 2 * d_.dim));
+    qp_h_.resize(sz(d_.queries, d_.dim));
+    query_pos_.resize(sz(d_.queries, d_.dim));
+    tgt_.resize(sz(d_.queries, d_.dim));
+    qin_.resize(sz(d_.queries, d_.dim));
+    qk_.resize(sz(d_.queries, 2 * d_.dim));
+    v_.resize(sz(d_.queries, d_.dim));
+    attn_.resize(sz(d_.queries, d_.dim));
+    tmp_.resize(sz(d_.queries, d_.dim));
+    off_.resize(sz(d_.queries, d_.ca_heads * d_.ca_points * 2));
+    aw_.resize(sz(d_.queries, d_.ca_heads * d_.ca_points));
+    samp_.resize(sz(d_.queries, d_.dim));
+    ffn_.resize(sz(d_.queries, d_.ffn));
     value_.resize(sz(d_.pixels, d_.dec_layers * d_.dim));
-    layer_out_.resize(sz(d_.dec_layers * k_queries, d_.dim));
-    hs_.resize(sz(k_queries, d_.dim));
-    head_h1_.resize(sz(k_queries, d_.dim));
-    head_h2_.resize(sz(k_queries, d_.dim));
-    head_delta_.resize(sz(k_queries, 4));
+    layer_out_.resize(sz(d_.dec_layers * d_.queries, d_.dim));
+    hs_.resize(sz(d_.queries, d_.dim));
+    head_h1_.resize(sz(d_.queries, d_.dim));
+    head_h2_.resize(sz(d_.queries, d_.dim));
+    head_delta_.resize(sz(d_.queries, 4));
+}
+
+void model::build_mask_head() {
+    const std::string p = "segmentation_head.";
+    seg_head_weights  sw;
+    const model_arch & a = ckpt_.variant().arch;
+    for (int b = 0; b < a.mask_blocks; ++b) {  // one depthwise-conv block per decoder layer
+        const std::string q = p + "blocks." + std::to_string(b) + ".";
+        sw.blocks.push_back({w(q + "dwconv.weight"), w(q + "dwconv.bias"), w(q + "norm.weight"), w(q + "norm.bias"),
+                             w(q + "pwconv1.weight"), w(q + "pwconv1.bias")});
+    }
+    sw.sp_w = w(p + "spatial_features_proj.weight");
+    sw.sp_b = w(p + "spatial_features_proj.bias");
+    sw.qn_g = w(p + "query_features_block.norm_in.weight");
+    sw.qn_b = w(p + "query_features_block.norm_in.bias");
+    sw.q1_w = w(p + "query_features_block.layers.0.weight");
+    sw.q1_b = w(p + "query_features_block.layers.0.bias");
+    sw.q2_w = w(p + "query_features_block.layers.2.weight");
+    sw.q2_b = w(p + "query_features_block.layers.2.bias");
+    sw.qp_w = w(p + "query_features_proj.weight");
+    sw.qp_b = w(p + "query_features_proj.bias");
+    sw.bias = *w(p + "bias");
+    d_.mask_side = a.mask_side();
+    seg_head_dims hd;
+    hd.grid    = d_.grid;
+    hd.side    = d_.mask_side;
+    hd.dim     = d_.dim;
+    hd.blocks  = a.mask_blocks;
+    hd.hidden  = static_cast<int>(ckpt_.get(p + "query_features_block.layers.0.weight").shape[0]);
+    hd.queries = d_.queries;
+    seg_ = std::make_unique<seg_head>(sw, hd, pool_, int8_);
+}
+
+void model::masks(const uint32_t * queries, int k, float * out) {
+    if (!seg_) {
+        throw error("cpu model: mask logits asked of a detection checkpoint (variant " + ckpt_.variant().variant +
+                    "); only RF-DETR Seg checkpoints (segmentation_head.*) have a mask head");
+    }
+    for (int i = 0; i < k; ++i) {
+        if (queries[i] >= static_cast<uint32_t>(d_.queries)) {
+            throw error("cpu model: mask row " + std::to_string(i) + " asks for query " + std::to_string(queries[i]) +
+                        "; expected 0.." + std::to_string(d_.queries - 1));
+        }
+    }
+    if (k == 0) return;
+    seg_->spatial(memory_.data());
+    seg_->masks(hs_.data(), queries, k, out);
 }
 
 void model::set_topk_override(const int32_t * idx) {
     topk_override_ = idx != nullptr;
-    if (idx) std::copy(idx, idx + k_queries, topk_forced_.begin());
+    if (idx) std::copy(idx, idx + d_.queries, topk_forced_.begin());
 }
 
-// Row parts of an m-row GEMM: four per thread (taken dynamically), whole micro-tiles of gemm_mr() rows,
-// at least two tiles each. Smaller parts cost the GEMM nothing here: gemm_packed streams the weight once
-// per row block of at most 252 rows anyway (gemm.cpp), so 8 parts of 202 rows read it as often as 4 of
-// 404; and a thread the scheduler preempts holds up a quarter of what it held with 2 parts per thread.
-int model::row_parts(int m) const { return std::min(4 * pool_.size(), std::max(1, m / (2 * gemm_mr()))); }
+int model::row_parts(int m) const { return gemm_row_parts(m, pool_.size()); }
 
-void model::row_range(int m, int parts, int p, int & r0, int & r1) {
-    const int mr = gemm_mr();
-    r0           = m * p / parts / mr * mr;
-    r1           = p + 1 == parts ? m : m * (p + 1) / parts / mr * mr;
-}
+void model::row_range(int m, int parts, int p, int & r0, int & r1) { gemm_row_range(m, parts, p, r0, r1); }
 
 template <class E>
 void model::linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e,
@@ -494,10 +535,10 @@ void model::run_two_stage() {
     if (topk_override_) {
         std::copy(topk_forced_.begin(), topk_forced_.end(), topk_.begin());
     } else {
-        topk(scores_.data(), d_.pixels, k_queries, topk_.data(), topk_scratch_.data());
+        topk(scores_.data(), d_.pixels, d_.queries, topk_.data(), topk_scratch_.data());
     }
     // Reference boxes: query slot i pairs refpoint_embed[i] with the rank-i proposal.
-    for (int i = 0; i < k_queries; ++i) {
+    for (int i = 0; i < d_.queries; ++i) {
         const float * ts = enc_coords_.data() + sz(topk_[i], 4);
         const float * rp = refpoint_ + sz(i, 4);
         float *       r  = ref_.data() + sz(i, 4);
@@ -515,7 +556,7 @@ void model::run_decoder() {
     for (int j = 0; j < 128; ++j) dim_t[j] = std::pow(10000.0f, static_cast<float>(2 * (j / 2)) / 128.0f);
     const float two_pi   = 6.283185307179586f;
     const int   order[4] = {1, 0, 2, 3};
-    for (int i = 0; i < k_queries; ++i) {
+    for (int i = 0; i < d_.queries; ++i) {
         for (int b = 0; b < 4; ++b) {
             const float e = ref_[sz(i, 4) + order[b]] * two_pi;
             float *     o = sine_.data() + sz(i, 2 * d_.dim) + b * 128;
@@ -525,41 +566,41 @@ void model::run_decoder() {
             }
         }
     }
-    linear(sine_.data(), 2 * d_.dim, k_queries, rph_w_[0], qp_h_.data(), d_.dim, with_bias(epi::bias_relu, rph_b_[0]));
-    linear(qp_h_.data(), d_.dim, k_queries, rph_w_[1], query_pos_.data(), d_.dim, with_bias(epi::bias, rph_b_[1]));
+    linear(sine_.data(), 2 * d_.dim, d_.queries, rph_w_[0], qp_h_.data(), d_.dim, with_bias(epi::bias_relu, rph_b_[0]));
+    linear(qp_h_.data(), d_.dim, d_.queries, rph_w_[1], query_pos_.data(), d_.dim, with_bias(epi::bias, rph_b_[1]));
 
     // The memory's value projections for all three layers in one GEMM: [1600, 768].
     linear(memory_.data(), d_.dim, d_.pixels, value_w_, value_.data(), d_.dec_layers * d_.dim,
            with_bias(epi::bias, value_b_.data()));
 
-    std::memcpy(tgt_.data(), query_feat_, sz(k_queries, d_.dim) * 4);
+    std::memcpy(tgt_.data(), query_feat_, sz(d_.queries, d_.dim) * 4);
     const float inv_sqrt_dim = std::sqrt(static_cast<float>(d_.sa_dim));
     for (int l = 0; l < d_.dec_layers; ++l) {
         const dec_layer & d = dec_[l];
         // Self-attention: q = k = tgt + query_pos, v = tgt; torch 1.13 divides q by sqrt(32) before q k^T.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), d_.dim, k_queries, d.in_qk, qk_.data(), 2 * d_.dim, with_bias(epi::bias, d.in_b), [&](int r0, int rows) {
+        linear(qin_.data(), d_.dim, d_.queries, d.in_qk, qk_.data(), 2 * d_.dim, with_bias(epi::bias, d.in_b), [&](int r0, int rows) {
             for (int r = r0; r < r0 + rows; ++r) {
                 for (int c = 0; c < d_.dim; ++c) qk_[sz(r, 2 * d_.dim) + c] /= inv_sqrt_dim;
             }
         });
-        linear(tgt_.data(), d_.dim, k_queries, d.in_v, v_.data(), d_.dim, with_bias(epi::bias, d.in_b + 2 * d_.dim));
+        linear(tgt_.data(), d_.dim, d_.queries, d.in_v, v_.data(), d_.dim, with_bias(epi::bias, d.in_b + 2 * d_.dim));
         pool_.parallel_for(d_.sa_heads, [&](int hd, int thread) {
             attention_head(qk_.data() + hd * d_.sa_dim, 2 * d_.dim, qk_.data() + d_.dim + hd * d_.sa_dim, 2 * d_.dim,
-                           v_.data() + hd * d_.sa_dim, d_.dim, attn_.data() + hd * d_.sa_dim, d_.dim, k_queries, k_queries,
+                           v_.data() + hd * d_.sa_dim, d_.dim, attn_.data() + hd * d_.sa_dim, d_.dim, d_.queries, d_.queries,
                            d_.sa_dim, 1.0f, att_scratch(thread));
         });
-        linear(attn_.data(), d_.dim, k_queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
-        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);
+        linear(attn_.data(), d_.dim, d_.queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);
 
         // Deformable cross-attention: 16 heads x 1 level x 2 points over the 40x40 memory.
         for (size_t i = 0; i < tgt_.size(); ++i) qin_[i] = tgt_[i] + query_pos_[i];
-        linear(qin_.data(), d_.dim, k_queries, d.off, off_.data(), d_.ca_heads * d_.ca_points * 2, with_bias(epi::bias, d.off_b));
-        linear(qin_.data(), d_.dim, k_queries, d.aw, aw_.data(), d_.ca_heads * d_.ca_points, with_bias(epi::bias, d.aw_b));
-        softmax_rows(aw_.data(), d_.ca_points, k_queries * d_.ca_heads, d_.ca_points);
+        linear(qin_.data(), d_.dim, d_.queries, d.off, off_.data(), d_.ca_heads * d_.ca_points * 2, with_bias(epi::bias, d.off_b));
+        linear(qin_.data(), d_.dim, d_.queries, d.aw, aw_.data(), d_.ca_heads * d_.ca_points, with_bias(epi::bias, d.aw_b));
+        softmax_rows(aw_.data(), d_.ca_points, d_.queries * d_.ca_heads, d_.ca_points);
         std::fill(samp_.begin(), samp_.end(), 0.0f);
         const float * value = value_.data() + l * d_.dim;
-        pool_.parallel_for(k_queries, [&](int i, int) {
+        pool_.parallel_for(d_.queries, [&](int i, int) {
             const float * r = ref_.data() + sz(i, 4);
             for (int hd = 0; hd < d_.ca_heads; ++hd) {
                 for (int p = 0; p < d_.ca_points; ++p) {
@@ -572,24 +613,24 @@ void model::run_decoder() {
                 }
             }
         });
-        linear(samp_.data(), d_.dim, k_queries, d.outp, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.outp_b));
-        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n2_g, d.n2_b, k_eps_dec);
+        linear(samp_.data(), d_.dim, d_.queries, d.outp, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.outp_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n2_g, d.n2_b, k_eps_dec);
 
         // FFN 256 -> 2048 -> 256 (ReLU), residual, norm3.
-        linear(tgt_.data(), d_.dim, k_queries, d.l1, ffn_.data(), d_.ffn, with_bias(epi::bias_relu, d.l1_b));
-        linear(ffn_.data(), d_.ffn, k_queries, d.l2, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.l2_b));
-        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, k_queries, d_.dim, d.n3_g, d.n3_b, k_eps_dec);
-        std::memcpy(layer_out_.data() + sz(l * k_queries, d_.dim), tgt_.data(), tgt_.size() * 4);
+        linear(tgt_.data(), d_.dim, d_.queries, d.l1, ffn_.data(), d_.ffn, with_bias(epi::bias_relu, d.l1_b));
+        linear(ffn_.data(), d_.ffn, d_.queries, d.l2, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.l2_b));
+        layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n3_g, d.n3_b, k_eps_dec);
+        std::memcpy(layer_out_.data() + sz(l * d_.queries, d_.dim), tgt_.data(), tgt_.size() * 4);
     }
 }
 
 void model::run_heads(float * logits, float * boxes) {
-    layernorm(tgt_.data(), d_.dim, hs_.data(), d_.dim, k_queries, d_.dim, dec_norm_g_, dec_norm_b_, k_eps_dec);
-    linear(hs_.data(), d_.dim, k_queries, cls_w_, logits, nc_, with_bias(epi::bias, cls_b_));
-    linear(hs_.data(), d_.dim, k_queries, box_w_[0], head_h1_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[0]));
-    linear(head_h1_.data(), d_.dim, k_queries, box_w_[1], head_h2_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[1]));
-    linear(head_h2_.data(), d_.dim, k_queries, box_w_[2], head_delta_.data(), 4, with_bias(epi::bias, box_b_[2]));
-    for (int i = 0; i < k_queries; ++i) {
+    layernorm(tgt_.data(), d_.dim, hs_.data(), d_.dim, d_.queries, d_.dim, dec_norm_g_, dec_norm_b_, k_eps_dec);
+    linear(hs_.data(), d_.dim, d_.queries, cls_w_, logits, nc_, with_bias(epi::bias, cls_b_));
+    linear(hs_.data(), d_.dim, d_.queries, box_w_[0], head_h1_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[0]));
+    linear(head_h1_.data(), d_.dim, d_.queries, box_w_[1], head_h2_.data(), d_.dim, with_bias(epi::bias_relu, box_b_[1]));
+    linear(head_h2_.data(), d_.dim, d_.queries, box_w_[2], head_delta_.data(), 4, with_bias(epi::bias, box_b_[2]));
+    for (int i = 0; i < d_.queries; ++i) {
         const float * d = head_delta_.data() + sz(i, 4);
         const float * r = ref_.data() + sz(i, 4);
         float *       o = boxes + sz(i, 4);

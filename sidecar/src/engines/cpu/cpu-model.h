@@ -6,11 +6,13 @@
 #pragma once
 
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/seg-head.h"
 #include "engines/cpu/thread-pool.h"
 #include "model/checkpoint.h"
 #include "model/schema.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,24 +22,26 @@ enum stage {
     STAGE_EMBED,      // patch embedding, position embeddings, window partition
     STAGE_VIT,        // ViT blocks up to the last tap and the four taps
     STAGE_PROJECTOR,  // C2f projector -> memory
-    STAGE_TWO_STAGE,  // encoder heads, top-300, reference points
+    STAGE_TWO_STAGE,  // encoder heads, top-Q, reference points
     STAGE_DECODER,    // query_pos, the decoder layers
     STAGE_HEADS,      // final norm, class and box heads
     STAGE_COUNT,
 };
 const char * stage_str(stage s);
 
-constexpr int k_queries = 300;  // every RF-DETR detection variant
-
 // The sizes of the loaded variant, from the checkpoint's schema architecture (model_arch). Base: 560 px,
 // patch 14, grid 40, 4x4 windows of 10x10 (101 tokens with the cls copy, 1616 in all), ViT 384 wide with
 // 6 heads and MLP 1536, blocks 0..10 run (taps after 1, 4, 7, 10; global 2, 5, 8), d_model 256, 3 decoder
 // layers. Nano..Large: patch 16, 2x2 windows, all 12 blocks (taps after 2, 5, 8, 11; global 3, 6, 9).
+// Detection: 300 queries. Seg: patch 12, 1x1 (SegNano) or 2x2 windows, 100 or 200 queries, 4-5 decoder
+// layers, and the mask head (mask side = input / 4).
 struct model_dims {
     int input = 0, patch = 0, patch_k = 0, grid = 0, pixels = 0;
     int win_per_side = 0, windows = 0, win_side = 0, win_tok = 0, tokens = 0;
     int vit_dim = 0, mlp_dim = 0, heads = 0, head_dim = 0, blocks = 0, pos_side = 0;
     int dim = 0, c2f_hidden = 0, dec_layers = 0, sa_heads = 0, sa_dim = 0, ca_heads = 0, ca_dim = 0, ca_points = 0, ffn = 0;
+    int queries = 0;
+    int mask_side = 0;  // 0: no mask head (a detection checkpoint)
     std::vector<int>  tap_blocks;  // the blocks whose outputs feed the projector, in tap order
     std::vector<bool> global;      // per block: attends over all windows
 };
@@ -51,15 +55,22 @@ class model {
     // embedding, the two-stage and final heads, the reference-point head and everything else stay float.
     model(const checkpoint & ckpt, int threads, bool int8 = false);
 
-    // pixel_values f32 [3,S,S] (S = dims().input); logits [300, num_classes]; boxes [300, 4].
+    // pixel_values f32 [3,S,S] (S = dims().input); logits [Q, num_classes]; boxes [Q, 4] (Q = dims().queries).
     void forward(const float * pixel_values, float * logits, float * boxes);
+    // After forward(), a Seg checkpoint's mask logits for k queries: out[i] [M, M] (M = dims().mask_side) for
+    // query queries[i] (indices < Q). k = 0 computes nothing (not even the query-independent spatial part).
+    // Throws rfdetr::error on a detection checkpoint or an index out of range.
+    void masks(const uint32_t * queries, int k, float * out);
+    bool segmentation() const { return seg_ != nullptr; }
+    // The mask head, for the per-stage tests (nullptr on a detection checkpoint).
+    seg_head * mask_head() { return seg_.get(); }
 
     int num_classes() const { return nc_; }
     const model_dims & dims() const { return d_; }
     int threads() const { return pool_.size(); }
     bool int8() const { return int8_; }
 
-    // Test hook: use these 300 token indices instead of the computed top-k (nullptr restores it).
+    // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
 
     // Intermediates of the last forward (see the fixture README for the reference meaning of each).
@@ -69,12 +80,12 @@ class model {
     const float *   memory() const { return memory_.data(); }                // [1600, 256]
     const float *   enc_class_logits() const { return enc_cls_.data(); }     // [1600, nc]
     const float *   enc_coords() const { return enc_coords_.data(); }        // [1600, 4]
-    const int32_t * topk_indices() const { return topk_.data(); }            // [300]
-    const float *   reference_points() const { return ref_.data(); }       // [300, 4]
-    const float *   query_pos() const { return query_pos_.data(); }          // [300, 256]
-    const float *   layer_outputs() const { return layer_out_.data(); }      // [3, 300, 256]
-    const float *   hs() const { return hs_.data(); }                        // [300, 256]
-    const double *  stage_ms() const { return stage_ms_; }                   // [STAGE_COUNT]
+    const int32_t * topk_indices() const { return topk_.data(); }            // [Q]
+    const float *   reference_points() const { return ref_.data(); }       // [Q, 4]
+    const float *   query_pos() const { return query_pos_.data(); }          // [Q, 256]
+    const float *   layer_outputs() const { return layer_out_.data(); }      // [layers, Q, 256]
+    const float *   hs() const { return hs_.data(); }                        // [Q, 256]
+    const double *  stage_ms() const { return stage_ms_; }                   // [STAGE_COUNT] of the last forward
 
   private:
     struct vit_block {
@@ -108,6 +119,7 @@ class model {
                 E post, const a_layernorm * ln = nullptr);
     void linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e);
 
+    void build_mask_head();
     void run_embed(const float * px);
     void run_vit();
     void run_projector();
@@ -152,6 +164,7 @@ class model {
     bool                 topk_override_ = false;
     std::vector<int32_t> topk_forced_;
     double               stage_ms_[STAGE_COUNT] = {};
+    std::unique_ptr<seg_head> seg_;
 };
 
 }  // namespace rfdetr::cpu

@@ -36,6 +36,7 @@ inline __m256 epi256(__m256 t, const float * cptr, const epilogue & e, int j, __
         case epi::bias_scale_add:
             return _mm256_add_ps(_mm256_mul_ps(_mm256_add_ps(t, ld(e.bias + j)), ld(e.scale + j)), ld(cptr));
         case epi::bias_residual: return _mm256_add_ps(_mm256_add_ps(t, ld(e.bias + j)), ld(cptr));
+        case epi::bias_gelu_add: return _mm256_add_ps(simd::gelu256(_mm256_add_ps(t, ld(e.bias + j))), ld(cptr));
     }
     return t;
 }
@@ -55,6 +56,9 @@ RFDETR_AVX512 inline __m512 epi512(__m512 t, const float * cptr, const epilogue 
                                  _mm512_maskz_loadu_ps(m, cptr));
         case epi::bias_residual:
             return _mm512_add_ps(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j)), _mm512_maskz_loadu_ps(m, cptr));
+        case epi::bias_gelu_add:
+            return _mm512_add_ps(simd::gelu512(_mm512_add_ps(t, _mm512_maskz_loadu_ps(m, e.bias + j))),
+                                 _mm512_maskz_loadu_ps(m, cptr));
     }
     return t;
 }

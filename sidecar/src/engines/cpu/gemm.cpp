@@ -294,6 +294,14 @@ packed_weight pack_weight(const float * w, int n, int k, int ldw) {
     return pw;
 }
 
+int gemm_row_parts(int m, int threads) { return std::min(4 * threads, std::max(1, m / (2 * gemm_mr()))); }
+
+void gemm_row_range(int m, int parts, int p, int & r0, int & r1) {
+    const int mr = gemm_mr();
+    r0           = m * p / parts / mr * mr;
+    r1           = p + 1 == parts ? m : m * (p + 1) / parts / mr * mr;
+}
+
 size_t gemm_scratch_floats(int k) {
     return std::max(k_a_block_floats, static_cast<size_t>(14) * k) + static_cast<size_t>(14) * k + 16;
 }

@@ -41,6 +41,7 @@ enum class epi {
     bias_gelu,       // c = gelu(t + bias), exact-erf form (kernels.h's erf)
     bias_scale_add,  // c = (t + bias) * scale + c   (LayerScale + residual, the reference's rounding order)
     bias_residual,   // c = (t + bias) + c
+    bias_gelu_add,   // c = gelu(t + bias) + c   (RF-DETR Seg's depthwise-conv block: x + GELU(pwconv))
 };
 struct epilogue {
     epi           kind  = epi::store;
@@ -55,6 +56,13 @@ struct a_layernorm {
     const float * beta  = nullptr;
     float         eps   = 0.0f;
 };
+
+// How an m-row GEMM is split over a pool of `threads`: gemm_row_parts parts (four per thread, taken dynamically,
+// whole micro-tiles of gemm_mr() rows, at least two tiles each); part p is rows [r0, r1). Smaller parts cost the
+// GEMM nothing (it streams a weight once per row block of at most 252 rows anyway), and a thread the scheduler
+// preempts holds up a quarter of what it held with 2 parts per thread.
+int  gemm_row_parts(int m, int threads);
+void gemm_row_range(int m, int parts, int p, int & r0, int & r1);
 
 // Floats of per-thread scratch gemm_packed needs for reduction depth k.
 size_t gemm_scratch_floats(int k);

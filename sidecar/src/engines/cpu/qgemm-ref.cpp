@@ -33,6 +33,7 @@ void qgemm_ref(int m, const float * a, int lda, const qweight & w, float * c, in
                 case epi::bias_gelu: cv = ref::gelu(t + e.bias[j]); break;
                 case epi::bias_scale_add: cv = (t + e.bias[j]) * e.scale[j] + cv; break;
                 case epi::bias_residual: cv = (t + e.bias[j]) + cv; break;
+                case epi::bias_gelu_add: cv = ref::gelu(t + e.bias[j]) + cv; break;
             }
         }
     }

@@ -1,6 +1,5 @@
 #include "engines/tt/tt-engine.h"
 
-#include "engines/task-support.h"
 #include "engines/tt/tt-runner.h"
 #include "model/checkpoint.h"
 
@@ -24,6 +23,7 @@ class tt_engine_impl : public engine {
         : name_(std::move(name)),
           precision_(std::move(precision)),
           variant_(ck.variant().variant),
+          task_(ck.variant().arch.segment() ? "segment" : "detect"),
           labels_(ck.labels()),
           runner_(std::move(ops), ck, eager) {
         device_ = runner_.describe() + (runner_.eager() ? ", eager" : ", traced");
@@ -31,21 +31,30 @@ class tt_engine_impl : public engine {
 
     std::string                        name() const override { return name_; }
     std::string                        device() const override { return device_; }
-    int                                num_queries() const override { return k_num_queries; }
+    int                                num_queries() const override { return runner_.num_queries(); }
     int                                num_classes() const override { return runner_.num_classes(); }
     int                                input_size() const override { return runner_.input_size(); }
     std::string                        variant() const override { return variant_; }
     const std::vector<std::string> &   labels() const override { return labels_; }
-    std::string                        task() const override { return "detect"; }
+    std::string                        task() const override { return task_; }
     std::string                        precision() const override { return precision_; }
+    // Segment: the selection (out.rows(), from the replayed logits) decides which queries' masks the eager
+    // mask matmul computes (tt_mask_head::masks); no rows, no mask work.
     void forward(const float * pixel_values, output_buffers & out) override {
         runner_.forward(pixel_values, out.at("logits"), out.at("pred_boxes"));
+        if (runner_.has_masks()) {
+            const std::vector<uint32_t> & rows = out.rows();
+            if (!rows.empty()) {
+                runner_.masks(std::vector<int>(rows.begin(), rows.end()), out.at("pred_masks"));
+            }
+        }
     }
 
   private:
     std::string              name_;
     std::string              precision_;
     std::string              variant_;
+    std::string              task_;
     std::string              device_;
     std::vector<std::string> labels_;
     tt_runner                runner_;
@@ -57,7 +66,6 @@ class tt_engine_impl : public engine {
 std::unique_ptr<engine> tt_host_engine_create(const std::string & weights_dir, const engine_options & opts) {
     const std::string precision = opts.precision.empty() ? "fp32" : opts.precision;  // "": the default
     auto              ck        = checkpoint::open(weights_dir);
-    engine_require_task("tt-host", ck->variant());
     auto              ops       = tt::tt_ops_host_create(precision, opts.threads);
     return std::make_unique<tt::tt_engine_impl>("tt-host", precision, std::move(ops), *ck, opts.eager);
 }
@@ -83,7 +91,6 @@ std::unique_ptr<engine> tt_engine_create(const std::string & weights_dir, const 
                     "' was asked; pass --precision bf16 (or none), or --engine tt-host --precision fp32 for fp32 on the host");
     }
     auto ck  = checkpoint::open(weights_dir);  // before opening the device: a bad checkpoint never claims the chip
-    engine_require_task("tt", ck->variant());
     tt::tt_dims_of(ck->variant().arch);        // nor does a variant the graph does not build
     auto ops = tt::tt_ops_ttnn_open(opts.device_id);
     return std::make_unique<tt::tt_engine_impl>("tt", "bf16", std::move(ops), *ck, opts.eager);

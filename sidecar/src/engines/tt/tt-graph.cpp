@@ -1,6 +1,7 @@
 #include "engines/tt/tt-graph.h"
 
 #include "engines/engine.h"
+#include "engines/tt/tt-mask-head.h"
 #include "engines/tt/tt-prep.h"
 #include "model/checkpoint.h"
 
@@ -120,6 +121,7 @@ tt_tensor tt_graph::up_vec(const checkpoint & ck, const std::string & name) {
 tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan)
     : ops_(ops), plan_(plan), arch_(ck.variant().arch), dims_(tt_dims_of(ck.variant().arch)) {
     num_classes_ = ck.num_classes();
+    num_queries_ = arch_.num_queries;
     ops_.set_math(plan_.decoder);
 
     // ---- backbone ----
@@ -195,13 +197,13 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan)
     t_xy0_    = up(tt_t_xy0(), {4, 4});
     t_wh4_    = up(tt_t_wh4(), {4, 4});
     {
-        tt_tensor rp = up(vec_of(weight(ck, "refpoint_embed.weight", (int64_t)arch_.group_detr * k_num_queries * 4), (int64_t)k_num_queries * 4),
-                          {1, k_num_queries, 4});
+        tt_tensor rp = up(vec_of(weight(ck, "refpoint_embed.weight", (int64_t)arch_.group_detr * num_queries_ * 4), (int64_t)num_queries_ * 4),
+                          {1, num_queries_, 4});
         // [rp_x, rp_y, exp(rp_w), exp(rp_h)]: the refpoint deltas are constants, so this runs once at load.
         refpoint_t_ = ops_.where(mask_xy_, rp, ops_.exp(rp));
-        target_     = up(vec_of(weight(ck, "query_feat.weight", (int64_t)arch_.group_detr * k_num_queries * dims_.d_model),
-                                (int64_t)k_num_queries * dims_.d_model),
-                         {1, k_num_queries, dims_.d_model});
+        target_     = up(vec_of(weight(ck, "query_feat.weight", (int64_t)arch_.group_detr * num_queries_ * dims_.d_model),
+                                (int64_t)num_queries_ * dims_.d_model),
+                         {1, num_queries_, dims_.d_model});
     }
 
     // ---- decoder ----
@@ -248,6 +250,12 @@ tt_graph::tt_graph(tt_ops & ops, const checkpoint & ck, const tt_plan & plan)
         bbox_embed_.push_back(up_linear(ck, "bbox_embed.layers." + std::to_string(i)));
     }
 
+    // ---- mask head (RF-DETR Seg): the decoder's numerics ----
+    if (arch_.segment()) {
+        seg_ = std::make_unique<tt_mask_head>(ops_, ck, dims_, arch_.mask_side(), arch_.mask_blocks, num_queries_, plan_.decoder,
+                                              plan_.weights_fp32);
+    }
+
     // The persistent input the trace reads; fp32 (the bf16 patch matmul loses the embed-level accuracy
     // the detection-IoU gate needs when the pixels are uploaded in bf16, per the Python port's measurements).
     input_ = up(std::vector<float>((size_t)dims_.tokens * dims_.patch_k_pad, 0.0f), {dims_.num_windows, dims_.window_seq, dims_.patch_k_pad},
@@ -260,8 +268,8 @@ bool tt_graph::set_topk_override(const std::vector<int> & indices) {
         topk_override_.reset();
         return had;
     }
-    if ((int)indices.size() != k_num_queries) {
-        throw error("tt_graph::set_topk_override: expected " + std::to_string(k_num_queries) + " indices, got " +
+    if ((int)indices.size() != num_queries_) {
+        throw error("tt_graph::set_topk_override: expected " + std::to_string(num_queries_) + " indices, got " +
                     std::to_string(indices.size()));
     }
     std::vector<float> v(indices.begin(), indices.end());
@@ -269,7 +277,7 @@ bool tt_graph::set_topk_override(const std::vector<int> & indices) {
         ops_.write(topk_override_, v.data());
         return false;
     }
-    topk_override_ = ops_.upload(v.data(), {1, k_num_queries}, TT_DTYPE_FP32);
+    topk_override_ = ops_.upload(v.data(), {1, num_queries_}, TT_DTYPE_FP32);
     return true;
 }
 
@@ -359,15 +367,15 @@ tt_graph::outputs tt_graph::build() {
     tt_tensor enc_coord = ops.add(ops.multiply(ops.where(mask_xy_, delta, ops.exp(delta)), prop_whd_), prop_xy0_);
     out.taps["two_stage.enc_class_logits"] = enc_class;
     out.taps["two_stage.enc_coords"]       = enc_coord;
-    tt_tensor idx = topk_override_ ? topk_override_ : ops.topk_indices(scores, k_num_queries);
+    tt_tensor idx = topk_override_ ? topk_override_ : ops.topk_indices(scores, num_queries_);
     out.taps["two_stage.topk_indices"] = idx;
-    tt_tensor ts  = ops.gather_rows(ops.reshape(enc_coord, {dims_.patches, 4}), idx);  // [1,300,4]
+    tt_tensor ts  = ops.gather_rows(ops.reshape(enc_coord, {dims_.patches, 4}), idx);  // [1,Q,4]
     tt_tensor ref = ops.add(ops.multiply(refpoint_t_, ops.linear(ts, t_wh4_, nullptr, TT_ACT_NONE)),
                             ops.linear(ts, t_xy0_, nullptr, TT_ACT_NONE));
     out.taps["decoder.reference_points"] = ref;
 
     // ---- query position (computed once: lite refpoint refine) and the sampling-grid tables ----
-    tt_tensor full      = ops.linear(ref, sine_t_, nullptr, TT_ACT_NONE);  // [1,300,512]
+    tt_tensor full      = ops.linear(ref, sine_t_, nullptr, TT_ACT_NONE);  // [1,Q,512]
     tt_tensor sine      = ops.where(sine_even_, ops.sin(full), ops.cos(full));
     tt_tensor query_pos = ops.linear(ops.linear(sine, ref_head_[0].w, ref_head_[0].b, TT_ACT_RELU), ref_head_[1].w,
                                      ref_head_[1].b, TT_ACT_NONE);
@@ -376,7 +384,7 @@ tt_graph::outputs tt_graph::build() {
     tt_tensor ref_s = ops.linear(ref, grid_wh_half_, nullptr, TT_ACT_NONE);  // 0.5*ref_wh
 
     // ---- decoder ----
-    const int Q = k_num_queries, M = dims_.cross_heads, D = dims_.d_model / dims_.cross_heads, P = dims_.cross_points;
+    const int Q = num_queries_, M = dims_.cross_heads, D = dims_.d_model / dims_.cross_heads, P = dims_.cross_points;
     tt_tensor hidden = target_;
     for (size_t li = 0; li < dec_.size(); ++li) {
         const dec_layer & l = dec_[li];
@@ -393,12 +401,12 @@ tt_graph::outputs tt_graph::build() {
 
         // deformable cross-attention
         tt_tensor query = ops.add(hidden, query_pos);
-        tt_tensor aw    = ops.linear(query, l.attn_w.w, l.attn_w.b, TT_ACT_NONE);  // [1,300,32]
+        tt_tensor aw    = ops.linear(query, l.attn_w.w, l.attn_w.b, TT_ACT_NONE);  // [1,Q,32]
         aw              = ops.softmax(ops.reshape(aw, {1, Q, M, P}));
         aw              = ops.reshape(ops.permute(aw, {0, 2, 1, 3}), {M, Q, P});
-        tt_tensor grid  = ops.linear_addcmul(query, l.offsets.w, l.offsets.b, ref_b, ref_s);  // [1,300,64] = 2*loc - 1
+        tt_tensor grid  = ops.linear_addcmul(query, l.offsets.w, l.offsets.b, ref_b, ref_s);  // [1,Q,64] = 2*loc - 1
         grid            = ops.reshape(ops.permute(ops.reshape(grid, {Q, M, 2 * P}), {1, 0, 2}), {M, Q * P, 1, 2});
-        tt_tensor ca    = ops.deformable_attn(value, grid, aw);  // [16,300,16]
+        tt_tensor ca    = ops.deformable_attn(value, grid, aw);  // [16,Q,16]
         ca              = ops.reshape(ops.permute(ca, {1, 0, 2}), {1, Q, dims_.d_model});
         hidden = ops.layer_norm(ops.linear_addcmul(ca, l.out_proj.w, l.out_proj.b, hidden, ones256_), l.norm2.w, l.norm2.b, k_eps_dec);
 
@@ -409,6 +417,10 @@ tt_graph::outputs tt_graph::build() {
     }
     tt_tensor hs = ops.layer_norm(hidden, dec_norm_.w, dec_norm_.b, k_eps_dec);
     out.taps["decoder.hs_last"] = hs;
+    if (seg_) {
+        seg_->build(memory, hs, out.taps);
+        ops.set_math(pl.decoder);
+    }
 
     // ---- heads ----
     out.logits     = ops.linear(hs, class_embed_.w, class_embed_.b, TT_ACT_NONE);

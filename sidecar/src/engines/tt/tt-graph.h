@@ -7,11 +7,13 @@
 // layers with the deformable-attention sampling core -> heads. Single-level (P4) variants only.
 #pragma once
 
+#include "engines/tt/tt-mask-head.h"
 #include "engines/tt/tt-ops.h"
 #include "engines/tt/tt-prep.h"
 #include "model/schema.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,8 +59,8 @@ class tt_graph {
     const tt_tensor & input() const { return input_; }
 
     struct outputs {
-        tt_tensor logits;      // [1,300,num_classes]
-        tt_tensor pred_boxes;  // [1,300,4]
+        tt_tensor logits;      // [1,Q,num_classes]
+        tt_tensor pred_boxes;  // [1,Q,4]
         // Named intermediate tensors for per-stage checks (channels-last; names follow the goldens).
         std::map<std::string, tt_tensor> taps;
     };
@@ -66,13 +68,16 @@ class tt_graph {
     // Issues the whole device graph once, reading input(). Run eagerly or between trace begin/end.
     outputs build();
 
-    // Test hook: select these 300 token indices instead of the device top-k (the reference's own
+    // Test hook: select these Q token indices instead of the device top-k (the reference's own
     // selection, to compare the decoder per query when near-tied proposals swap). Empty = device top-k.
     // Returns true when the graph changes (override switched on or off: build() again / re-capture); new
     // indices for an override already in place are written into its tensor. Host implementation only.
     bool set_topk_override(const std::vector<int> & indices);
 
     int num_classes() const { return num_classes_; }
+    int num_queries() const { return num_queries_; }
+    // The RF-DETR Seg mask head, or nullptr for a detection checkpoint. Its traced part is issued by build().
+    tt_mask_head * mask_head() const { return seg_.get(); }
     const tt_dims & dims() const { return dims_; }
 
   private:
@@ -106,6 +111,7 @@ class tt_graph {
     model_arch arch_;
     tt_dims    dims_;
     int       num_classes_ = 0;
+    int       num_queries_ = 0;
     tt_tensor input_;
 
     // backbone
@@ -130,6 +136,8 @@ class tt_graph {
     norm_w                 dec_norm_;
     linear_w               class_embed_;
     std::vector<linear_w>  bbox_embed_;
+    // mask head
+    std::unique_ptr<tt_mask_head> seg_;
 };
 
 }  // namespace tt

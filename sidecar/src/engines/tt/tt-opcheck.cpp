@@ -156,6 +156,14 @@ std::vector<op_case> cases() {
         std::mt19937_64 g(seed);
         return get(ops, ops.conv2d(up(ops, randn(g, 13 * 11 * 24), {1, 13, 11, 24}), up(ops, randn(g, 19 * 24 * 9, 0.1f), {19, 24, 3, 3}), 3, 1));
     }});
+    c.push_back({"conv2d_depthwise", 0.9999, 0.03, [](tt_ops & ops, uint64_t seed) {
+        std::mt19937_64 g(seed);
+        return get(ops, ops.conv2d_depthwise(up(ops, randn(g, 13 * 11 * 40), {1, 13, 11, 40}), up(ops, randn(g, 40 * 9, 0.3f), {40, 1, 3, 3}), 3, 1));
+    }});
+    c.push_back({"upsample_bilinear", 0.9999, 0.03, [](tt_ops & ops, uint64_t seed) {
+        std::mt19937_64 g(seed);
+        return get(ops, ops.upsample_bilinear(up(ops, randn(g, 7 * 9 * 40), {1, 7, 9, 40}), 3));
+    }});
     // Scores an integer apart (exact in bf16): the ranking is unambiguous, so indices must match exactly.
     auto topk = [](tt_dtype dt) {
         return [dt](tt_ops & ops, uint64_t seed) {
@@ -178,6 +186,11 @@ std::vector<op_case> cases() {
         }
         std::shuffle(s.begin(), s.end(), g);
         auto idx = ops.topk_indices(up(ops, s, {1, 120}), 17);
+        return get(ops, ops.gather_rows(up(ops, randn(g, 120 * 40), {120, 40}), idx));
+    }});
+    c.push_back({"gather_rows (uploaded indices)", 1.0, 0.0, [](tt_ops & ops, uint64_t seed) {
+        std::mt19937_64 g(seed);
+        auto            idx = ops.upload_indices({5, 0, 119, 5, 63});
         return get(ops, ops.gather_rows(up(ops, randn(g, 120 * 40), {120, 40}), idx));
     }});
     c.push_back({"deformable_attn", 0.9999, 0.016, [](tt_ops & ops, uint64_t seed) {

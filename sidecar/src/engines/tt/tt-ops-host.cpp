@@ -8,6 +8,8 @@
 // The trace is emulated faithfully: ops issued during capture are recorded as closures over their input and
 // output buffers, and a replay recomputes them in place, reading whatever the inputs hold now.
 #include "engines/tt/tt-ops.h"
+#include "engines/tt/tt-ops-host-operands.h"
+#include "engines/tt/tt-ops-host-spatial.h"
 
 #include "engines/engine.h"
 
@@ -68,21 +70,6 @@ float tt_round_bf16(float x) {
 
 namespace {
 
-// tf32 round-to-nearest-even (10 mantissa bits): how the FPU's source registers hold an fp32 operand.
-float round_tf32(float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u) {
-        u += 0xfffu + ((u >> 13) & 1u);
-        u &= 0xffffe000u;
-    }
-    float r;
-    std::memcpy(&r, &u, 4);
-    return r;
-}
-
-constexpr int k_srca_bits = 4;   // SrcA (in1) mantissa bits per fidelity phase
-constexpr int k_srcb_bits = 6;   // SrcB (in0) mantissa bits per fidelity phase
 constexpr int k_acc_depth = 16;  // products the FPU adds per step into the destination register
 
 struct host_tensor : tt_tensor_base {
@@ -201,6 +188,11 @@ class tt_ops_host : public tt_ops {
         check_open("read");
         auto t = as_host(src, "read");
         std::memcpy(out, t->ptr(), sizeof(float) * tt_numel(t->shape));
+    }
+
+    tt_tensor upload_indices(const std::vector<int> & idx) override {
+        std::vector<float> v(idx.begin(), idx.end());
+        return upload(v.data(), {1, (int64_t)idx.size()}, TT_DTYPE_FP32);
     }
 
     tt_tensor linear(const tt_tensor & x_, const tt_tensor & w_, const tt_tensor & b_, tt_act act) override {
@@ -534,6 +526,49 @@ class tt_ops_host : public tt_ops {
         return out;
     }
 
+    // The mask head's spatial ops: the kernels live in tt-ops-host-spatial.cpp; here the device numerics.
+    tt_tensor upsample_bilinear(const tt_tensor & x_, int scale) override {
+        auto x = as_host(x_, "upsample_bilinear");
+        if (x->shape.size() != 4 || x->shape[0] != 1 || scale < 1) {
+            shape_error("upsample_bilinear", "expected x[1,H,W,C] and scale >= 1, got " + tt_shape_str(x->shape) + ", scale " +
+                                                 std::to_string(scale));
+        }
+        int64_t H = x->shape[1], W = x->shape[2], C = x->shape[3];
+        auto    out = make({1, H * scale, W * scale, C}, out_bf16());
+        run([=] {
+            tt_kernel_upsample_bilinear(x->ptr(), H, W, C, scale, out->ptr());
+            round(*out);
+        });
+        return out;
+    }
+
+    tt_tensor conv2d_depthwise(const tt_tensor & x_, const tt_tensor & w_, int kernel, int pad) override {
+        auto x = as_host(x_, "conv2d_depthwise");
+        auto w = as_host(w_, "conv2d_depthwise");
+        if (x->shape.size() != 4 || x->shape[0] != 1 || w->shape != tt_shape{x->shape[3], 1, kernel, kernel}) {
+            shape_error("conv2d_depthwise", "expected x[1,H,W,C] and w[C,1,k,k] with k=" + std::to_string(kernel) + ", got " +
+                                                tt_shape_str(x->shape) + " and " + tt_shape_str(w->shape));
+        }
+        int64_t H = x->shape[1], W = x->shape[2], C = x->shape[3];
+        auto    out = make(x->shape, out_bf16());
+        tt_math m   = math_;
+        run([=] {
+            std::fill(out->data->begin(), out->data->end(), 0.0f);
+            if (!bf16_) {
+                tt_kernel_dwconv_accumulate(x->ptr(), H, W, C, w->ptr(), kernel, pad, out->ptr());
+                return;
+            }
+            // k*k = 9 products per output: one accumulation step (< k_acc_depth), so only the operands and the
+            // output rounding carry the device's numerics
+            tt_operand_phases ph(x->ptr(), tt_numel(x->shape), x->bf16, w->ptr(), tt_numel(w->shape), w->bf16, m.fidelity);
+            for (const auto & p : ph.phases) {
+                tt_kernel_dwconv_accumulate(p.first, H, W, C, p.second, kernel, pad, out->ptr());
+            }
+            round(*out);
+        });
+        return out;
+    }
+
     tt_tensor topk_indices(const tt_tensor & x_, int k) override {
         auto x = as_host(x_, "topk_indices");
         if (x->shape.size() != 2 || x->shape[0] != 1 || k <= 0 || k > x->shape[1]) {
@@ -819,44 +854,8 @@ class tt_ops_host : public tt_ops {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, a, K, b, ldb, 0.0f, out, N);
             return;
         }
-        size_t             na = (size_t)M * K, nb = (size_t)K * N;
-        std::vector<float> a_full(a, a + na), b_full(b, b + nb);
-        if (!at.bf16) {
-            for (float & v : a_full) v = round_tf32(v);
-        }
-        if (!bt.bf16) {  // SrcA's two phases hold 2 x 4 mantissa bits: an fp32 in1 keeps 8 at best
-            for (float & v : b_full) v = tt_truncate_mantissa(round_tf32(v), 2 * k_srca_bits);
-        }
-        // phases: (in0 operand, in1 operand) pairs whose products are summed
-        std::vector<std::pair<const float *, const float *>> phases;
-        std::vector<float>                                  a_hi, a_lo, b_hi;
-        auto hi = [](const std::vector<float> & src, int bits) {
-            std::vector<float> r(src.size());
-            for (size_t i = 0; i < src.size(); ++i) r[i] = tt_truncate_mantissa(src[i], bits);
-            return r;
-        };
-        switch (m.fidelity) {
-        case TT_FIDELITY_LOFI:
-            a_hi = hi(a_full, k_srcb_bits);
-            b_hi = hi(b_full, k_srca_bits);
-            phases.push_back({a_hi.data(), b_hi.data()});
-            break;
-        case TT_FIDELITY_HIFI2:
-            a_hi = hi(a_full, k_srcb_bits);
-            phases.push_back({a_hi.data(), b_full.data()});
-            break;
-        case TT_FIDELITY_HIFI3:
-            a_hi = hi(a_full, k_srcb_bits);
-            b_hi = hi(b_full, k_srca_bits);
-            a_lo.resize(na);
-            for (size_t i = 0; i < na; ++i) a_lo[i] = a_full[i] - a_hi[i];
-            phases.push_back({a_hi.data(), b_full.data()});
-            phases.push_back({a_lo.data(), b_hi.data()});
-            break;
-        case TT_FIDELITY_HIFI4:
-            phases.push_back({a_full.data(), b_full.data()});
-            break;
-        }
+        tt_operand_phases ph(a, (size_t)M * K, at.bf16, b, (size_t)K * N, bt.bf16, m.fidelity);
+        const auto &   phases = ph.phases;
         int step = m.fp32_acc ? K : k_acc_depth;
         for (int k0 = 0; k0 < K; k0 += step) {
             int kc = std::min(step, K - k0);

@@ -27,6 +27,7 @@
 #include <ttnn/operations/matmul/matmul.hpp>
 #include <ttnn/operations/normalization/layernorm/layernorm.hpp>
 #include <ttnn/operations/normalization/softmax/softmax.hpp>
+#include <ttnn/operations/pool/upsample/upsample.hpp>
 #include <ttnn/operations/reduction/generic/generic_reductions.hpp>
 #include <ttnn/operations/reduction/topk/topk.hpp>
 #include <ttnn/operations/trace.hpp>
@@ -195,6 +196,13 @@ class tt_ops_ttnn : public tt_ops {
         std::copy(v.begin(), v.end(), out);
     }
 
+    // UINT32 ROW_MAJOR: the index form ttnn::embedding (gather_rows) takes.
+    tt_tensor upload_indices(const std::vector<int> & idx) override {
+        std::vector<uint32_t> v(idx.begin(), idx.end());
+        tt_shape              shape{1, (int64_t)idx.size()};
+        return wrap(ttnn::Tensor::from_vector(std::move(v), spec(shape, ttnn::DataType::UINT32, ttnn::ROW_MAJOR_LAYOUT), device_.get()));
+    }
+
     tt_tensor linear(const tt_tensor & x, const tt_tensor & w, const tt_tensor & b, tt_act act) override {
         std::optional<std::string> a;
         if (act == TT_ACT_RELU) {
@@ -256,24 +264,21 @@ class tt_ops_ttnn : public tt_ops {
         return wrap(ttnn::where(as_tt(m)->dev, as_tt(a)->dev, as_tt(b)->dev));
     }
 
-    tt_tensor conv2d(const tt_tensor & x_, const tt_tensor & w_, int kernel, int pad) override {
-        auto x = as_tt(x_);
-        auto w = as_tt(w_);
-        if (!w->host) {
-            throw error("tt_ops_ttnn::conv2d: the weight was not uploaded as a 4-D conv kernel");
-        }
-        uint32_t H = (uint32_t)x->shape[1], W = (uint32_t)x->shape[2], C = (uint32_t)x->shape[3], O = (uint32_t)w->shape[0];
-        // First call (the eager warm run, outside any capture) prepares the weights; later calls reuse them.
-        const ttnn::Tensor & weight = w->prepared ? *w->prepared : *w->host;
-        auto res = ttnn::conv2d(x->dev, weight, device_.get(), C, O, 1, H, W, {(uint32_t)kernel, (uint32_t)kernel}, {1, 1},
-                                std::array<uint32_t, 2>{(uint32_t)pad, (uint32_t)pad}, {1, 1}, 1, dtype_, std::nullopt,
-                                std::nullopt, compute_, std::nullopt, std::nullopt, /*return_output_dim=*/false,
-                                /*return_weights_and_bias=*/true);
-        auto & out = std::get<std::tuple<ttnn::Tensor, std::tuple<ttnn::Tensor, std::optional<ttnn::Tensor>>>>(res);
-        if (!w->prepared) {
-            w->prepared = std::get<0>(std::get<1>(out));
-        }
-        return wrap(ttnn::reshape(std::get<0>(out), to_shape({1, H, W, O})));  // conv2d returns [1,1,H*W,O]
+    tt_tensor conv2d(const tt_tensor & x, const tt_tensor & w, int kernel, int pad) override {
+        return conv(x, w, kernel, pad, /*groups=*/1, "conv2d");
+    }
+
+    // groups = C: ttnn::conv2d's depthwise form (in = out = groups = C, weight [C,1,k,k]).
+    tt_tensor conv2d_depthwise(const tt_tensor & x, const tt_tensor & w, int kernel, int pad) override {
+        return conv(x, w, kernel, pad, (uint32_t)x->shape[3], "conv2d_depthwise");
+    }
+
+    // ttnn::upsample's bilinear mode is align_corners=False (half-pixel); it takes ROW_MAJOR input and shards it
+    // itself (upsample.cpp's bilinear autoshard).
+    tt_tensor upsample_bilinear(const tt_tensor & x, int scale) override {
+        auto out = ttnn::upsample(ttnn::to_layout(as_tt(x)->dev, ttnn::ROW_MAJOR_LAYOUT), scale, std::string("bilinear"),
+                                  std::nullopt, compute_);
+        return wrap(ttnn::to_layout(out, ttnn::TILE_LAYOUT));
     }
 
     tt_tensor topk_indices(const tt_tensor & x, int k) override {
@@ -389,6 +394,26 @@ class tt_ops_ttnn : public tt_ops {
     }
 
   private:
+    tt_tensor conv(const tt_tensor & x_, const tt_tensor & w_, int kernel, int pad, uint32_t groups, const char * op) {
+        auto x = as_tt(x_);
+        auto w = as_tt(w_);
+        if (!w->host) {
+            throw error(std::string("tt_ops_ttnn::") + op + ": the weight was not uploaded as a 4-D conv kernel");
+        }
+        uint32_t H = (uint32_t)x->shape[1], W = (uint32_t)x->shape[2], C = (uint32_t)x->shape[3], O = (uint32_t)w->shape[0];
+        // First call (the eager warm run, outside any capture) prepares the weights; later calls reuse them.
+        const ttnn::Tensor & weight = w->prepared ? *w->prepared : *w->host;
+        auto res = ttnn::conv2d(x->dev, weight, device_.get(), C, O, 1, H, W, {(uint32_t)kernel, (uint32_t)kernel}, {1, 1},
+                                std::array<uint32_t, 2>{(uint32_t)pad, (uint32_t)pad}, {1, 1}, groups, dtype_, std::nullopt,
+                                std::nullopt, compute_, std::nullopt, std::nullopt, /*return_output_dim=*/false,
+                                /*return_weights_and_bias=*/true);
+        auto & out = std::get<std::tuple<ttnn::Tensor, std::tuple<ttnn::Tensor, std::optional<ttnn::Tensor>>>>(res);
+        if (!w->prepared) {
+            w->prepared = std::get<0>(std::get<1>(out));
+        }
+        return wrap(ttnn::reshape(std::get<0>(out), to_shape({1, H, W, O})));  // conv2d returns [1,1,H*W,O]
+    }
+
     static ttnn::TensorSpec spec(const tt_shape & shape, ttnn::DataType dt, ttnn::Layout layout) {
         return ttnn::TensorSpec(to_shape(shape), ::tt::tt_metal::TensorLayout(dt, ::tt::tt_metal::PageConfig(layout), ttnn::DRAM_MEMORY_CONFIG));
     }

@@ -76,6 +76,8 @@ class tt_ops {
     virtual void write(const tt_tensor & dst, const float * data) = 0;
     // Reads a tensor back as f32 (tt_numel(shape) values).
     virtual void read(const tt_tensor & src, float * out) = 0;
+    // Row indices [1, K] in the form gather_rows takes (UINT32 ROW_MAJOR on the device); outside a trace only.
+    virtual tt_tensor upload_indices(const std::vector<int> & idx) = 0;
 
     // ---- matmuls ------------------------------------------------------------------------------
     // x[..., K] @ w[K, N] (+ b[N]) with an optional fused activation.
@@ -114,6 +116,14 @@ class tt_ops {
     // ---- convolution ----------------------------------------------------------------------------
     // x [1, H, W, C] channels-last, w [O, C, k, k] (torch layout), stride 1, zero pad, no bias -> [1, H, W, O].
     virtual tt_tensor conv2d(const tt_tensor & x, const tt_tensor & w, int kernel, int pad) = 0;
+
+    // ---- mask head (RF-DETR Seg) ------------------------------------------------------------------
+    // x [1, H, W, C] channels-last -> [1, H*scale, W*scale, C], bilinear with align_corners=False (torch's
+    // half-pixel source index src = (dst + 0.5) / scale - 0.5, clamped at 0 below and at the last row/column).
+    virtual tt_tensor upsample_bilinear(const tt_tensor & x, int scale) = 0;
+    // Depthwise convolution (groups = C): x [1, H, W, C], w [C, 1, k, k] (torch layout), stride 1, zero pad,
+    // no bias -> [1, H, W, C].
+    virtual tt_tensor conv2d_depthwise(const tt_tensor & x, const tt_tensor & w, int kernel, int pad) = 0;
 
     // ---- selection ------------------------------------------------------------------------------
     // Indices of the k largest values along the last dim of x [1, N], descending (ties: lower index

@@ -86,6 +86,16 @@ void tt_runner::forward(const float * pixel_values, float * logits, float * pred
     ops_->read(out_.pred_boxes, pred_boxes);
 }
 
+void tt_runner::masks(const std::vector<int> & rows, float * out) {
+    if (state_ != TT_RUNNER_STATE_READY) {
+        throw error(std::string("tt_runner::masks: the engine is ") + tt_runner_state_str(state_) + "; run a forward first");
+    }
+    if (!has_masks()) {
+        throw error("tt_runner::masks: the loaded checkpoint has no segmentation head (a detection variant); it has no masks");
+    }
+    graph_->mask_head()->masks(rows, out);
+}
+
 std::vector<float> tt_runner::read_tap(const std::string & name, tt_shape * shape) {
     auto it = out_.taps.find(name);
     if (it == out_.taps.end()) {

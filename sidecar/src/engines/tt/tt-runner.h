@@ -34,8 +34,13 @@ class tt_runner {
     tt_runner(const tt_runner &)             = delete;
     tt_runner & operator=(const tt_runner &) = delete;
 
-    // pixel_values [3,S,S] (S = input_size()) -> logits [300*num_classes], pred_boxes [300*4].
+    // pixel_values [3,S,S] (S = input_size()) -> logits [Q*num_classes], pred_boxes [Q*4].
     void forward(const float * pixel_values, float * logits, float * pred_boxes);
+    // RF-DETR Seg: pred_masks rows [rows.size(), M, M] of the last forward for these query indices (tt_mask_head::masks);
+    // throws for a detection checkpoint.
+    void masks(const std::vector<int> & rows, float * out);
+    bool has_masks() const { return graph_ && graph_->mask_head(); }
+    int  mask_side() const { return has_masks() ? graph_->mask_head()->mask_side() : 0; }
     // Reads a named intermediate of the last forward (see tt_graph::outputs::taps) as f32.
     std::vector<float> read_tap(const std::string & name, tt_shape * shape = nullptr);
 
@@ -47,6 +52,7 @@ class tt_runner {
     tt_runner_state state() const { return state_; }
     bool            eager() const { return eager_; }
     int             num_classes() const { return num_classes_; }
+    int             num_queries() const { return graph_ ? graph_->num_queries() : 0; }
     int             input_size() const { return graph_ ? graph_->dims().input_size() : 0; }
     std::string     describe() const { return ops_->describe(); }
 

@@ -1,11 +1,10 @@
-// Engines refuse an RF-DETR Seg checkpoint by name until they run its mask head (engines/task-support.h):
-// the checkpoint loads, the engine factory says why it cannot serve it, and detection checkpoints pass.
+// RF-DETR Seg on a sparse checkpoint through the registry: every engine this build has (cpu, tt-host) runs it,
+// declares the segment task and its outputs (pred_masks selected, M = S/4).
 #include <gtest/gtest.h>
 
 #include <functional>
 
 #include "engines/registry.h"
-#include "engines/task-support.h"
 #include "test-util.h"
 
 using namespace rfdetr_test;
@@ -31,23 +30,21 @@ std::string seg_checkpoint(const std::string & variant) {
 
 }  // namespace
 
-TEST(EngineTask, SegCheckpointsLoadButEnginesRefuseThemByName) {
+TEST(EngineTask, EveryEngineRunsSegAndDeclaresTheSegmentOutputs) {
     const std::string dir = seg_checkpoint("seg-nano");
-    ASSERT_EQ(open_error(dir), "");
     for (const std::string engine : { "cpu", "tt-host" }) {
         SCOPED_TRACE(engine);
-        try {
-            rfdetr::engine_create(engine, dir, {});
-            ADD_FAILURE() << "no error";
-        } catch (const rfdetr::error & e) {
-            const std::string msg = e.what();
-            EXPECT_HAS(msg, "the " + engine + " engine does not run RF-DETR Seg's mask head yet");
-            EXPECT_HAS(msg, "RF-DETR-Seg-Nano (task 'segment', variant seg-nano)");
-        }
+        rfdetr::engine_options opts;
+        opts.threads = 1;
+        const auto e = rfdetr::engine_create(engine, dir, opts);
+        EXPECT_EQ(e->task(), "segment");
+        EXPECT_EQ(e->variant(), "seg-nano");
+        EXPECT_EQ(e->num_queries(), 100);
+        EXPECT_EQ(e->input_size(), 312);
+        const auto outs = e->outputs();
+        ASSERT_EQ(outs.size(), 3u);
+        EXPECT_EQ(outs[2].name, "pred_masks");
+        EXPECT_TRUE(outs[2].selected);
+        EXPECT_EQ(outs[2].shape, (std::vector<uint64_t>{ 100, 78, 78 }));
     }
-}
-
-TEST(EngineTask, DetectionSchemasPassSegSchemasDoNot) {
-    EXPECT_NO_THROW(rfdetr::engine_require_task("cpu", rfdetr::schema_get("nano")));
-    EXPECT_THROW(rfdetr::engine_require_task("cpu", rfdetr::schema_get("seg-2xlarge")), rfdetr::error);
 }
