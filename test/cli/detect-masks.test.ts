@@ -11,7 +11,7 @@ import sharp from 'sharp';
 import { caseImage, runInProcess } from './helpers.ts';
 import { cocoLabels, FakeBackend, fixedResponder } from '../http/helpers.ts';
 import { testSidecarInfo } from '../helpers/sidecar-info.ts';
-import { countsFromString, decodeCounts } from '../helpers/coco-rle.ts';
+import { countsFromString, decodeCounts } from '../helpers/coco-rle-codec.ts';
 import { makeVideo } from '../helpers/videos.ts';
 
 function segmentBackend(): FakeBackend {

@@ -9,7 +9,7 @@ import { ndjsonLines, postVideo } from './video-helpers.ts';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
 import type { VideoSource } from '../../src/video/source.ts';
 import { testSidecarInfo } from '../helpers/sidecar-info.ts';
-import { countsFromString, decodeCounts } from '../helpers/coco-rle.ts';
+import { countsFromString, decodeCounts } from '../helpers/coco-rle-codec.ts';
 
 function segmentBackend(): FakeBackend {
   const b = new FakeBackend();

@@ -12,7 +12,7 @@ import { detectDecoded, type DetectParams } from '../../../src/detect/pipeline.t
 import type { RgbImage } from '../../../src/image/decode.ts';
 import type { InferInput, InferOptions, InferResult, SidecarInfo } from '../../../src/sidecar/backend.ts';
 import { SafetensorsFile } from '../../../src/weights/safetensors.ts';
-import { countsFromString, countsToString, decodeCounts } from '../../helpers/coco-rle.ts';
+import { countsFromString, countsToString, decodeCounts } from '../../helpers/coco-rle-codec.ts';
 import { filled, rasterize } from '../../helpers/mask-bitmaps.ts';
 import { ScriptedBackend } from '../../helpers/scripted-backend.ts';
 import { SEG_SIZES, hasSegFixture, readSegCase, segCaseDir, segFixturesDir } from '../../helpers/seg-fixtures.ts';

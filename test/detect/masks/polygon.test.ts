@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { maskGrid } from '../../../src/detect/masks/grid.ts';
 import { maskPolygons, maskRle } from '../../../src/detect/masks/encode.ts';
 import { PolygonTracer } from '../../../src/detect/masks/polygon.ts';
-import { countsFromString, decodeCounts } from '../../helpers/coco-rle.ts';
+import { countsFromString, decodeCounts } from '../../helpers/coco-rle-codec.ts';
 import { components4, countSet, feedBitmap, filled, rasterize, shoelace } from '../../helpers/mask-bitmaps.ts';
 import { SEG_SIZES, hasSegFixture, readSegCase, segFixturesDir } from '../../helpers/seg-fixtures.ts';
 import { skipOrFail } from '../../helpers/skip.ts';

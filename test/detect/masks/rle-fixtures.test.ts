@@ -1,5 +1,5 @@
 // Each Seg size's case-1 masks (upstream rfdetr 1.11.2's, ../shared/fixtures/rfdetr-seg) against the product's
-// upsample + RLE on the golden mask logits, read back with the tests' own COCO decoder (test/helpers/coco-rle.ts):
+// upsample + RLE on the golden mask logits, read back with the tests' own COCO decoder (test/helpers/coco-rle-codec.ts):
 // at the original image size every pixel outside the fixture's `mask_near_zero` set (|upsampled logit| < 1e-3)
 // must equal upstream's; where no pixel differs at all the compressed `counts` string must equal the one
 // pycocotools makes of the fixture's counts. At model resolution (the upsample to M×M is the identity) every
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { maskGrid } from '../../../src/detect/masks/grid.ts';
 import { maskRle } from '../../../src/detect/masks/encode.ts';
-import { countsFromString, countsToString, decodeCounts } from '../../helpers/coco-rle.ts';
+import { countsFromString, countsToString, decodeCounts } from '../../helpers/coco-rle-codec.ts';
 import { SEG_SIZES, hasSegFixture, readSegCase, segFixturesDir } from '../../helpers/seg-fixtures.ts';
 import { skipOrFail } from '../../helpers/skip.ts';
 
