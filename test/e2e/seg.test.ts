@@ -2,7 +2,7 @@
 // preprocess, the engine with its mask head, the row selection, the TypeScript postprocess and mask encoding):
 // on each fixture's input.png, `detect --json` (cpu and tt-host) and `/predict` (cpu) give the fixture's
 // per-query-max detections (labels, scores within 1e-4, boxes within 1e-2 px) at 0.5 and 0.3, and each
-// detection's served COCO RLE mask, decoded by the test's own decoder (test/helpers/coco-rle.ts), equals the
+// detection's served COCO RLE mask, decoded by the tests' own decoder (test/helpers/coco-rle-codec.ts), equals the
 // golden mask of upstream rfdetr 1.11.2 exactly outside the pixels whose upsampled logit is within 1e-3 of 0
 // (the fixture's `mask_near_zero.pixels`), with IoU ≥ 0.99 each and ≥ 0.995 on average. The checkpoints are the
 // seed-1 synthetic ones (rfdetr-synth --variant seg-<size>); the fixtures are ../shared/fixtures/rfdetr-seg (or
@@ -14,7 +14,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { packageRoot, synthBinary } from '../../src/config/paths.ts';
 import { runBin } from '../cli/helpers.ts';
-import { compareMasks, decodeRle, type Bitmap } from '../helpers/coco-rle.ts';
+import { compareMasks, decodeRle, type Bitmap } from '../helpers/coco-rle-codec.ts';
 import { startServe } from '../helpers/serve-child.ts';
 import { skipOrFail } from '../helpers/skip.ts';
 

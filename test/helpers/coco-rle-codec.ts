@@ -1,6 +1,7 @@
 // An independent COCO RLE reader for the tests (written from pycocotools' maskApi.c, not from the product's
 // encoder): the compressed counts string → counts (rleFrString), counts → a column-major bitmap (rleDecode),
-// and counts → the compressed string (rleToString) for fixtures that store uncompressed counts.
+// counts → the compressed string (rleToString) for fixtures that store uncompressed counts, and a mask
+// comparison that ignores a given pixel set (the fixtures' near-zero pixels).
 
 /** maskApi.c rleFrString: the compressed `counts` string → uncompressed counts. */
 export function countsFromString(s: string): number[] {
@@ -55,4 +56,30 @@ export function decodeCounts(cnts: readonly number[], h: number, w: number): Uin
   }
   if (p !== h * w) throw new Error(`RLE counts cover ${p} pixels, a ${h}×${w} mask has ${h * w}`);
   return out;
+}
+
+/** A decoded mask: `bits[x * height + y]` (column-major, as COCO stores it) is 1 inside the mask. */
+export interface Bitmap { width: number; height: number; bits: Uint8Array }
+
+/** The bitmap of a COCO RLE `{size: [h, w], counts}` (counts uncompressed or as the compressed string). */
+export function decodeRle(rle: { size: [number, number] | number[]; counts: string | number[] }): Bitmap {
+  const [height, width] = rle.size as [number, number];
+  const counts = typeof rle.counts === 'string' ? countsFromString(rle.counts) : rle.counts;
+  return { width, height, bits: decodeCounts(counts, height, width) };
+}
+
+/** IoU of a and b, and the pixels where they differ outside and inside `ignore`. */
+export function compareMasks(a: Bitmap, b: Bitmap, ignore?: Bitmap): { iou: number; differOutside: number; differInside: number } {
+  if (a.width !== b.width || a.height !== b.height) throw new RangeError(`compareMasks: ${a.height}x${a.width} vs ${b.height}x${b.width}`);
+  let inter = 0, union = 0, differOutside = 0, differInside = 0;
+  for (let i = 0; i < a.bits.length; i++) {
+    const x = a.bits[i]!, y = b.bits[i]!;
+    inter += x & y;
+    union += x | y;
+    if (x !== y) {
+      if (ignore?.bits[i]) differInside++;
+      else differOutside++;
+    }
+  }
+  return { iou: union === 0 ? 1 : inter / union, differOutside, differInside };
 }

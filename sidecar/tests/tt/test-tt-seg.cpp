@@ -10,7 +10,6 @@
 #include "seg-case.h"
 #include "tt-test-support.h"
 
-#include <chrono>
 #include <cstdio>
 
 using namespace rfdetr;
@@ -58,7 +57,6 @@ void run_fp32(const std::string & v) {
     }
     const seg_case c  = rfdetr::test::seg_load(v);
     auto           ck = checkpoint::open(c.weights);
-    auto           t0 = std::chrono::steady_clock::now();
     tt_runner      r(tt_ops_host_create("fp32", 0), *ck, true);
     const auto &   a = ck->variant().arch;
     const int      G = a.grid(), C = r.num_classes(), Q = r.num_queries(), M = r.mask_side();
@@ -68,7 +66,6 @@ void run_fp32(const std::string & v) {
 
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     r.forward(c.golden.at("pixel_values").f32.data(), logits.data(), boxes.data());
-    std::printf("%s tt-host fp32: load + forward %.1f s\n", v.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
     for (int i = 0; i < 4; ++i) {
         const std::string full = "backbone.feature_map." + std::to_string(i), crop = "backbone.feature_map_crop." + std::to_string(i);
