@@ -190,12 +190,12 @@ export function buildOpenApi(l: OpenApiLimits): object {
       schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer KEY, a key from the server\'s --api-key-file or RFDETR_API_KEYS' },
-        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key (not both headers: a request with a key in each is refused, 401)' },
       },
       responses: {
         Unauthorized: {
-          ...errorResponse('API keys are on and the request carries no valid one', ['E_UNAUTHORIZED']),
-          headers: { 'WWW-Authenticate': { schema: { type: 'string' }, description: 'Bearer realm="rfdetr" (error="invalid_token" for a wrong key)' } },
+          ...errorResponse('API keys are on and the request carries no valid one, or one in each of Authorization and X-API-Key (exactly one is expected)', ['E_UNAUTHORIZED']),
+          headers: { 'WWW-Authenticate': { schema: { type: 'string' }, description: 'Bearer realm="rfdetr" (error="invalid_token" for a wrong key, error="invalid_request" for a key in both headers)' } },
         },
         NotFound: errorResponse('no such route: the detail lists the routes', ['E_NOT_FOUND']),
         MethodNotAllowed: {
