@@ -24,6 +24,7 @@
 //   frame-detector.ts    the server's detector for one frame: budgets around the backend's transport, engine queue
 //   predict-video.ts     POST /predict/video: upload → ffprobe → ffmpeg frames run by the runner → NDJSON
 //   video-body.ts        a /predict/video body onto disk
+//   server-paths.ts      the server's paths taken out of an error before a client sees it
 //   video-limits.ts      the /predict/video limits and their defaults
 //   video-schema.ts      the /predict/video options and line schemas
 //   body.ts              the three /predict body forms (JSON, multipart, raw) → image bytes and fields

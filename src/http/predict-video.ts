@@ -6,6 +6,7 @@
 // in order (ByteTrack ids with ?track=1, the tracking decorator), then a summary line. At most two frames of
 // one video are in the engine queue at once, so a still waits behind two frames at most. The client leaving (or the drain) aborts the run: ffmpeg is stopped, the
 // temporary file removed. An error once lines are out is written as a last line {"error": {...}}.
+import os from 'node:os';
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import type { PredictDetection, PredictResponse, PredictTiming } from '../detect/pipeline.ts';
@@ -20,6 +21,8 @@ import { createFrameDetector, type FrameDetectorDeps, type ServerFrame } from '.
 import { receiveVideo, videoBodyFormOf } from './video-body.ts';
 import { parseVideoParams } from './video-schema.ts';
 import type { VideoLimits } from './video-limits.ts';
+import type { Logger } from './log.ts';
+import { clientSafeError } from './server-paths.ts';
 
 /** Frames of one video handed to the engine queue at once. */
 const FRAMES_IN_QUEUE = 2;
@@ -36,6 +39,8 @@ export interface VideoDeps extends FrameDetectorDeps {
   tmpRoot?: string | undefined;
   /** Who sent the request, for the fair share (the API key, else the address). */
   clientOf: (req: Request, res: Response) => string;
+  /** Where an error that named a server path is logged as it was (the client gets it without). */
+  logger?: Logger | undefined;
 }
 
 interface FrameLine {
@@ -68,6 +73,7 @@ function drained(res: Response): Promise<void> {
 export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   const { admission, engine, limits } = d;
   const detectFrame = createFrameDetector(d);
+  const tmpRoots = [d.tmpRoot ?? os.tmpdir()];
   let running = 0;
 
   async function run(req: Request, res: Response, signal: AbortSignal, cleanups: Array<() => Promise<void>>): Promise<void> {
@@ -91,7 +97,7 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
     const params = parseVideoParams(upload.fields);
     const classes = classFilterOf(params.classes, d.labels());
 
-    const video = await d.openVideo(upload.file, { stride: params.stride, signal });
+    const video = await d.openVideo(upload.file, { stride: params.stride, signal, name: 'the uploaded video' });
     cleanups.push(() => video.close());
     if (signal.aborted) throw signal.reason;
     const info = video.info;
@@ -208,8 +214,10 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       // as is: racing it would let cleanup run before run() registered what it made.
       await run(req, res, abort.signal, cleanups);
     } catch (e) {
-      failure = e;
       abort.abort(e); // stops the decoder and the frames still queued
+      // Never a server path to the client (the upload's temporary directory): the original goes to the log.
+      failure = clientSafeError(e, tmpRoots);
+      if (failure !== e) d.logger?.warn('a /predict/video error named a server path; the client got it without', { request_id: res.locals.requestId, error: e instanceof Error ? e.message : String(e) });
     }
     try {
       // The decoder ends and the upload is removed before the response ends, so a client that has read the

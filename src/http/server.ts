@@ -240,6 +240,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,
+    logger,
     onForward,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
   }, active);
