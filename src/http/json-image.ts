@@ -9,6 +9,8 @@
 // image's buffer: one string of the whole value, its decode into a new Buffer and the re-encode that checked
 // it took 1.2-1.4 ms for a 557 KB value (the 640x480 PNG), the pieces 0.15 ms (bench/server/RESULTS.md section 6).
 
+import { isUtf8 } from 'node:buffer';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const EQUALS = 0x3d;
@@ -95,6 +97,8 @@ export function extractJsonImage(body: Buffer, maxImageBytes: number): { fields:
   if (body.indexOf(KEY, end) >= 0) return undefined; // a second "image" anywhere: the full parse decides
   const image = decodeStandardBase64(body, start, end);
   if (!image || image.length === 0 || image.length > maxImageBytes) return undefined;
+  // The full parse refuses a body that is not UTF-8 (422); toString would put U+FFFD in its place instead.
+  if (!isUtf8(body.subarray(from, start)) || !isUtf8(body.subarray(end))) return undefined;
   let fields: unknown;
   try {
     fields = JSON.parse(body.toString('utf8', from, start) + body.toString('utf8', end));

@@ -150,3 +150,11 @@ test('countBatchImages: a top-level key with an escape ("\\u0069mages" is "image
   // Escapes inside the array's strings (not keys) are counted as before.
   assert.equal(countBatchImages(Buffer.from(`{"images":["a\\u0022","\\\\"]}`)), 2);
 });
+
+test('json-image: a body with bytes that are not UTF-8 around the image is left to the full parse (which refuses it), never read with U+FFFD in their place', () => {
+  const head = Buffer.from('{"classes":["c');
+  const tail = Buffer.from(`at"],"image":"${b64}"}`);
+  const body = Buffer.concat([head, Buffer.from([0xff]), tail]);
+  assert.equal(extractJsonImage(body, MAX), undefined);
+  assert.ok(extractJsonImage(Buffer.concat([head, tail]), MAX), 'the same body in UTF-8 takes the fast path');
+});
