@@ -45,6 +45,11 @@ export interface UploadLimits {
   timeoutMs: number;
 }
 
+/** A size as the messages give it: MiB, or bytes under one. */
+function sizeOf(n: number): string {
+  return n >= 2 ** 20 ? mib(n) : `${n} bytes`;
+}
+
 /** How often the rates and timeouts are checked. */
 const SWEEP_MS = 1000;
 
@@ -119,7 +124,7 @@ export class VideoUploads {
     const mine = (this.#diskBy.get(client) ?? 0) + n;
     const clientLimit = Math.floor(diskLimit / 2);
     if (n > 0 && (this.#disk + n > diskLimit || mine > clientLimit)) {
-      const whose = mine > clientLimit ? `one client's share (${mib(clientLimit)}, half of --video-disk-limit)` : `--video-disk-limit (${mib(diskLimit)})`;
+      const whose = mine > clientLimit ? `one client's share (${sizeOf(clientLimit)}, half of --video-disk-limit)` : `--video-disk-limit (${sizeOf(diskLimit)})`;
       throw new RfdetrError('E_QUEUE_FULL', `video uploads on the server's disk fill ${whose}: retry after the Retry-After delay, or send a smaller video`, { disk_limit: diskLimit });
     }
     this.#disk += n;

@@ -162,7 +162,7 @@ test('the bytes of uploads on disk are held to --video-disk-limit (half of it pe
     const a2 = trickle(s.url, '198.51.100.1', Buffer.alloc(300));
     const overShare = await a2.answer;
     assert.equal(overShare.status, 503);
-    assert.match(overShare.body.detail, /video uploads on the server's disk fill one client's share \(0 MiB, half of --video-disk-limit\)/);
+    assert.match(overShare.body.detail, /video uploads on the server's disk fill one client's share \(1000 bytes, half of --video-disk-limit\)/);
     a2.destroy();
     await waitFor(() => s.srv.videoUploads.diskBytes === 800, 'the refused upload\'s bytes given back');
     const b = trickle(s.url, '198.51.100.2', Buffer.alloc(900));
@@ -171,7 +171,7 @@ test('the bytes of uploads on disk are held to --video-disk-limit (half of it pe
     const c = trickle(s.url, '198.51.100.3', Buffer.alloc(400));
     const overAll = await c.answer;
     assert.equal(overAll.status, 503);
-    assert.match(overAll.body.detail, /video uploads on the server's disk fill --video-disk-limit/);
+    assert.match(overAll.body.detail, /video uploads on the server's disk fill --video-disk-limit \(2000 bytes\)/);
     c.destroy();
     for (const t of trickles) t.destroy();
     await waitFor(() => s.srv.videoUploads.arriving === 0 && s.srv.videoUploads.diskBytes === 0, 'every upload removed');
