@@ -238,10 +238,10 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       // whole answer finds nothing left running.
       for (const c of cleanups.reverse()) await c().catch(() => {});
       if (failure === undefined) res.end();
-      else if (!res.headersSent) {
-        if (!res.destroyed) d.errors.send(res, failure); // a client gone mid-upload is answered by no one
-      }
-      else if (!res.destroyed) {
+      else if (res.destroyed) {
+        // the client is gone (mid-upload or mid-answer): no one to answer
+      } else if (!res.headersSent) d.errors.send(res, failure);
+      else {
         const err = isRfdetrError(failure) ? failure : inferenceError(failure);
         res.end(`${JSON.stringify({ error: { detail: err.message, code: err.code, status: err.status, request_id: res.locals.requestId } })}\n`);
       }
