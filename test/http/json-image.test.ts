@@ -53,6 +53,9 @@ test('json-image: every other body is left to the full parse (undefined), never 
     '',
     JSON.stringify({ images: [b64], return_image: 'png' }), // a quote closer to the end than the key is long
     '{"a":"',
+    `{"\\u0069mage":"AAAA","image":"${b64}"}`, // an escaped duplicate key: JSON.parse takes the last
+    `{"image":"${b64}","\\u0069mage":"AAAA"}`,
+    `{"image":"${b64}","\\u0069mages":["AAAA"]}`, // taken, with "images" among its fields: body.ts then parses it whole
   ];
   for (const body of cases) {
     const quick = extractJsonImage(Buffer.from(body), MAX);
@@ -60,7 +63,7 @@ test('json-image: every other body is left to the full parse (undefined), never 
     else assert.equal(quick, undefined);
   }
   // The clearly-not-plain ones must not take the fast path at all.
-  for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 15]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
+  for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 15, 20]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
   // Over the image limit: left to the full path (which words the 400).
   assert.equal(extractJsonImage(Buffer.from(JSON.stringify({ image: b64 })), 100), undefined);
 });
