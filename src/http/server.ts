@@ -170,6 +170,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     metrics.queueDepth.set({ stage: 'engine' }, engine.depth);
     metrics.inFlight.set(active.size);
     metrics.engineForwardsInFlight.set(engine.inFlight);
+    metrics.videoUploads.set(videoUploads.arriving);
+    metrics.videoUploadBytes.set(videoUploads.diskBytes);
   };
   const engine: EngineQueue = new EngineQueue(backend, engineConcurrency);
 
@@ -244,7 +246,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     maxUploads: videoLimits.maxUploads, clientUploads: videoLimits.clientUploads,
     diskLimit: videoLimits.diskLimit ?? videoDiskLimitOf(videoLimits.maxBytes),
     minRate: videoLimits.minUploadRate, graceMs: videoLimits.uploadGraceMs, timeoutMs: videoLimits.bodyTimeoutMs,
-  }, opts.videoClock);
+  }, opts.videoClock, (reason) => metrics.videoUploadsRefused.inc({ reason }));
   if (videoUploads.limits.diskLimit < 2 * videoLimits.maxBytes) {
     throw new RangeError(`Expected --video-disk-limit (${videoUploads.limits.diskLimit}) >= 2 x --video-max-bytes (${videoLimits.maxBytes}): a video at the byte limit must fit in one client's half of the disk budget`);
   }

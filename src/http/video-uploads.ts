@@ -30,6 +30,10 @@ export const systemClock: UploadClock = {
   },
 };
 
+/** Why an upload was refused or cut off (the metrics' `reason`). */
+export const UPLOAD_REFUSALS = ['places', 'disk', 'too_slow', 'timeout'] as const;
+export type UploadRefusal = (typeof UPLOAD_REFUSALS)[number];
+
 export interface UploadLimits {
   /** Uploads arriving at once, over all clients. */
   maxUploads: number;
@@ -60,7 +64,7 @@ export class VideoUploads {
   readonly #diskBy = new Map<string, number>();
   #stopSweep: (() => void) | null = null;
 
-  constructor(readonly limits: UploadLimits, readonly clock: UploadClock = systemClock) {
+  constructor(readonly limits: UploadLimits, readonly clock: UploadClock = systemClock, readonly onRefused: (reason: UploadRefusal) => void = () => {}) {
     for (const [name, v] of Object.entries(limits)) {
       if (!Number.isInteger(v) || v < 1) throw new RangeError(`Expected an integer >= 1 for the video upload limit ${name} but received ${String(v)}`);
     }
@@ -85,9 +89,11 @@ export class VideoUploads {
     const { maxUploads, clientUploads } = this.limits;
     const mine = this.#arrivingBy.get(client) ?? 0;
     if (mine >= clientUploads) {
+      this.onRefused('places');
       throw new RfdetrError('E_QUEUE_FULL', `you already have ${mine} video uploads arriving and one client may have ${clientUploads} (--video-client-uploads): finish or cancel one, then retry`, { client_uploads: clientUploads });
     }
     if (this.#arriving.size >= maxUploads) {
+      this.onRefused('places');
       throw new RfdetrError('E_QUEUE_FULL', `${maxUploads} video uploads are arriving (--video-max-uploads): retry after the Retry-After delay`, { max_uploads: maxUploads });
     }
     const u = new Upload(this, client, this.clock.now(), fail);
@@ -101,8 +107,11 @@ export class VideoUploads {
   sweep(): void {
     const now = this.clock.now();
     for (const u of [...this.#arriving]) {
-      const why = u.lateness(now);
-      if (why) u.failWith(why);
+      const late = u.lateness(now);
+      if (late) {
+        this.onRefused(late.reason);
+        u.failWith(late.error);
+      }
     }
   }
 
@@ -124,6 +133,7 @@ export class VideoUploads {
     const mine = (this.#diskBy.get(client) ?? 0) + n;
     const clientLimit = Math.floor(diskLimit / 2);
     if (n > 0 && (this.#disk + n > diskLimit || mine > clientLimit)) {
+      this.onRefused('disk');
       const whose = mine > clientLimit ? `one client's share (${sizeOf(clientLimit)}, half of --video-disk-limit)` : `--video-disk-limit (${sizeOf(diskLimit)})`;
       throw new RfdetrError('E_QUEUE_FULL', `video uploads on the server's disk fill ${whose}: retry after the Retry-After delay, or send a smaller video`, { disk_limit: diskLimit });
     }
@@ -153,16 +163,16 @@ export class Upload {
   }
 
   /** Why the upload is past its time at `now`, or null. */
-  lateness(now: number): RfdetrError | null {
+  lateness(now: number): { reason: 'timeout' | 'too_slow'; error: RfdetrError } | null {
     const { minRate, graceMs, timeoutMs } = this.uploads.limits;
     const elapsed = now - this.startedAt;
     if (elapsed > timeoutMs) {
-      return new RfdetrError('E_BODY_TIMEOUT', `the video did not arrive completely within ${timeoutMs} ms (${this.#bytes} bytes received): send it faster or a smaller one (the connection is closed)`, { body_timeout_ms: timeoutMs });
+      return { reason: 'timeout', error: new RfdetrError('E_BODY_TIMEOUT', `the video did not arrive completely within ${timeoutMs} ms (${this.#bytes} bytes received): send it faster or a smaller one (the connection is closed)`, { body_timeout_ms: timeoutMs }) };
     }
     const allowed = graceMs + (this.#bytes / minRate) * 1000;
     if (elapsed > allowed) {
       const rate = Math.round((this.#bytes * 1000) / elapsed);
-      return new RfdetrError('E_BODY_TIMEOUT', `the video is arriving at ${rate} bytes/s (${this.#bytes} bytes in ${Math.round(elapsed / 1000)} s); an upload must average at least ${minRate} bytes/s after its first ${graceMs / 1000} s (--video-min-upload-rate): send it over a faster link or a smaller one (the connection is closed)`, { min_upload_rate: minRate, bytes: this.#bytes });
+      return { reason: 'too_slow', error: new RfdetrError('E_BODY_TIMEOUT', `the video is arriving at ${rate} bytes/s (${this.#bytes} bytes in ${Math.round(elapsed / 1000)} s); an upload must average at least ${minRate} bytes/s after its first ${graceMs / 1000} s (--video-min-upload-rate): send it over a faster link or a smaller one (the connection is closed)`, { min_upload_rate: minRate, bytes: this.#bytes }) };
     }
     return null;
   }

@@ -108,6 +108,10 @@ test('two uploads trickling in and never ending hold no video slot: a real video
     assert.match(refused.body.detail, /you already have 2 video uploads arriving and one client may have 2 \(--video-client-uploads\)/);
     third.destroy();
     assert.equal(s.srv.videoUploads.arriving, 2, 'the two trickles still arrive');
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    assert.match(metrics, /^rfdetr_video_uploads_arriving 2$/m);
+    assert.match(metrics, /^rfdetr_video_upload_disk_bytes 131072$/m);
+    assert.match(metrics, /^rfdetr_video_uploads_refused_total\{reason="places"\} 1$/m);
   } finally {
     for (const t of trickles) t.destroy();
     await waitFor(() => s.srv.videoUploads.arriving === 0, 'the trickles gone');
@@ -146,6 +150,9 @@ test('an upload below the minimum rate after its grace is dropped with 408; one 
     assert.match(late.body.detail, /did not arrive completely within 18000 ms \(10000 bytes received\)/);
     await waitFor(() => s.srv.videoUploads.arriving === 0 && s.srv.videoUploads.diskBytes === 0, 'both uploads removed');
     assert.equal(s.backend.calls, 0);
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    assert.match(metrics, /^rfdetr_video_uploads_refused_total\{reason="too_slow"\} 1$/m);
+    assert.match(metrics, /^rfdetr_video_uploads_refused_total\{reason="timeout"\} 1$/m);
   } finally {
     await s.stop();
   }
@@ -180,6 +187,7 @@ test('the bytes of uploads on disk are held to --video-disk-limit (half of it pe
     assert.equal(ok.status, 200);
     assert.equal(ndjsonLines(await ok.text()).at(-1).summary.frames, 2);
     assert.equal(s.srv.videoUploads.diskBytes, 0);
+    assert.match(await (await fetch(`${s.url}/metrics`)).text(), /^rfdetr_video_uploads_refused_total\{reason="disk"\} 2$/m);
   } finally {
     for (const t of trickles) t.destroy();
     await s.stop();
