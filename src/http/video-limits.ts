@@ -25,9 +25,9 @@ export interface VideoLimits {
 
 /**
  * The minimum upload rate: 32 KiB/s (256 kbit/s, a poor mobile uplink) after 10 s. It only has to free an upload
- * place from a connection that has all but stopped: the body timeout already asks a 256 MiB video for 0.87 MiB/s,
- * and a 20 MB phone clip for 68 KB/s, so no upload that could finish in time is dropped by it before the
- * timeout would have dropped it, save one that averages under 32 KiB/s and is under 9.6 MB. Holding all 8
+ * place from a connection that has all but stopped: the body timeout already asks a 256 MiB video for 0.85 MiB/s,
+ * and a 20 MB phone clip for 67 kB/s, so no upload that could finish in time is dropped by it before the
+ * timeout would have dropped it, save one that averages under 32 KiB/s and is under 9.8 MB. Holding all 8
  * upload places for the 300 s then costs a sender 8 × 32 KiB/s.
  */
 export const DEFAULT_MIN_UPLOAD_RATE = 32 * 1024;
