@@ -1,6 +1,7 @@
 // `rfdetr serve`: the HTTP server over a supervised (or external) sidecar. The definition only; the work and
 // its heavy modules (express, sharp, undici) load when the command runs, so --help stays fast.
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { RfdetrError } from '../../src/errors.ts';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
@@ -41,6 +42,16 @@ export function parseMemoryLimit(v: string): number {
     throw new InvalidArgumentError(`expected a size of at least ${MIN_MEMORY_LIMIT / 2 ** 20}M (bytes, or with K, M or G: 768M, 1G) but received ${JSON.stringify(v)}`);
   }
   return n;
+}
+
+/** The --video-* flags that bound each other: refused before anything starts (exit 2). */
+export function checkVideoFlags(f: Pick<ServeFlags, 'videoMaxBytes' | 'videoDiskLimit' | 'videoMaxUploads' | 'videoClientUploads'>): void {
+  if (f.videoDiskLimit !== undefined && f.videoDiskLimit < 2 * f.videoMaxBytes) {
+    throw new RfdetrError('E_USAGE', `--video-disk-limit ${f.videoDiskLimit}: expected at least 2 × --video-max-bytes (${2 * f.videoMaxBytes}), so a video at the byte limit fits in one client's half; raise it or lower --video-max-bytes`);
+  }
+  if (f.videoClientUploads > f.videoMaxUploads) {
+    throw new RfdetrError('E_USAGE', `--video-client-uploads ${f.videoClientUploads}: expected at most --video-max-uploads (${f.videoMaxUploads}), the uploads of all clients together`);
+  }
 }
 
 function parseDevices(v: string): number[] | 'all' {
@@ -85,6 +96,7 @@ export function serveCommand(ctx: CliContext): Command {
     .action(async (f: ServeFlags) => {
       // --engine and --precision are checked before the server's modules load, so that a usage error answers
       // at once. An external sidecar runs whatever engine and precision it was started with.
+      checkVideoFlags(f);
       const engine = f.sidecarSocket ? null : await checkEngine(ctx, f.engine, f.precision);
       return (await import('./serve-run.ts')).runServe(ctx, f, engine);
     });
