@@ -11,10 +11,14 @@ function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** `text` with each path under one of `roots` (the root and what follows it up to a space or quote) replaced. */
+/**
+ * `text` with each path under one of `roots` replaced: the root and what follows it up to a space, a quote or
+ * the punctuation tools put after a path (`:` in "PATH: Invalid data", `,`, `;`, `)`); the names the server
+ * makes under its root (rfdetr-video-XXXXXX/input) have none of them.
+ */
 export function withoutServerPaths(text: string, roots: readonly string[]): string {
   let out = text;
-  for (const r of roots) if (r.length > 1) out = out.replace(new RegExp(`${escapeRegExp(r)}[^\\s"'\`]*`, 'g'), SHOWN_AS);
+  for (const r of roots) if (r.length > 1) out = out.replace(new RegExp(`${escapeRegExp(r)}[^\\s"'\`:,;)]*`, 'g'), SHOWN_AS);
   return out;
 }
 
