@@ -27,6 +27,11 @@ export function synthBinary(env: NodeJS.ProcessEnv = process.env): string {
   return env.RFDETR_SYNTH || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-synth');
 }
 
+/** The held-order accuracy tool (`rfdetr verify --engine cpu --precision P` runs it; built with the sidecar). */
+export function accuracyBinary(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_ACCURACY || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-accuracy');
+}
+
 /** The checkpoint schemas (one rfdetr-<variant>.json per variant, the transformers key map), shared with the C++ loader. */
 export const schemaDir = path.join(packageRoot, 'sidecar', 'schema');
 
