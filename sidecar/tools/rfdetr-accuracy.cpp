@@ -19,6 +19,11 @@
 #include "engines/cpu/qgemm.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
+#if __has_include("engines/cpu/precision.h")
+#define RFDETR_CPU_PRECISION_ENUM 1
+#include "engines/cpu/bgemm.h"
+#include "engines/cpu/precision.h"
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +33,7 @@
 #include <cstdlib>
 #include <dirent.h>
 #include <exception>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <string>
@@ -39,12 +45,37 @@ namespace {
 
 namespace cpu = rfdetr::cpu;
 
-// The precisions this tool builds a cpu::model for: the reduced ones the model runs. fp32 is the reference.
+// The reduced precisions this tool builds a cpu::model for (fp32 is the reference), and the model at one of
+// them. Two forms while the cpu model's precision type lands (branch bf16-gemm: cpu/precision.h, the model
+// taking a cpu::precision): with it, every precision it names, bf16 only where a bf16 kernel runs; without it,
+// the bool-int8 model. Once precision.h is on main the #else half goes.
+#if RFDETR_CPU_PRECISION_ENUM
+const std::vector<std::string> k_precisions = {"int8", "bf16"};
+
+std::unique_ptr<cpu::model> make_model(const rfdetr::checkpoint & ck, int threads, const std::string & name) {
+    cpu::precision p = cpu::precision::fp32;
+    if (!cpu::precision_from_string(name, p)) throw rfdetr::error("no cpu precision named \"" + name + "\"");
+    if (std::string missing; p == cpu::precision::bf16 && !cpu::bf16_supported(missing)) {
+        throw rfdetr::error("--precision bf16 needs " + missing + "; this CPU runs int8 and fp32");
+    }
+    return std::make_unique<cpu::model>(ck, threads, p);
+}
+
+std::string kernels(const std::string & name) {
+    if (name == "bf16") return std::string(cpu::gemm_isa()) + "+bf16-" + cpu::bgemm_isa();
+    return std::string(cpu::gemm_isa()) + (name == "int8" ? std::string("+") + cpu::qgemm_isa() : "");
+}
+#else
 const std::vector<std::string> k_precisions = {"int8"};
 
-std::unique_ptr<cpu::model> make_model(const rfdetr::checkpoint & ck, int threads, const std::string & precision) {
-    return std::make_unique<cpu::model>(ck, threads, precision == "int8");
+std::unique_ptr<cpu::model> make_model(const rfdetr::checkpoint & ck, int threads, const std::string & name) {
+    return std::make_unique<cpu::model>(ck, threads, name == "int8");
 }
+
+std::string kernels(const std::string & name) {
+    return std::string(cpu::gemm_isa()) + (name == "int8" ? std::string("+") + cpu::qgemm_isa() : "");
+}
+#endif
 
 std::set<size_t> top100(const std::vector<float> & v) {
     std::vector<size_t> i(v.size());
@@ -194,7 +225,7 @@ int main(int argc, char ** argv) {
             {"tool", "rfdetr-accuracy"},
             {"precision", precision},
             {"threads", red->threads()},
-            {"kernels", std::string(cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + cpu::qgemm_isa() : "")},
+            {"kernels", kernels(precision)},
             {"variant", ck->variant().variant},
             {"cases", cases},
         };
