@@ -73,6 +73,7 @@ double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
 int main(int argc, char ** argv) {
     std::string weights, golden, precision = "fp32";
     int         runs = 8;
+    int         threads = 1;  // --threads N: the model's pool (precision-run.sh's 2-thread rounds); 0 = physical cores
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (i + 1 >= argc) {
@@ -84,6 +85,7 @@ int main(int argc, char ** argv) {
         else if (a == "--golden") golden = v;
         else if (a == "--precision") precision = v;
         else if (a == "--runs") runs = std::max(1, std::atoi(v.c_str()));
+        else if (a == "--threads") threads = std::max(0, std::atoi(v.c_str()));
         else {
             std::fprintf(stderr, "int8-bench: unknown argument %s (see the header of int8-bench.cpp)\n", a.c_str());
             return 2;
@@ -103,7 +105,7 @@ int main(int argc, char ** argv) {
     auto       ckpt = rfdetr::checkpoint::open(weights);
     const double rss0 = rss_mib();
     const double t0   = now_ms();
-    rfdetr::cpu::model m(*ckpt, 1, precision == "int8");
+    rfdetr::cpu::model m(*ckpt, threads, precision == "int8");
     const double load_ms = now_ms() - t0;
     const int    C       = m.num_classes();
     std::vector<float> logits(static_cast<size_t>(m.dims().queries) * C), boxes(m.dims().queries * 4);
@@ -127,7 +129,7 @@ int main(int argc, char ** argv) {
         {"peer", "engine"},
         {"precision", precision},
         {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + rfdetr::cpu::qgemm_isa() : "")},
-        {"threads", 1},
+        {"threads", m.threads()},
         {"runs", runs},
         {"cpu_ms_per_forward", std::round(cpu * 10) / 10},
         {"median_ms", std::round(wall[wall.size() / 2] * 10) / 10},
