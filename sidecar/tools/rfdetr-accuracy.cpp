@@ -46,9 +46,8 @@ namespace {
 namespace cpu = rfdetr::cpu;
 
 // The reduced precisions this tool builds a cpu::model for (fp32 is the reference), and the model at one of
-// them. Two forms while the cpu model's precision type lands (branch bf16-gemm: cpu/precision.h, the model
-// taking a cpu::precision): with it, every precision it names, bf16 only where a bf16 kernel runs; without it,
-// the bool-int8 model. Once precision.h is on main the #else half goes.
+// them. A tree with cpu/precision.h (the model takes a cpu::precision): every precision it names, bf16 only
+// where a bf16 kernel runs. A tree without it (the model takes `bool int8`): int8.
 #if RFDETR_CPU_PRECISION_ENUM
 const std::vector<std::string> k_precisions = {"int8", "bf16"};
 
