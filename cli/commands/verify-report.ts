@@ -1,7 +1,7 @@
 // What `rfdetr verify` prints: one JSON object (--json) or a table per check, then PASS/FAIL (or REPORT when
 // nothing is gated) with every gate missed.
 import type { CliContext } from '../context.ts';
-import type { HeldComparison } from './verify-held.ts';
+import type { HeldCase, HeldComparison } from './verify-held.ts';
 import type { VerifyMode } from './verify-run.ts';
 
 export interface VerifyCase {
@@ -43,6 +43,8 @@ export interface VerifyReport {
   pass: boolean;
   failures: string[];
   cases: VerifyCase[];
+  /** --family: the held-order check on each family fixture (VARIANT/case-1); null without it. */
+  family: (HeldCase & { held_failures: string[] })[] | null;
 }
 
 const fixed = (x: number | null | undefined, d: number): string => (x === null || x === undefined || !Number.isFinite(x) ? String(x) : x.toFixed(d));
@@ -60,18 +62,18 @@ export function printVerify(ctx: CliContext, r: VerifyReport, json: boolean): vo
   }
   if (r.held_gates) {
     out(`held order (fp32's top-k proposals injected; ${r.held_kernels} kernels): gates logits PCC >= ${r.held_gates.logits_pcc}, top-100 >= ${r.held_gates.top100}`);
-    out(`  ${'case'.padEnd(7)} ${'top100'.padStart(7)} ${'logits PCC'.padStart(11)} ${'logits max|d|'.padStart(14)} ${'boxes max|d|'.padStart(13)} ${'proposals same set/rank'.padStart(24)}  end-to-end top100 vs fp32`);
-    for (const c of r.cases) {
-      const h = c.held_order!;
-      out(`  ${c.case.padEnd(7)} ${String(h.top100_vs_fp32).padStart(7)} ${fixed(h.logits_pcc, 6).padStart(11)} ${fixed(h.logits_max_abs, 3).padStart(14)} ${fixed(h.boxes_max_abs, 3).padStart(13)} ${`${c.topk_same_set}/${c.topk_same_rank}`.padStart(24)}  ${c.top100_vs_reference} (reported, not gated)`);
-    }
+    out(`  ${'case'.padEnd(13)} ${'top100'.padStart(7)} ${'logits PCC'.padStart(11)} ${'logits max|d|'.padStart(14)} ${'boxes max|d|'.padStart(13)} ${'proposals same set/rank'.padStart(24)}  end-to-end top100 vs fp32`);
+    const held = (name: string, h: HeldComparison, same: string, e2e: number) =>
+      out(`  ${name.padEnd(13)} ${String(h.top100_vs_fp32).padStart(7)} ${fixed(h.logits_pcc, 6).padStart(11)} ${fixed(h.logits_max_abs, 3).padStart(14)} ${fixed(h.boxes_max_abs, 3).padStart(13)} ${same.padStart(24)}  ${e2e} (reported, not gated)`);
+    for (const c of r.cases) held(c.case, c.held_order!, `${c.topk_same_set}/${c.topk_same_rank}`, c.top100_vs_reference);
+    for (const c of r.family ?? []) held(c.case, c.held_order, `${c.topk_same_set}/${c.topk_same_rank}`, c.end_to_end.top100_vs_fp32);
   }
   const iou = `mean detection-IoU ${r.mean_detection_iou.toFixed(2)}`;
   if (r.pass && r.gate === null && r.held_gates === null) out(`REPORT ${iou} (not gated: pass --gate to gate it)`);
   else if (r.pass) out(`PASS ${r.gate !== null ? `${iou} >= gate ${r.gate}` : `${iou} (reported)`}${r.held_gates ? '; held-order gates hold on every case' : ''}`);
   else {
     const gateMissed = r.gate !== null && !(r.mean_detection_iou >= r.gate);
-    const held = r.cases.flatMap((c) => (c.held_failures ?? []).map((w) => `${c.case}: ${w}`));
+    const held = [...r.cases, ...(r.family ?? [])].flatMap((c) => (c.held_failures ?? []).map((w) => `${c.case}: ${w}`));
     out(`FAIL ${[...(gateMissed ? [`${iou} < gate ${r.gate}`] : []), ...held].join('; ')}`);
   }
 }

@@ -30,6 +30,7 @@ import { backendRequest, openEngine, weightsFor } from '../engine-start.ts';
 import { VerifyFailure } from '../failures.ts';
 import { maxAbsDiff, pcc, top100Overlap } from '../../src/detect/compare.ts';
 import { HELD_PCC_GATE, HELD_TOP100_GATE, heldFailures, runHeldOrder, type HeldReport } from './verify-held.ts';
+import { familyVariants, runFamily } from './verify-family.ts';
 import { printVerify, type VerifyReport } from './verify-report.ts';
 import { VERIFY_GATE } from './verify.ts';
 
@@ -43,6 +44,8 @@ export interface VerifyFlags extends EngineFlags {
   json?: boolean;
   /** ENGINE[:PRECISION]: the reference instead of cpu at fp32. */
   against?: string;
+  /** The precision check on the family fixtures too (verify-family.ts). */
+  family?: boolean;
 }
 
 export type VerifyMode = 'accelerator' | 'precision' | 'against';
@@ -84,6 +87,15 @@ export function parseAgainst(text: string): EngineRef {
 
 /** What verify checks for these flags, after each engine and precision is checked against this build. */
 async function planOf(ctx: CliContext, f: VerifyFlags & { engine: string }): Promise<{ mode: VerifyMode; reference: EngineRef; gate: number | undefined }> {
+  const plan = await modeOf(ctx, f);
+  if (f.family && plan.mode !== 'precision') {
+    throw new RfdetrError('E_USAGE', '--family checks a reduced cpu precision on the family fixtures: it goes with --engine cpu --precision P (and no --against)');
+  }
+  if (f.family) familyVariants(ctx.env);
+  return plan;
+}
+
+async function modeOf(ctx: CliContext, f: VerifyFlags & { engine: string }): Promise<{ mode: VerifyMode; reference: EngineRef; gate: number | undefined }> {
   const facts = await checkEngine(ctx, f.engine, f.precision);
   const precision = f.precision ?? facts?.defaultPrecision;
   if (f.against !== undefined) {
@@ -147,6 +159,7 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags & { engine: string }, 
     log(`verify: cpu ${precision} against fp32 with fp32's proposal order held (rfdetr-accuracy)`);
     held = await runHeldOrder(ctx.env, { weightsDir, precision: precision!, fixturesDir, threads: f.threads });
   }
+  const family = f.family ? (await runFamily(ctx.env, { precision: precision!, threads: f.threads, log })).map((c) => ({ ...c, held_failures: heldFailures(c) })) : null;
   const labels = info?.labels ?? [];
   const numQueries = info?.numQueries ?? 300;
   const numClasses = info?.numClasses ?? 91;
@@ -170,12 +183,12 @@ async function verifyWith(ctx: CliContext, f: VerifyFlags & { engine: string }, 
   const mean = rows.reduce((s, r) => s + r.detection_iou, 0) / rows.length;
   const failures: string[] = [];
   if (plan.gate !== undefined && !(mean >= plan.gate)) failures.push(`mean detection-IoU ${mean.toFixed(2)} is below the ${plan.gate} gate`);
-  for (const r of rows) for (const w of r.held_failures ?? []) failures.push(`${r.case}: ${w}`);
+  for (const r of [...rows, ...(family ?? [])]) for (const w of r.held_failures ?? []) failures.push(`${r.case}: ${w}`);
   const report: VerifyReport = {
     mode: plan.mode, engine: f.engine, precision, against: `${ref.engine}${refPrecision ? `:${refPrecision}` : ''}`,
     weights: synthetic ? 'synthetic seed 1' : weightsDir, cpu_vs_fixtures_max_abs: goldenMaxAbs, threshold: f.threshold,
     gate: plan.gate ?? null, held_gates: held ? { logits_pcc: HELD_PCC_GATE, top100: HELD_TOP100_GATE } : null, held_kernels: held?.kernels ?? null,
-    mean_detection_iou: mean, pass: failures.length === 0, failures, cases: rows,
+    mean_detection_iou: mean, pass: failures.length === 0, failures, cases: rows, family,
   };
   printVerify(ctx, report, f.json === true);
   if (failures.length > 0) throw new VerifyFailure(`verify: engine ${f.engine}${precision ? ` (${precision})` : ''}: ${failures.join('; ')}`);

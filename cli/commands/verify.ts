@@ -36,6 +36,7 @@ export function verifyCommand(ctx: CliContext): Command {
     .description('compare an engine with a reference engine on the fixture images: an accelerator with cpu, a reduced cpu precision with its fp32 (held-order gates), or any two')
     .addOption(new Option('--gate <iou>', `minimum mean detection-IoU (×100); default ${VERIFY_GATE} for an accelerator against cpu fp32, none otherwise`).argParser(parseGate))
     .addOption(new Option('--against <engine[:precision]>', 'the reference engine (default: cpu at fp32), e.g. cpu:bf16'))
+    .option('--family', 'with --engine cpu --precision P: the held-order check on the family fixtures too (../shared/fixtures/rfdetr-family, or RFDETR_FAMILY_FIXTURES: nano, small, medium, large), each on its seed-1 synthetic checkpoint')
     .addOption(new Option('--threshold <t>', 'score threshold for both engines\' detections').argParser(parseThreshold).default(0.5))
     .option('--json', 'print one JSON object');
   addEngineOptions(cmd, { describe: 'tt when this build has it, else tt-host' });

@@ -47,6 +47,11 @@ export const testFixturesDir = path.join(packageRoot, 'test', 'fixtures');
 /** The image `rfdetr smoke` and `rfdetr bench` use when given none (fixture case 1, 640x480). */
 export const defaultSmokeImage = path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png');
 
+/** The family fixtures (nano/, small/, medium/, large/: case-1 each, made by upstream at seed 1), beside the clone. */
+export function familyFixturesDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_FAMILY_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-family');
+}
+
 /** The shared fixture tree (large per-stage tensors); present beside the clone in CI and on developer machines. */
 export function sharedFixturesDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.RFDETR_SHARED_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-synth');

@@ -8,6 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { top100Overlap } from '../../src/detect/compare.ts';
+import { familyFixturesDir } from '../../src/config/paths.ts';
+import { skipOrFail } from '../helpers/skip.ts';
 import { sidecarSelfReport } from '../../cli/sidecar-info.ts';
 import { HELD_PCC_GATE, HELD_TOP100_GATE, heldFailures, type HeldReport } from '../../cli/commands/verify-held.ts';
 import type { VerifyReport } from '../../cli/commands/verify-report.ts';
@@ -104,6 +106,32 @@ test('verify --engine cpu --precision int8: a deliberately wrong engine fails th
   assert.match(missing.stderr, /the held-order accuracy tool \S+nothing-here does not exist; build it with `npm run build:sidecar` \(or point RFDETR_ACCURACY at it\)/);
 });
 
+test('verify --precision int8 --family: the held-order check on each family fixture present, on its own seed-1 checkpoint', async (t) => {
+  const shared = familyFixturesDir({});
+  if (!fs.existsSync(path.join(shared, 'nano', 'case-1', 'golden.safetensors'))) return skipOrFail(t, `no family fixtures in ${shared} (set RFDETR_FAMILY_FIXTURES)`);
+  // Only nano (the smallest): a directory holding just its fixtures.
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-verify-family-'));
+  t.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  fs.symlinkSync(path.join(shared, 'nano'), path.join(tmp, 'nano'));
+  const r = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int8', '--threads', '1', '--family', '--json'], {
+    env: { ...process.env, TT_RF_DETR_WEIGHTS: await synthWeights(), RFDETR_FAMILY_FIXTURES: tmp },
+    factory: (req) => new FixtureReplayBackend(req.precision ?? 'fp32'),
+  });
+  const s = JSON.parse(r.stdout) as VerifyReport;
+  assert.deepEqual(s.family?.map((c) => c.case), ['nano/case-1'], 'the variants present, named VARIANT/CASE');
+  const n = s.family![0]!;
+  assert.equal(n.queries, 300);
+  // The nano held-order figures a working int8 path keeps by far (measured: 96, PCC 0.99975, 295 of 300 proposals).
+  assert.ok(n.held_order.top100_vs_fp32 >= 90, `nano held top-100 ${n.held_order.top100_vs_fp32}`);
+  assert.ok(n.held_order.logits_pcc !== null && n.held_order.logits_pcc > 0.998, `nano held PCC ${n.held_order.logits_pcc}`);
+  assert.ok(n.topk_same_set >= 270);
+  assert.ok(n.end_to_end.top100_vs_fp32 < n.held_order.top100_vs_fp32, 'end to end, the proposals\' rank changes cost overlap');
+  assert.deepEqual(n.held_failures, heldFailures(n));
+  assert.equal(s.pass, [...s.cases, ...s.family!].every((c) => (c.held_failures ?? []).length === 0));
+  assert.equal(r.code, s.pass ? 0 : 1, r.stderr);
+  assert.match(r.stderr, /verify: nano: the seed-1 synthetic checkpoint, then cpu int8 against fp32 with fp32's proposal order held/);
+});
+
 test('verify refuses what it cannot compare (exit 2, nothing started): cpu fp32 against itself, a bad or unbuilt --against', async () => {
   const built = (await sidecarSelfReport()).engineFacts ?? [];
   const cpu = built.find((e) => e.name === 'cpu')!;
@@ -114,7 +142,17 @@ test('verify refuses what it cannot compare (exit 2, nothing started): cpu fp32 
     assert.match(r.stderr, new RegExp(`verify --engine cpu checks a reduced precision against the cpu engine's fp32, but --precision is fp32: pass --precision ${reduced.join('\\|')} `));
     assert.equal(r.requests.length, 0);
   }
+  const none = fs.mkdtempSync(path.join(os.tmpdir(), 'rfdetr-verify-nofamily-'));
+  try {
+    const r = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int8', '--family'], { env: { ...process.env, RFDETR_FAMILY_FIXTURES: none } });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /--family: no family fixtures in \S+rfdetr-verify-nofamily-\S+ \(expected nano\/case-1\/golden\.safetensors, .*\); set RFDETR_FAMILY_FIXTURES/);
+    assert.equal(r.requests.length, 0);
+  } finally {
+    fs.rmSync(none, { recursive: true, force: true });
+  }
   const cases: [string[], RegExp][] = [
+    [['--engine', 'tt-host', '--family'], /--family checks a reduced cpu precision on the family fixtures: it goes with --engine cpu --precision P/],
     [['--engine', 'tt-host', '--precision', 'bf16', '--against', 'tt-host:bf16'], /--against tt-host:bf16: that is the engine under test \(tt-host bf16\) itself/],
     [['--engine', 'tt-host', '--against', 'tt-host'], /--against tt-host: that is the engine under test \(tt-host fp32\) itself/],
     [['--engine', 'tt-host', '--against', 'cpu:int4'], /--precision "int4": the cpu engine runs fp32 \(default\)/],
