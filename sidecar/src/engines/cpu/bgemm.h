@@ -15,7 +15,7 @@ namespace rfdetr::cpu {
 
 // Numerics (one definition for every kernel; bgemm_ref is its plain-loop form):
 //   operands  bf16(x): round to nearest even, NaN kept (quiet), fp32 denormals to signed zero (what
-//             vcvtne2ps2bf16 does, and what tdpbf16ps/vdpbf16ps do to denormal inputs anyway);
+//             vcvtne2ps2bf16 does: bgemm-test compares the two on 4104 bit patterns);
 //   output    t[i,j] = sum over k pairs of bf16(a[i,k]) * bf16(w[j,k]), each product exact in fp32, the sum in fp32
 //             (the kernels' own order: exact when every partial sum is exact in fp32), then gemm.h's epilogue.
 inline uint16_t bf16_round(float x) {
