@@ -52,7 +52,7 @@ double thread_ms() {
 
 // The ViT MLP (fc1 +LN gelu, then fc2) on each bf16 kernel, 404-row parts as above: fc1's output as fp32 rows that
 // fc2 rounds again, against the bf16 hand-off (bgemm_packed_to_bf16 / _from_bf16, what the model runs). Interleaved.
-void mlp_handoff(int repeats) {
+void mlp_handoff(int repeats, const std::vector<std::string> & isas) {
     const int m = 1616, d = 384, h = 1536;
     std::mt19937                          rng(2);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -72,7 +72,7 @@ void mlp_handoff(int repeats) {
     e2.bias  = b2.data();
     e2.scale = ls.data();
     for (const char * isa : {"amx", "avx512bf16"}) {
-        if (!cpu::bgemm_select_isa(isa)) continue;
+        if (std::find(isas.begin(), isas.end(), std::string("bf16-") + isa) == isas.end() || !cpu::bgemm_select_isa(isa)) continue;
         std::vector<double> t[2];
         for (int r = 0; r < repeats + 1; ++r) {
             for (int way = 0; way < 2; ++way) {
@@ -176,6 +176,6 @@ int main(int argc, char ** argv) {
     std::printf("%-32s", "all these GEMMs of one forward");
     for (double x : total) std::printf(" %12.1f ms", x);
     std::printf("\n");
-    mlp_handoff(repeats);
+    mlp_handoff(repeats, isas);
     return 0;
 }
