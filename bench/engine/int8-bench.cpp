@@ -3,8 +3,9 @@
 // prints one JSON line: CPU time per forward (process CPU time over --runs forwards; a busy machine slows the
 // wall clock, not this), wall median, RSS after warm-up, and the error against the fp32 golden: max-abs and
 // PCC of logits and boxes, and the overlap of the top-100 flattened logits (../shared/peers/int8_peers.py's
-// measure). int8-run.sh interleaves it with the int8 peers.
-//   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]
+// measure). int8-run.sh interleaves it with the int8 peers; threads-run.sh runs it at --threads 1 and 2 (the
+// scaling figure: wall median per forward, forwards per second, CPU time per forward).
+//   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N] [--threads N]
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/isa-level.h"
@@ -72,7 +73,7 @@ double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
 
 int main(int argc, char ** argv) {
     std::string weights, golden, precision = "fp32";
-    int         runs = 8;
+    int         runs = 8, threads = 1;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (i + 1 >= argc) {
@@ -84,13 +85,14 @@ int main(int argc, char ** argv) {
         else if (a == "--golden") golden = v;
         else if (a == "--precision") precision = v;
         else if (a == "--runs") runs = std::max(1, std::atoi(v.c_str()));
+        else if (a == "--threads") threads = std::max(1, std::atoi(v.c_str()));
         else {
             std::fprintf(stderr, "int8-bench: unknown argument %s (see the header of int8-bench.cpp)\n", a.c_str());
             return 2;
         }
     }
     if (weights.empty() || golden.empty() || (precision != "fp32" && precision != "int8")) {
-        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]\n");
+        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N] [--threads N]\n");
         return 2;
     }
     if (const char * cap = std::getenv("RFDETR_CPU_ISA"); cap && *cap) {
@@ -103,7 +105,7 @@ int main(int argc, char ** argv) {
     auto       ckpt = rfdetr::checkpoint::open(weights);
     const double rss0 = rss_mib();
     const double t0   = now_ms();
-    rfdetr::cpu::model m(*ckpt, 1, precision == "int8");
+    rfdetr::cpu::model m(*ckpt, threads, precision == "int8");
     const double load_ms = now_ms() - t0;
     const int    C       = m.num_classes();
     std::vector<float> logits(static_cast<size_t>(m.dims().queries) * C), boxes(m.dims().queries * 4);
@@ -127,10 +129,11 @@ int main(int argc, char ** argv) {
         {"peer", "engine"},
         {"precision", precision},
         {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + rfdetr::cpu::qgemm_isa() : "")},
-        {"threads", 1},
+        {"threads", threads},
         {"runs", runs},
         {"cpu_ms_per_forward", std::round(cpu * 10) / 10},
         {"median_ms", std::round(wall[wall.size() / 2] * 10) / 10},
+        {"forwards_per_s", std::round(1e4 / wall[wall.size() / 2]) / 10},
         {"load_ms", std::round(load_ms)},
         {"rss_mib_after_warmup", std::round(rss_mib() * 10) / 10},
         {"rss_mib_before_model", std::round(rss0 * 10) / 10},
