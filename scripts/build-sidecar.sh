@@ -33,8 +33,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "build-sidecar: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
   else
     echo "build-sidecar: missing build dependencies: ${missing[*]}" >&2
     echo "build-sidecar: run:  sudo apt-get install -y ${missing[*]} && npm install" >&2
@@ -48,8 +48,8 @@ if ! dpkg-query -W -f='${Status}' ffmpeg 2>/dev/null | grep -q "install ok insta
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "build-sidecar: installing ffmpeg (video inputs)" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends ffmpeg >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ffmpeg >&2
   else
     echo "build-sidecar: ffmpeg is not installed: videos will not work (images will); run:  sudo apt-get install -y ffmpeg" >&2
   fi

@@ -68,6 +68,8 @@ if [ -d test/fixtures ]; then mkdir -p "$dest/test" && cp -a test/fixtures "$des
 cp -a scripts/healthcheck.mjs "$dest/scripts/"
 cp "$sidecar" "$dest/sidecar/build/rfdetr-sidecar"
 [ -x sidecar/build/rfdetr-synth ] && cp sidecar/build/rfdetr-synth "$dest/sidecar/build/"
+# `rfdetr verify --engine cpu --precision P` runs it (the held-order check).
+[ -x sidecar/build/rfdetr-accuracy ] && cp sidecar/build/rfdetr-accuracy "$dest/sidecar/build/"
 
 # Production dependencies only: copy the installed tree and prune devDependencies (no network needed). Hard
 # links when on the same filesystem (prune only unlinks; nothing here writes into node_modules).

@@ -33,6 +33,10 @@ export interface ServeFlags extends EngineFlags {
   videoMaxDurationS: number;
   videoMaxFrames: number;
   videoMaxConcurrent: number;
+  videoMaxUploads: number;
+  videoClientUploads: number;
+  videoDiskLimit?: number;
+  videoMinUploadRate: number;
   devices?: number[] | 'all';
   workers?: number;
   minReadyDevices: number;
@@ -103,7 +107,10 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   const server = createServer({
     backend, weights, model, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
     memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy, decodePriority, engineNice: f.sidecarSocket ? null : f.engineNice,
-    videoLimits: { maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent },
+    videoLimits: {
+      maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent,
+      maxUploads: f.videoMaxUploads, clientUploads: f.videoClientUploads, diskLimit: f.videoDiskLimit, minUploadRate: f.videoMinUploadRate,
+    },
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: deviceParamsFor({ ...f, precision: f.precision ?? engine?.defaultPrecision }, pool),

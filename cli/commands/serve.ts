@@ -1,6 +1,7 @@
 // `rfdetr serve`: the HTTP server over a supervised (or external) sidecar. The definition only; the work and
 // its heavy modules (express, sharp, undici) load when the command runs, so --help stays fast.
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { RfdetrError } from '../../src/errors.ts';
 import { isLogLevel, LOG_LEVELS, type LogLevel } from '../../src/http/log.ts';
 import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
@@ -43,6 +44,16 @@ export function parseMemoryLimit(v: string): number {
   return n;
 }
 
+/** The --video-* flags that bound each other: refused before anything starts (exit 2). */
+export function checkVideoFlags(f: Pick<ServeFlags, 'videoMaxBytes' | 'videoDiskLimit' | 'videoMaxUploads' | 'videoClientUploads'>): void {
+  if (f.videoDiskLimit !== undefined && f.videoDiskLimit < 2 * f.videoMaxBytes) {
+    throw new RfdetrError('E_USAGE', `--video-disk-limit ${f.videoDiskLimit}: expected at least 2 × --video-max-bytes (${2 * f.videoMaxBytes}), so a video at the byte limit fits in one client's half; raise it or lower --video-max-bytes`);
+  }
+  if (f.videoClientUploads > f.videoMaxUploads) {
+    throw new RfdetrError('E_USAGE', `--video-client-uploads ${f.videoClientUploads}: expected at most --video-max-uploads (${f.videoMaxUploads}), the uploads of all clients together`);
+  }
+}
+
 function parseDevices(v: string): number[] | 'all' {
   try {
     return parseDeviceList(v);
@@ -67,7 +78,11 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--video-max-bytes <n>', 'largest POST /predict/video upload, bytes; more → 413').argParser(intParser(1, 2 ** 40)).default(DEFAULT_VIDEO_LIMITS.maxBytes))
     .addOption(new Option('--video-max-duration-s <s>', 'longest POST /predict/video video, seconds; longer → 422').argParser(intParser(1, 86_400)).default(DEFAULT_VIDEO_LIMITS.maxDurationS))
     .addOption(new Option('--video-max-frames <n>', 'most frames in a POST /predict/video video; more → 422').argParser(intParser(1, 10_000_000)).default(DEFAULT_VIDEO_LIMITS.maxFrames))
-    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos))
+    .addOption(new Option('--video-max-concurrent <n>', 'videos decoded at once, each taking its slot once its upload is complete; more → 503').argParser(intParser(1, 64)).default(DEFAULT_VIDEO_LIMITS.maxVideos))
+    .addOption(new Option('--video-max-uploads <n>', 'POST /predict/video uploads arriving at once, over all clients; more → 503').argParser(intParser(1, 4096)).default(DEFAULT_VIDEO_LIMITS.maxUploads))
+    .addOption(new Option('--video-client-uploads <n>', 'of those, what one client (API key, else address) may have; more → 503').argParser(intParser(1, 4096)).default(DEFAULT_VIDEO_LIMITS.clientUploads))
+    .addOption(new Option('--video-disk-limit <n>', 'bytes of video uploads on the server\'s disk at once (arriving, or complete and running), half of it per client; more → 503 (default 4 × --video-max-bytes: 1 GiB)').argParser(intParser(1, 2 ** 50)))
+    .addOption(new Option('--video-min-upload-rate <n>', `bytes/s a video upload must average after its first ${DEFAULT_VIDEO_LIMITS.uploadGraceMs / 1000} s; slower → 408, the connection closed`).argParser(intParser(1, 2 ** 40)).default(DEFAULT_VIDEO_LIMITS.minUploadRate))
     .addOption(new Option('--devices <list>', 'one sidecar per card: card indices (0,1,2,3) or "all" (every card in /dev/tenstorrent); each sees only its card and has its own TT_METAL_CACHE').argParser(parseDevices))
     .addOption(new Option('--workers <n>', 'N sidecars of the host engine (cpu, tt-host) behind one queue; --threads N each, or with --threads 0 (the default) the physical cores split among them').argParser(intParser(1, 256)))
     .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))
@@ -81,6 +96,7 @@ export function serveCommand(ctx: CliContext): Command {
     .action(async (f: ServeFlags) => {
       // --engine and --precision are checked before the server's modules load, so that a usage error answers
       // at once. An external sidecar runs whatever engine and precision it was started with.
+      checkVideoFlags(f);
       const engine = f.sidecarSocket ? null : await checkEngine(ctx, f.engine, f.precision);
       return (await import('./serve-run.ts')).runServe(ctx, f, engine);
     });

@@ -7,6 +7,7 @@ import readline from 'node:readline';
 import { Readable } from 'node:stream';
 import { RfdetrError } from '../../src/errors.ts';
 import { FrameTagger, type TrackableFrame } from '../../src/track/tag-frames.ts';
+import { MAX_TRACK_DETECTIONS } from '../../src/track/bytetrack.ts';
 import type { CliContext } from '../context.ts';
 import { trackerOptions, type TrackerFlags } from '../track-options.ts';
 
@@ -55,6 +56,9 @@ export async function runTrack(ctx: CliContext, file: string, flags: TrackerFlag
     if ('detections' in v) {
       const dets = (v as { detections: unknown }).detections;
       if (!Array.isArray(dets)) throw new RfdetrError('E_SCHEMA', `line ${n} of ${name}: "detections" is ${snippet(JSON.stringify(dets))}, not an array; expected the detections array of rfdetr detect --json`);
+      if (dets.length > MAX_TRACK_DETECTIONS) {
+        throw new RfdetrError('E_SCHEMA', `line ${n} of ${name} has ${dets.length} detections; rfdetr track takes at most ${MAX_TRACK_DETECTIONS} per frame (the most rfdetr detect --json gives; the assignment grows as n³ in them): keep the ${MAX_TRACK_DETECTIONS} best-scoring of each frame first, e.g. jq -c '.detections |= (sort_by(-.score) | .[:${MAX_TRACK_DETECTIONS}])'`);
+      }
       const bad = dets.findIndex(badDetection);
       if (bad >= 0) {
         throw new RfdetrError('E_SCHEMA', `line ${n} of ${name}: detection ${bad} is ${snippet(JSON.stringify(dets[bad]))}; expected {"box": [x1, y1, x2, y2], "score": s, …} with finite numbers`);

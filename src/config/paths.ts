@@ -27,6 +27,11 @@ export function synthBinary(env: NodeJS.ProcessEnv = process.env): string {
   return env.RFDETR_SYNTH || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-synth');
 }
 
+/** The held-order accuracy tool (`rfdetr verify --engine cpu --precision P` runs it; built with the sidecar). */
+export function accuracyBinary(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_ACCURACY || path.join(packageRoot, 'sidecar', 'build', 'rfdetr-accuracy');
+}
+
 /** The checkpoint schemas (one rfdetr-<variant>.json per variant, the transformers key map), shared with the C++ loader. */
 export const schemaDir = path.join(packageRoot, 'sidecar', 'schema');
 
@@ -41,6 +46,11 @@ export const testFixturesDir = path.join(packageRoot, 'test', 'fixtures');
 
 /** The image `rfdetr smoke` and `rfdetr bench` use when given none (fixture case 1, 640x480). */
 export const defaultSmokeImage = path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png');
+
+/** The family fixtures (nano/, small/, medium/, large/: case-1 each, made by upstream at seed 1), beside the clone. */
+export function familyFixturesDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.RFDETR_FAMILY_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-family');
+}
 
 /** The shared fixture tree (large per-stage tensors); present beside the clone in CI and on developer machines. */
 export function sharedFixturesDir(env: NodeJS.ProcessEnv = process.env): string {

@@ -1,6 +1,6 @@
 // API keys: when the operator gives any (--api-key-file FILE, one key per line, re-read on reload(); or the
 // RFDETR_API_KEYS environment variable, keys separated by commas or whitespace), every route except the
-// probes needs `Authorization: Bearer KEY` or `X-API-Key: KEY`; /metrics and /docs (with /openapi.json) are
+// probes needs `Authorization: Bearer KEY` or `X-API-Key: KEY` (exactly one of them: both → 401); /metrics and /docs (with /openapi.json) are
 // open only when the operator says so. Keys are compared as SHA-256 digests with timingSafeEqual, against
 // every key (no early exit), so neither the time nor the length of the comparison tells a guess apart. A key
 // is never logged or echoed: a client is named by a digest prefix (`key:1a2b3c4d`).
@@ -89,15 +89,24 @@ export class ApiKeys {
   }
 }
 
-/** The key a request presents: `Authorization: Bearer KEY`, else `X-API-Key`. */
-export function presentedKey(req: Request): string | undefined {
+/** What presentedKey gives for a request that presents a key in both headers. */
+export const TWO_KEYS = Symbol('two API keys');
+
+/**
+ * The key a request presents: `Authorization: Bearer KEY` or `X-API-Key: KEY`; TWO_KEYS when it presents one
+ * in each. Two keys are refused, not ranked (RFC 6750 section 3.1: more than one method of presenting a token
+ * is an invalid_request): a client whose proxy adds one header while it sends the other would otherwise be
+ * served under a key it did not mean, and silently. An `Authorization` of another scheme (Basic for a proxy in
+ * front) is no key, so it does not clash with `X-API-Key`.
+ */
+export function presentedKey(req: Request): string | typeof TWO_KEYS | undefined {
   const auth = req.headers.authorization;
-  if (typeof auth === 'string') {
-    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
-    if (m) return m[1];
-  }
+  const m = typeof auth === 'string' ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth) : null;
+  const bearer = m ? m[1] : undefined;
   const x = req.headers['x-api-key'];
-  return typeof x === 'string' && x !== '' ? x : undefined;
+  const header = typeof x === 'string' && x !== '' ? x : undefined;
+  if (bearer !== undefined && header !== undefined) return TWO_KEYS;
+  return bearer ?? header;
 }
 
 export interface AuthOptions {
@@ -116,6 +125,10 @@ export function requireApiKey(o: AuthOptions) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (!o.keys.enabled || open.has(req.path)) return next();
     const key = presentedKey(req);
+    if (key === TWO_KEYS) {
+      res.setHeader('WWW-Authenticate', 'Bearer realm="rfdetr", error="invalid_request"');
+      return o.send(res, new RfdetrError('E_UNAUTHORIZED', 'the request carries two API keys, "Authorization: Bearer …" and "X-API-Key: …": expected exactly one; send the key in one of the two headers'));
+    }
     const id = key === undefined ? null : o.keys.match(key);
     if (id !== null) {
       res.locals.apiKeyId = id;

@@ -22,8 +22,10 @@
 //   predict.ts           POST /predict: body → admission → a frame source run by the runner → JSON
 //   predict-context.ts   the types a /predict request and each of its frames run under
 //   frame-detector.ts    the server's detector for one frame: budgets around the backend's transport, engine queue
-//   predict-video.ts     POST /predict/video: upload → ffprobe → ffmpeg frames run by the runner → NDJSON
+//   predict-video.ts     POST /predict/video: upload → a video slot → ffprobe → ffmpeg frames run by the runner → NDJSON
 //   video-body.ts        a /predict/video body onto disk
+//   video-uploads.ts     /predict/video uploads while they arrive: places, disk bytes, minimum rate, timeout
+//   server-paths.ts      the server's paths taken out of an error before a client sees it
 //   video-limits.ts      the /predict/video limits and their defaults
 //   video-schema.ts      the /predict/video options and line schemas
 //   body.ts              the three /predict body forms (JSON, multipart, raw) → image bytes and fields

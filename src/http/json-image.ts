@@ -9,6 +9,8 @@
 // image's buffer: one string of the whole value, its decode into a new Buffer and the re-encode that checked
 // it took 1.2-1.4 ms for a 557 KB value (the 640x480 PNG), the pieces 0.15 ms (bench/server/RESULTS.md section 6).
 
+import { isUtf8 } from 'node:buffer';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const EQUALS = 0x3d;
@@ -20,6 +22,17 @@ const CHUNK = 1 << 16;
 const KEY = Buffer.from('"image"');
 
 const isWs = (c: number | undefined) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
+/**
+ * Where a body's JSON text starts: after a UTF-8 byte order mark (EF BB BF) and whitespace. The full parse
+ * (body.ts, parseJsonBytes) ignores a BOM as express.json does (RFC 8259 section 8.1 lets a parser ignore it),
+ * so the fast paths do too: a BOM must not buy a body the full parse's cost, nor another answer.
+ */
+function textStart(b: Buffer): number {
+  let i = b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0;
+  while (isWs(b[i])) i++;
+  return i;
+}
 
 /** Whether the byte at `q` is escaped: an odd number of backslashes right before it. */
 function escapedAt(b: Buffer, q: number): boolean {
@@ -74,8 +87,7 @@ function locateImage(b: Buffer, from: number): { start: number; end: number } | 
  * which words the error.
  */
 export function extractJsonImage(body: Buffer, maxImageBytes: number): { fields: Record<string, unknown>; image: Buffer } | undefined {
-  let from = 0;
-  while (isWs(body[from])) from++;
+  const from = textStart(body);
   if (body[from] !== 0x7b) return undefined;
   const at = locateImage(body, from);
   if (!at) return undefined;
@@ -85,9 +97,11 @@ export function extractJsonImage(body: Buffer, maxImageBytes: number): { fields:
   if (body.indexOf(KEY, end) >= 0) return undefined; // a second "image" anywhere: the full parse decides
   const image = decodeStandardBase64(body, start, end);
   if (!image || image.length === 0 || image.length > maxImageBytes) return undefined;
+  // The full parse refuses a body that is not UTF-8 (422); toString would put U+FFFD in its place instead.
+  if (!isUtf8(body.subarray(from, start)) || !isUtf8(body.subarray(end))) return undefined;
   let fields: unknown;
   try {
-    fields = JSON.parse(body.toString('utf8', 0, start) + body.toString('utf8', end));
+    fields = JSON.parse(body.toString('utf8', from, start) + body.toString('utf8', end));
   } catch {
     return undefined;
   }
@@ -121,14 +135,13 @@ const IMAGES_KEY = Buffer.from('"images"');
 
 /**
  * How many items a plain batch body's top-level `images` array has — `{"images": ["…", …], …}` with only
- * strings in the array and no top-level "image" or "image_url" — without parsing it; undefined for any other
+ * strings in the array, no top-level "image" or "image_url" and no top-level key with an escape — without parsing it; undefined for any other
  * body (the caller parses it whole). The strings are skipped with indexOf, so a 4 MB batch costs ~0.1 ms
  * where its JSON.parse and string copy cost several (bench/redteam: the red team's batches of 16, each refused
  * for want of room in the queue, were 3 s of the main thread in 15 s).
  */
 export function countBatchImages(b: Buffer): number | undefined {
-  let i = 0;
-  while (isWs(b[i])) i++;
+  let i = textStart(b);
   if (b[i] !== 0x7b) return undefined;
   let depth = 0;
   let count: number | undefined;
@@ -150,6 +163,8 @@ export function countBatchImages(b: Buffer): number | undefined {
         let j = end + 1;
         while (isWs(b[j])) j++;
         if (b[j] === 0x3a) {
+          // A key with an escape may spell any key ("\u0069mages" is "images"): the full parse decides.
+          if (key.includes(BACKSLASH)) return undefined;
           // A key: "image" or "image_url" beside "images" is the full parse's to answer.
           if (key.equals(KEY) || key.equals(Buffer.from('"image_url"'))) return undefined;
           if (key.equals(IMAGES_KEY)) {

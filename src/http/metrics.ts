@@ -3,6 +3,7 @@
 // names. Seconds and bytes per Prometheus convention.
 import client from 'prom-client';
 import type { BackendState } from '../sidecar/backend.ts';
+import { UPLOAD_REFUSALS } from './video-uploads.ts';
 
 export const STAGES = ['decode', 'preprocess', 'queue', 'transfer', 'inference', 'postprocess', 'total'] as const;
 export type Stage = (typeof STAGES)[number];
@@ -32,6 +33,9 @@ export class ServerMetrics {
   readonly deviceRestarts: client.Counter<'device'>;
   readonly devicesRemoved: client.Counter;
   readonly imagesDecoded: client.Counter<'by'>;
+  readonly videoUploads: client.Gauge;
+  readonly videoUploadBytes: client.Gauge;
+  readonly videoUploadsRefused: client.Counter<'reason'>;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -139,6 +143,23 @@ export class ServerMetrics {
       labelNames: ['by'],
       registers,
     });
+    this.videoUploads = new client.Gauge({
+      name: 'rfdetr_video_uploads_arriving',
+      help: 'POST /predict/video uploads arriving (holding an upload place, not a video slot)',
+      registers,
+    });
+    this.videoUploadBytes = new client.Gauge({
+      name: 'rfdetr_video_upload_disk_bytes',
+      help: 'bytes of video uploads on the server\'s disk (arriving, or complete and running), against --video-disk-limit',
+      registers,
+    });
+    this.videoUploadsRefused = new client.Counter({
+      name: 'rfdetr_video_uploads_refused_total',
+      help: 'video uploads refused or cut off, by reason: reason="places" (--video-max-uploads or --video-client-uploads), "disk" (--video-disk-limit), "too_slow" (--video-min-upload-rate), "timeout" (the upload time limit)',
+      labelNames: ['reason'],
+      registers,
+    });
+    for (const reason of UPLOAD_REFUSALS) this.videoUploadsRefused.inc({ reason }, 0);
     for (const by of ['server', 'sidecar', 'server_after_decline']) this.imagesDecoded.inc({ by }, 0);
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
     for (const s of ['admitted', 'prep', 'engine']) this.queueDepth.set({ stage: s }, 0);

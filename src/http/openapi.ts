@@ -135,7 +135,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
       '/predict/video': {
         post: {
           summary: 'Detect (and optionally track) objects in every frame of a video: one NDJSON line per frame as it is done, then a summary line',
-          description: `The video is the body (video/*, application/octet-stream) or a multipart file part named "video"; the options come from the query string or multipart text fields. Frames go through the same engine queue as /predict images, so stills are answered while a video runs. Limits: ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)} (--video-max-bytes), ${DEFAULT_VIDEO_LIMITS.maxDurationS} s (--video-max-duration-s), ${DEFAULT_VIDEO_LIMITS.maxFrames} frames (--video-max-frames), ${DEFAULT_VIDEO_LIMITS.maxVideos} videos at once (--video-max-concurrent) by default. A client that disconnects stops the decoding. An error after the first line is the last line, {"error": {...}} (VideoErrorLine).`,
+          description: `The video is the body (video/*, application/octet-stream) or a multipart file part named "video"; the options come from the query string or multipart text fields. Frames go through the same engine queue as /predict images, so stills are answered while a video runs. Limits: ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)} (--video-max-bytes), ${DEFAULT_VIDEO_LIMITS.maxDurationS} s (--video-max-duration-s), ${DEFAULT_VIDEO_LIMITS.maxFrames} frames (--video-max-frames), ${DEFAULT_VIDEO_LIMITS.maxVideos} videos at once (--video-max-concurrent; a video takes its slot once its upload is complete), ${DEFAULT_VIDEO_LIMITS.maxUploads} uploads arriving at once (--video-max-uploads, ${DEFAULT_VIDEO_LIMITS.clientUploads} per client), the upload within ${DEFAULT_VIDEO_LIMITS.bodyTimeoutMs / 1000} s and at least ${DEFAULT_VIDEO_LIMITS.minUploadRate} bytes/s on average after its first ${DEFAULT_VIDEO_LIMITS.uploadGraceMs / 1000} s (--video-min-upload-rate) by default. A client that disconnects stops the decoding. An error after the first line is the last line, {"error": {...}} (VideoErrorLine).`,
           parameters: [
             { name: 'threshold', in: 'query', schema: { type: 'string' }, description: 'number 0..1, default 0.5' },
             { name: 'max_detections', in: 'query', schema: { type: 'string' }, description: 'integer 1..300 per frame, default 100' },
@@ -175,12 +175,12 @@ export function buildOpenApi(l: OpenApiLimits): object {
             '400': errorResponse('not a video ffmpeg can decode, or a truncated file', ['E_VIDEO_UNDECODABLE']),
             '401': unauthorized,
             '405': methodNotAllowed,
-            '408': errorResponse('the video did not arrive within the upload time limit; the connection is closed', ['E_BODY_TIMEOUT']),
+            '408': errorResponse('the video did not arrive within the upload time limit, or arrived slower than --video-min-upload-rate after its grace; the connection is closed', ['E_BODY_TIMEOUT']),
             '413': errorResponse(`the video is larger than --video-max-bytes (default ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)}), or its frames are over ${l.maxImageSide} px a side`, ['E_BODY_TOO_LARGE', 'E_VIDEO_TOO_LARGE']),
             '415': errorResponse('Content-Type is not video/*, application/octet-stream or multipart/form-data; a Content-Encoding', ['E_UNSUPPORTED_MEDIA']),
             '422': errorResponse('an option outside its range (`field`, `expected`), no "video" part, or a video longer than --video-max-duration-s or --video-max-frames', ['E_SCHEMA', 'E_VIDEO_TOO_LONG']),
             '500': errorResponse('the engine failed, ffmpeg is not installed on the server, or a server bug', ['E_INFERENCE', 'E_SIDECAR_EXITED', 'E_PROTOCOL', 'E_VERSION_MISMATCH', 'E_FFMPEG_MISSING', 'E_INTERNAL']),
-            '503': errorResponse('not serving, --video-max-concurrent videos running, or the engine queue full; carries Retry-After', codesWithStatus(503)),
+            '503': errorResponse('not serving, --video-max-concurrent videos running when the upload is complete, --video-max-uploads uploads arriving (--video-client-uploads for this client), --video-disk-limit full, or the engine queue full; carries Retry-After', codesWithStatus(503)),
             '504': errorResponse('a frame waited longer than the per-request deadline (--deadline-ms), or ffprobe/ffmpeg gave no answer in time', ['E_DEADLINE', 'E_VIDEO_TIMEOUT']),
           },
         },
@@ -190,12 +190,12 @@ export function buildOpenApi(l: OpenApiLimits): object {
       schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer KEY, a key from the server\'s --api-key-file or RFDETR_API_KEYS' },
-        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key' },
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'the same key in X-API-Key (not both headers: a request with a key in each is refused, 401)' },
       },
       responses: {
         Unauthorized: {
-          ...errorResponse('API keys are on and the request carries no valid one', ['E_UNAUTHORIZED']),
-          headers: { 'WWW-Authenticate': { schema: { type: 'string' }, description: 'Bearer realm="rfdetr" (error="invalid_token" for a wrong key)' } },
+          ...errorResponse('API keys are on and the request carries no valid one, or one in each of Authorization and X-API-Key (exactly one is expected)', ['E_UNAUTHORIZED']),
+          headers: { 'WWW-Authenticate': { schema: { type: 'string' }, description: 'Bearer realm="rfdetr" (error="invalid_token" for a wrong key, error="invalid_request" for a key in both headers)' } },
         },
         NotFound: errorResponse('no such route: the detail lists the routes', ['E_NOT_FOUND']),
         MethodNotAllowed: {

@@ -1,4 +1,5 @@
-// POST /predict/video: serving? → a video slot → the body onto disk (video-body.ts; bytes capped → 413) →
+// POST /predict/video: serving? → an upload place → the body onto disk (video-body.ts; bytes capped → 413; the
+// disk budget, the minimum rate and the upload timeout: video-uploads.ts) → a video slot, once the upload is complete →
 // ffprobe (duration, frame count and size capped → 422) → ffmpeg decoding RGB frames (src/video): the frame
 // source of the one runner (src/detect/frame-runner.ts), each frame through the same detector as the stills
 // (frame-detector.ts: its pixels reserved from the budget, the same engine queue, so stills are answered
@@ -6,6 +7,7 @@
 // in order (ByteTrack ids with ?track=1, the tracking decorator), then a summary line. At most two frames of
 // one video are in the engine queue at once, so a still waits behind two frames at most. The client leaving (or the drain) aborts the run: ffmpeg is stopped, the
 // temporary file removed. An error once lines are out is written as a last line {"error": {...}}.
+import os from 'node:os';
 import type { Request, Response } from 'express';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import type { PredictDetection, PredictResponse, PredictTiming } from '../detect/pipeline.ts';
@@ -20,6 +22,9 @@ import { createFrameDetector, type FrameDetectorDeps, type ServerFrame } from '.
 import { receiveVideo, videoBodyFormOf } from './video-body.ts';
 import { parseVideoParams } from './video-schema.ts';
 import type { VideoLimits } from './video-limits.ts';
+import type { Upload, VideoUploads } from './video-uploads.ts';
+import type { Logger } from './log.ts';
+import { clientSafeError } from './server-paths.ts';
 
 /** Frames of one video handed to the engine queue at once. */
 const FRAMES_IN_QUEUE = 2;
@@ -36,6 +41,10 @@ export interface VideoDeps extends FrameDetectorDeps {
   tmpRoot?: string | undefined;
   /** Who sent the request, for the fair share (the API key, else the address). */
   clientOf: (req: Request, res: Response) => string;
+  /** Uploads arriving: their places, disk bytes and times (video-uploads.ts). */
+  uploads: VideoUploads;
+  /** Where an error that named a server path is logged as it was (the client gets it without). */
+  logger?: Logger | undefined;
 }
 
 interface FrameLine {
@@ -68,30 +77,45 @@ function drained(res: Response): Promise<void> {
 export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   const { admission, engine, limits } = d;
   const detectFrame = createFrameDetector(d);
+  const tmpRoots = [d.tmpRoot ?? os.tmpdir()];
   let running = 0;
 
   async function run(req: Request, res: Response, signal: AbortSignal, cleanups: Array<() => Promise<void>>): Promise<void> {
     const form = videoBodyFormOf(req);
     const client = d.clientOf(req, res);
     const body = admission.enterBody(client);
-    let upload;
-    let timer: NodeJS.Timeout | undefined;
+    // The upload holds an upload place and its bytes on the disk budget, never a video slot; too slow or too
+    // late, `late` ends it (video-uploads.ts).
+    const late = new AbortController();
+    let place: Upload;
     try {
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new RfdetrError('E_BODY_TIMEOUT', `the video did not arrive completely within ${limits.bodyTimeoutMs} ms: send it faster or a smaller one (the connection is closed)`, { body_timeout_ms: limits.bodyTimeoutMs })), limits.bodyTimeoutMs);
-      });
-      timeout.catch(() => {});
-      upload = await Promise.race([receiveVideo(req, form, { maxBytes: limits.maxBytes, tmpRoot: d.tmpRoot, signal }), timeout]);
+      place = d.uploads.enter(client, (err) => late.abort(err));
+    } catch (e) {
+      body.leave();
+      throw e;
+    }
+    cleanups.push(async () => place.release());
+    let upload;
+    try {
+      upload = await receiveVideo(req, form, { maxBytes: limits.maxBytes, tmpRoot: d.tmpRoot, signal: AbortSignal.any([signal, late.signal]), onBytes: (n) => place.received(n) });
     } finally {
-      clearTimeout(timer);
+      place.arrived();
       body.leave();
     }
     cleanups.push(upload.cleanup);
     if (signal.aborted) throw signal.reason;
+    // The upload is complete: now a slot, or 503 at once (never parked: the client holds a connection).
+    if (running >= limits.maxVideos) {
+      throw new RfdetrError('E_QUEUE_FULL', `${limits.maxVideos} videos are being processed (--video-max-concurrent): retry after the Retry-After delay`, { max_videos: limits.maxVideos });
+    }
+    running++;
+    cleanups.push(async () => {
+      running--;
+    });
     const params = parseVideoParams(upload.fields);
     const classes = classFilterOf(params.classes, d.labels());
 
-    const video = await d.openVideo(upload.file, { stride: params.stride, signal });
+    const video = await d.openVideo(upload.file, { stride: params.stride, signal, name: 'the uploaded video' });
     cleanups.push(() => video.close());
     if (signal.aborted) throw signal.reason;
     const info = video.info;
@@ -196,10 +220,6 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   return async function handleVideo(req: Request, res: Response): Promise<void> {
     const refuse = d.engineState.notServing();
     if (refuse) return d.errors.send(res, refuse);
-    if (running >= limits.maxVideos) {
-      return d.errors.send(res, new RfdetrError('E_QUEUE_FULL', `${limits.maxVideos} videos are being processed (--video-max-concurrent): retry after the Retry-After delay`, { max_videos: limits.maxVideos }));
-    }
-    running++;
     const { abort, end } = beginActive(active, res);
     const cleanups: Array<() => Promise<void>> = [];
     let failure: unknown;
@@ -208,22 +228,25 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       // as is: racing it would let cleanup run before run() registered what it made.
       await run(req, res, abort.signal, cleanups);
     } catch (e) {
-      failure = e;
       abort.abort(e); // stops the decoder and the frames still queued
+      // Never a server path to the client (the upload's temporary directory): the original goes to the log.
+      failure = clientSafeError(e, tmpRoots);
+      if (failure !== e) d.logger?.warn('a /predict/video error named a server path; the client got it without', { request_id: res.locals.requestId, error: e instanceof Error ? e.message : String(e) });
     }
     try {
       // The decoder ends and the upload is removed before the response ends, so a client that has read the
       // whole answer finds nothing left running.
       for (const c of cleanups.reverse()) await c().catch(() => {});
       if (failure === undefined) res.end();
-      else if (!res.headersSent) d.errors.send(res, failure);
-      else if (!res.destroyed) {
+      else if (res.destroyed) {
+        // the client is gone (mid-upload or mid-answer): no one to answer
+      } else if (!res.headersSent) d.errors.send(res, failure);
+      else {
         const err = isRfdetrError(failure) ? failure : inferenceError(failure);
         res.end(`${JSON.stringify({ error: { detail: err.message, code: err.code, status: err.status, request_id: res.locals.requestId } })}\n`);
       }
     } finally {
       if (!req.complete) res.once('finish', () => req.socket.destroySoon());
-      running--;
       end();
     }
   };

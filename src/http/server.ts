@@ -25,7 +25,8 @@ import type { ActivePredict } from './active.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
 import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { createVideoHandler, type OpenVideo } from './predict-video.ts';
-import { DEFAULT_VIDEO_LIMITS, type VideoLimits } from './video-limits.ts';
+import { DEFAULT_VIDEO_LIMITS, videoDiskLimitOf, type VideoLimits } from './video-limits.ts';
+import { VideoUploads, type UploadClock } from './video-uploads.ts';
 import { openVideo } from '../video/source.ts';
 import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
@@ -99,6 +100,8 @@ export interface CreateServerOptions {
   openVideo?: OpenVideo;
   /** Where uploaded videos are written while they run (default os.tmpdir()). */
   videoTmpRoot?: string;
+  /** The clock of video uploads' minimum rate and timeout (default the system's; tests move one by hand). */
+  videoClock?: UploadClock;
   /** Called with each finished /predict request's timeline (src/http/timeline.ts): the bench reads it. */
   onTimeline?: (t: TimelineRecord) => void;
 }
@@ -119,6 +122,8 @@ export interface RfdetrServer {
   readonly engine: EngineQueue;
   /** The budgets (for tests and the bench). */
   readonly admission: Admission;
+  /** Video uploads arriving (for tests and the bench). */
+  readonly videoUploads: VideoUploads;
 }
 
 const STARTING_RETRY_AFTER_S = 5;
@@ -165,6 +170,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     metrics.queueDepth.set({ stage: 'engine' }, engine.depth);
     metrics.inFlight.set(active.size);
     metrics.engineForwardsInFlight.set(engine.inFlight);
+    metrics.videoUploads.set(videoUploads.arriving);
+    metrics.videoUploadBytes.set(videoUploads.diskBytes);
   };
   const engine: EngineQueue = new EngineQueue(backend, engineConcurrency);
 
@@ -234,12 +241,23 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   }, active);
   const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
   app.post('/predict', ...predictRoute);
+  const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
+  const videoUploads = new VideoUploads({
+    maxUploads: videoLimits.maxUploads, clientUploads: videoLimits.clientUploads,
+    diskLimit: videoLimits.diskLimit ?? videoDiskLimitOf(videoLimits.maxBytes),
+    minRate: videoLimits.minUploadRate, graceMs: videoLimits.uploadGraceMs, timeoutMs: videoLimits.bodyTimeoutMs,
+  }, opts.videoClock, (reason) => metrics.videoUploadsRefused.inc({ reason }));
+  if (videoUploads.limits.diskLimit < 2 * videoLimits.maxBytes) {
+    throw new RangeError(`Expected --video-disk-limit (${videoUploads.limits.diskLimit}) >= 2 x --video-max-bytes (${videoLimits.maxBytes}): a video at the byte limit must fit in one client's half of the disk budget`);
+  }
   const handleVideo = createVideoHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
     decode: (bytes, o) => decode(bytes, o),
-    limits: { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits },
+    limits: videoLimits,
+    uploads: videoUploads,
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,
+    logger,
     onForward,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
   }, active);
@@ -277,6 +295,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     },
     engine,
     admission,
+    videoUploads,
   };
 }
 

@@ -2,7 +2,7 @@
 // arrives (ffprobe needs a seekable file: an MP4's index may sit at its end), never held in memory. Two forms:
 //   video/* or application/octet-stream   the video bytes themselves; the options from the query string
 //   multipart/form-data                    a `video` file part + the options as text fields
-// Over `maxBytes` the upload is cut off (413). Whatever happens, `cleanup()` removes the directory; on a
+// Over `maxBytes` the upload is cut off (413); `onBytes` may cut it off too (the disk budget). Whatever happens, `cleanup()` removes the directory; on a
 // failure here it has already been removed.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +28,8 @@ export interface VideoBodyOptions {
   /** Where the temporary directories go (default os.tmpdir()). */
   tmpRoot?: string | undefined;
   signal: AbortSignal;
+  /** Sees the upload's size each time it grows; what it throws ends the upload with that error. */
+  onBytes?: (total: number) => void;
 }
 
 export type VideoBodyForm = 'raw' | 'multipart';
@@ -74,8 +76,12 @@ function writeCapped(src: Readable, file: string, max: number, counted: (n: numb
     };
     const onData = (chunk: Buffer) => {
       n += chunk.length;
-      counted(n);
-      if (n > max) settle(videoTooLarge(max));
+      if (n > max) return settle(videoTooLarge(max));
+      try {
+        counted(n);
+      } catch (e) {
+        settle(e as Error);
+      }
     };
     const onError = () => settle(aborted());
     // `close` before `end` is a connection that went away mid-body.
@@ -115,7 +121,10 @@ export async function receiveVideo(req: Request, form: VideoBodyForm, o: VideoBo
     let fields: Record<string, unknown>;
     if (form === 'raw') {
       fields = { ...(req.query as Record<string, unknown>) };
-      await Promise.race([writeCapped(req, file, o.maxBytes, (n) => (bytes = n)), abortedBy(o.signal)]);
+      await Promise.race([writeCapped(req, file, o.maxBytes, (n) => {
+        bytes = n;
+        o.onBytes?.(n);
+      }), abortedBy(o.signal)]);
     } else {
       ({ fields, bytes } = await receiveMultipart(req, file, o));
     }
@@ -171,7 +180,10 @@ function receiveMultipart(req: Request, file: string, o: VideoBodyOptions): Prom
         return;
       }
       sawFile = true;
-      writing = writeCapped(stream, file, o.maxBytes, (n) => (bytes = n)).catch((e: Error) => {
+      writing = writeCapped(stream, file, o.maxBytes, (n) => {
+        bytes = n;
+        o.onBytes?.(n);
+      }).catch((e: Error) => {
         stream.resume();
         failure ??= e;
         finish();

@@ -30,6 +30,11 @@ export interface ProbeOptions {
   timeoutMs?: number;
   signal?: AbortSignal;
   env?: NodeJS.ProcessEnv;
+  /**
+   * How messages name the input, as is (default: the input, quoted). The server names an upload so that its
+   * temporary path never reaches a client; ffprobe's own words have the path replaced by it too.
+   */
+  name?: string;
 }
 
 interface FfprobeStream {
@@ -75,8 +80,14 @@ function rotationOf(s: FfprobeStream): number {
   return ((Math.round(deg / 90) * 90) % 360 + 360) % 360;
 }
 
+/** `line` (ffmpeg's or ffprobe's words) with every occurrence of `input` replaced by `label`. */
+export function renamed(line: string, input: string, label: string): string {
+  return input === '' ? line : line.split(input).join(label);
+}
+
 export async function probeVideo(input: string, opts: ProbeOptions = {}): Promise<VideoInfo> {
   const { ffprobe } = ffmpegPrograms(opts.env);
+  const label = opts.name ?? shown(input);
   const timeoutMs = opts.timeoutMs ?? 15_000;
   let stdout: string;
   try {
@@ -87,34 +98,34 @@ export async function probeVideo(input: string, opts: ProbeOptions = {}): Promis
   } catch (e) {
     const err = e as { timedOut?: boolean; isCanceled?: boolean; stderr?: string; cause?: unknown; code?: string };
     if (isMissingExecutable(err) || isMissingExecutable(err.cause)) throw ffmpegMissing(ffprobe, e);
-    if (err.isCanceled) throw new RfdetrError('E_ABORTED', `probing ${shown(input)} was aborted`);
+    if (err.isCanceled) throw new RfdetrError('E_ABORTED', `probing ${label} was aborted`);
     if (err.timedOut) {
-      throw new RfdetrError('E_VIDEO_TIMEOUT', `${shown(input)} did not answer within ${timeoutMs} ms (ffprobe read no stream header); expected a video file or a stream that is sending. Check the address, or allow longer with --open-timeout`, { timeoutMs });
+      throw new RfdetrError('E_VIDEO_TIMEOUT', `${label} did not answer within ${timeoutMs} ms (ffprobe read no stream header); expected a video file or a stream that is sending. Check the address, or allow longer with --open-timeout`, { timeoutMs });
     }
-    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(input)} is not a readable video (ffprobe: ${lastLine(err.stderr ?? '')}); expected a video file or stream (mp4, mkv, webm, mov, avi, MPEG-TS, …)`, undefined, { cause: e });
+    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${label} is not a readable video (ffprobe: ${renamed(lastLine(err.stderr ?? ''), input, label)}); expected a video file or stream (mp4, mkv, webm, mov, avi, MPEG-TS, …)`, undefined, { cause: e });
   }
   let out: FfprobeOutput;
   try {
     out = JSON.parse(stdout) as FfprobeOutput;
   } catch (e) {
-    throw new RfdetrError('E_VIDEO_UNDECODABLE', `ffprobe gave unreadable output for ${shown(input)}`, undefined, { cause: e });
+    throw new RfdetrError('E_VIDEO_UNDECODABLE', `ffprobe gave unreadable output for ${label}`, undefined, { cause: e });
   }
   const streams = out.streams ?? [];
   const v = streams.find((s) => s.codec_type === 'video');
-  if (!v) throw new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(input)} has no video stream (${streams.map((s) => s.codec_type).join(', ') || 'no streams'}); expected a video`);
+  if (!v) throw new RfdetrError('E_VIDEO_UNDECODABLE', `${label} has no video stream (${streams.map((s) => s.codec_type).join(', ') || 'no streams'}); expected a video`);
   const fmt = out.format?.format_name ?? 'unknown';
   // ffmpeg reads any text as ANSI art (the tty demuxer) and any still image as a one-frame "video".
   if (TEXT_FORMATS.has(fmt) || TEXT_CODECS.has(v.codec_name ?? '')) {
-    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(input)} is not a video (ffprobe reads it as text: ${fmt}); expected a video file or stream (mp4, mkv, webm, mov, avi, MPEG-TS, …)`);
+    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${label} is not a video (ffprobe reads it as text: ${fmt}); expected a video file or stream (mp4, mkv, webm, mov, avi, MPEG-TS, …)`);
   }
   if (fmt === 'image2' || fmt.endsWith('_pipe')) {
-    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(input)} is a still image (${fmt}), not a video; send it to /predict, or detect it as an image`);
+    throw new RfdetrError('E_VIDEO_UNDECODABLE', `${label} is a still image (${fmt}), not a video; send it to /predict, or detect it as an image`);
   }
   const cw = v.width ?? 0;
   const ch = v.height ?? 0;
-  if (!(cw > 0 && ch > 0)) throw new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(input)}: the video stream declares a ${cw}x${ch} frame; expected a positive size`);
+  if (!(cw > 0 && ch > 0)) throw new RfdetrError('E_VIDEO_UNDECODABLE', `${label}: the video stream declares a ${cw}x${ch} frame; expected a positive size`);
   if (cw > MAX_IMAGE_SIDE || ch > MAX_IMAGE_SIDE) {
-    throw new RfdetrError('E_VIDEO_TOO_LARGE', `${shown(input)}: frames are ${cw}x${ch} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels (refused before decoding)`, { width: cw, height: ch, limit: MAX_IMAGE_SIDE });
+    throw new RfdetrError('E_VIDEO_TOO_LARGE', `${label}: frames are ${cw}x${ch} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels (refused before decoding)`, { width: cw, height: ch, limit: MAX_IMAGE_SIDE });
   }
   const rotation = rotationOf(v);
   const swap = rotation === 90 || rotation === 270;

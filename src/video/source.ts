@@ -18,7 +18,7 @@ import { execa, type ResultPromise } from 'execa';
 import { RfdetrError } from '../errors.ts';
 import { MAX_IMAGE_SIDE } from '../image/limits.ts';
 import { ffmpegMissing, ffmpegPrograms, isMissingExecutable } from './ffmpeg.ts';
-import { lastLine, probeVideo, type VideoInfo } from './probe.ts';
+import { lastLine, probeVideo, renamed, type VideoInfo } from './probe.ts';
 import { processCpuMs } from './process-cpu.ts';
 
 export interface VideoFrame {
@@ -62,6 +62,8 @@ export interface OpenVideoOptions {
    */
   pipe?: boolean;
   env?: NodeJS.ProcessEnv;
+  /** How messages name the input, as is (default: the input, quoted); ffmpeg's own words have the path replaced by it. */
+  name?: string;
 }
 
 export interface VideoSource extends AsyncIterable<VideoFrame> {
@@ -152,7 +154,7 @@ export async function openVideo(input: string | NodeJS.ReadableStream, opts: Ope
   let info: VideoInfo | null = null;
   if (!opts.noProbe) {
     try {
-      info = await probeVideo(target, { timeoutMs: opts.timeoutMs, signal: opts.signal, env: opts.env });
+      info = await probeVideo(target, { timeoutMs: opts.timeoutMs, signal: opts.signal, env: opts.env, ...(opts.name === undefined ? {} : { name: opts.name }) });
     } catch (e) {
       removeTmp();
       throw e;
@@ -175,9 +177,12 @@ class FfmpegSource implements VideoSource {
   #timer: NodeJS.Timeout | null = null;
   #leftover: Buffer | null = null;
   #truncated = false;
-  readonly #onAbort = () => this.#stop(new RfdetrError('E_ABORTED', `decoding ${shown(this.name)} was aborted`));
+  readonly #onAbort = () => this.#stop(new RfdetrError('E_ABORTED', `decoding ${this.label} was aborted`));
 
+  /** How messages name the input (opts.name, else `name` quoted). */
+  readonly label: string;
   constructor(readonly target: string, readonly name: string, info: VideoInfo | null, readonly opts: OpenVideoOptions, readonly removeTmp: () => void, readonly stdin: NodeJS.ReadableStream | null = null) {
+    this.label = opts.name ?? shown(name);
     this.info = info;
     this.fps = info?.fps ?? 0;
   }
@@ -209,7 +214,7 @@ class FfmpegSource implements VideoSource {
     if (this.stdin) {
       // ffmpeg stops reading when it has the frames it was asked for (or fails): what is left unsent is not an error.
       proc.stdin!.on('error', () => {});
-      (this.stdin as Readable).on('error', (e) => this.#stop(new RfdetrError('E_VIDEO_UNDECODABLE', `reading ${shown(this.name)} failed: ${e.message}`)));
+      (this.stdin as Readable).on('error', (e) => this.#stop(new RfdetrError('E_VIDEO_UNDECODABLE', `reading ${this.label} failed: ${e.message}`)));
       (this.stdin as Readable).pipe(proc.stdin!);
     }
     const rl = readline.createInterface({ input: proc.stderr! });
@@ -259,7 +264,7 @@ class FfmpegSource implements VideoSource {
   #arm(): void {
     const ms = this.opts.timeoutMs ?? 15_000;
     this.#timer = setTimeout(() => {
-      this.#stop(new RfdetrError('E_VIDEO_TIMEOUT', `${shown(this.name)} sent no frame for ${ms} ms${this.frames === 0 ? ' (nothing arrived since it was opened)' : ` after ${this.frames} frames`}; expected a source that is sending. Check it, or allow longer with --open-timeout`, { timeoutMs: ms }));
+      this.#stop(new RfdetrError('E_VIDEO_TIMEOUT', `${this.label} sent no frame for ${ms} ms${this.frames === 0 ? ' (nothing arrived since it was opened)' : ` after ${this.frames} frames`}; expected a source that is sending. Check it, or allow longer with --open-timeout`, { timeoutMs: ms }));
     }, ms);
   }
 
@@ -315,16 +320,16 @@ class FfmpegSource implements VideoSource {
     // The first line ffmpeg marked as coming from a demuxer or decoder ("[h264 @ 0x…] …") says what was wrong;
     // its closing "Conversion failed!" does not.
     const cause = this.#tail.find((l) => /^\[[\w,]+ @ 0x[0-9a-f]+\]|^Error/.test(l)) ?? this.#tail[this.#tail.length - 1] ?? 'no message';
-    return new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(this.name)} could not be decoded${this.frames ? ` after ${this.frames} frames` : ''} (ffmpeg exit ${r.exitCode ?? r.signal}: ${cause.trim()}); expected a complete video file or a stream ffmpeg can read`);
+    return new RfdetrError('E_VIDEO_UNDECODABLE', `${this.label} could not be decoded${this.frames ? ` after ${this.frames} frames` : ''} (ffmpeg exit ${r.exitCode ?? r.signal}: ${renamed(cause.trim(), this.target, this.label)}); expected a complete video file or a stream ffmpeg can read`);
   }
 
   #truncatedError(): RfdetrError {
-    return new RfdetrError('E_VIDEO_UNDECODABLE', `${shown(this.name)} is truncated: it ends inside its data${this.frames ? ` after ${this.frames} decodable frames` : ' before any whole frame'}${this.info?.frameCount ? ` (its header promises ${this.info.frameCount})` : ''}; expected a complete video file (was the copy or upload cut short?)`, { frames: this.frames });
+    return new RfdetrError('E_VIDEO_UNDECODABLE', `${this.label} is truncated: it ends inside its data${this.frames ? ` after ${this.frames} decodable frames` : ' before any whole frame'}${this.info?.frameCount ? ` (its header promises ${this.info.frameCount})` : ''}; expected a complete video file (was the copy or upload cut short?)`, { frames: this.frames });
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<VideoFrame> {
     if (this.#closed || this.#proc) throw new Error('a VideoSource can be iterated once');
-    if (this.opts.signal?.aborted) throw new RfdetrError('E_ABORTED', `decoding ${shown(this.name)} was aborted`);
+    if (this.opts.signal?.aborted) throw new RfdetrError('E_ABORTED', `decoding ${this.label} was aborted`);
     this.#proc = this.#start();
     const chunks = (this.#proc.stdout! as Readable)[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const stride = Math.max(1, Math.floor(this.opts.stride ?? 1));
@@ -344,7 +349,7 @@ class FfmpegSource implements VideoSource {
             break;
           }
           if (h.width > MAX_IMAGE_SIDE || h.height > MAX_IMAGE_SIDE || h.width <= 0 || h.height <= 0) {
-            this.#stop(new RfdetrError('E_VIDEO_TOO_LARGE', `${shown(this.name)}: frame ${h.n} is ${h.width}x${h.height} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels`, { width: h.width, height: h.height, limit: MAX_IMAGE_SIDE }));
+            this.#stop(new RfdetrError('E_VIDEO_TOO_LARGE', `${this.label}: frame ${h.n} is ${h.width}x${h.height} pixels; each side must be at most ${MAX_IMAGE_SIDE} pixels`, { width: h.width, height: h.height, limit: MAX_IMAGE_SIDE }));
             throw this.#why!;
           }
           const size = h.width * h.height * 3;

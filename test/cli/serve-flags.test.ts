@@ -1,8 +1,9 @@
 // rfdetr serve's new flag parsers: --memory-limit sizes and --allow-url-host HOST[:PORT], each malformed value a
-// usage error naming what was expected.
+// usage error naming what was expected; the --video-* flags that bound each other.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseMemoryLimit } from '../../cli/commands/serve.ts';
+import { checkVideoFlags, parseMemoryLimit } from '../../cli/commands/serve.ts';
+import { runInProcess } from './helpers.ts';
 import { parseAllowedHost } from '../../src/image/allowed-host.ts';
 
 test('--memory-limit: bytes or K/M/G (powers of 1024), at least 512M', () => {
@@ -24,4 +25,15 @@ test('--allow-url-host: HOST means ports 80/443, HOST:PORT that port, IPv6 in br
   assert.throws(() => parseAllowedHost('http://x.com'), /expected HOST or HOST:PORT/);
   assert.throws(() => parseAllowedHost('x.com:0'), /expected a port from 1 to 65535/);
   assert.throws(() => parseAllowedHost('x.com/path'), /expected a host name or IP address/);
+});
+
+test('--video-disk-limit under 2 × --video-max-bytes, or --video-client-uploads over --video-max-uploads: a usage error (exit 2) before anything starts', async () => {
+  const ok = { videoMaxBytes: 1000, videoDiskLimit: 2000, videoMaxUploads: 8, videoClientUploads: 8 };
+  checkVideoFlags(ok);
+  checkVideoFlags({ ...ok, videoDiskLimit: undefined });
+  assert.throws(() => checkVideoFlags({ ...ok, videoDiskLimit: 1999 }), /--video-disk-limit 1999: expected at least 2 × --video-max-bytes \(2000\)/);
+  assert.throws(() => checkVideoFlags({ ...ok, videoClientUploads: 9 }), /--video-client-uploads 9: expected at most --video-max-uploads \(8\)/);
+  const r = await runInProcess(['serve', '--video-max-bytes', '1000', '--video-disk-limit', '1500']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /--video-disk-limit 1500: expected at least 2 × --video-max-bytes \(2000\)/);
 });

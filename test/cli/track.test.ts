@@ -92,6 +92,14 @@ test('rfdetr track: a line that is not a frame stops the run naming the line; a 
   const missing = await runInProcess(['track', 'no-such.ndjson']);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /cannot read no-such.ndjson: ENOENT/);
+  // A frame over the 300 detections the tracker takes stops the run naming it, after the frames before it.
+  const det = (i: number) => ({ box: [i, i, i + 40, i + 40], score: 0.9, label_id: 1 });
+  const many = [JSON.stringify({ frame: 0, detections: Array.from({ length: 300 }, (_, i) => det(i)) }), JSON.stringify({ frame: 1, detections: Array.from({ length: 4000 }, (_, i) => det(i)) })].join('\n');
+  const over = await runInProcess(['track', '-'], { stdin: Buffer.from(many) });
+  assert.equal(over.code, 1);
+  assert.match(over.stderr, /line 2 of stdin has 4000 detections; rfdetr track takes at most 300 per frame .*keep the 300 best-scoring of each frame first/);
+  assert.equal(over.stdout.trim().split('\n').length, 1);
+  assert.equal((JSON.parse(over.stdout) as Frame).detections.filter((d) => d.track_id === null).length, 300, 'frame 0 tracked (tentative: null)');
   const flag = await runInProcess(['track', '--high-conf-det-threshold', '2', seq('seed-101')]);
   assert.equal(flag.code, 2);
   assert.match(flag.stderr, /--high-conf-det-threshold <t>' argument '2' is invalid. expected a number from 0 to 1/);

@@ -121,21 +121,6 @@ test('verify: cpu as reference, per-case detection-IoU, max-abs and PCC; exit 1 
   assert.match(off.stderr, /mean detection-IoU [\d.]+ is below the 98\.5 gate/);
 });
 
-test('verify --engine cpu --precision int8: the int8 engine under test against the fp32 cpu reference', async () => {
-  const r = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int8', '--json'], {
-    factory: (req) => (req.precision === 'int8' ? new ShiftedBackend(0, 1e-3, 'int8') : new FixtureReplayBackend()),
-  });
-  assert.equal(r.code, 0, r.stderr);
-  assert.deepEqual(r.requests.map((q) => [q.engine, q.precision]), [['cpu', 'int8'], ['cpu', undefined]]);
-  const s = JSON.parse(r.stdout) as { engine: string; precision: string | null; pass: boolean };
-  assert.equal(s.engine, 'cpu');
-  assert.equal(s.precision, 'int8', 'the precision the engine\'s hello names');
-  const bad = await runInProcess(['verify', '--engine', 'cpu', '--precision', 'int4']);
-  assert.equal(bad.code, 2, bad.stderr);
-  assert.match(bad.stderr, /--precision "int4": the cpu engine runs fp32 \(default\), int8; pick one of those/);
-  assert.equal(bad.requests.length, 0);
-});
-
 test('a misspelt or unbuilt --engine is a usage error (exit 2) naming the built engines, before anything starts', async () => {
   const built = (await sidecarSelfReport()).engines ?? [];
   for (const argv of [['detect', '--engine', 'cpux', caseImage('case-1')], ['bench', '--engine', 'cpux'], ['verify', '--engine', 'tpu'], ['serve', '--engine', 'cpux', '--port', '0']]) {

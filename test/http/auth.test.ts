@@ -39,6 +39,25 @@ test('keys on: 401 without or with a wrong key, 200 with the right one; probes o
   }
 });
 
+test('keys on: a key in both Authorization and X-API-Key is refused (401 invalid_request), whichever is right; Basic beside X-API-Key is not a second key', async () => {
+  const s = await start({ apiKeys: new ApiKeys([KEY]) });
+  try {
+    for (const [auth, x] of [[KEY, 'wrong-key-0009'], ['wrong-key-0009', KEY], [KEY, KEY]] as const) {
+      const r = await postJson(s.url, { image: b64 }, { authorization: `Bearer ${auth}`, 'x-api-key': x });
+      assert.equal(r.status, 401, `Bearer ${auth === KEY ? 'right' : 'wrong'} + X-API-Key ${x === KEY ? 'right' : 'wrong'}`);
+      assert.equal(r.json.code, 'E_UNAUTHORIZED');
+      assert.match(r.json.detail, /two API keys, "Authorization: Bearer …" and "X-API-Key: …": expected exactly one/);
+      assert.equal(r.headers.get('www-authenticate'), 'Bearer realm="rfdetr", error="invalid_request"');
+      assert.doesNotMatch(r.text, new RegExp(KEY));
+    }
+    assert.equal(s.backend.calls, 0, 'refused requests never reach the engine');
+    const basic = await postJson(s.url, { image: b64 }, { authorization: 'Basic cHJveHk6cGFzcw==', 'x-api-key': KEY });
+    assert.equal(basic.status, 200, 'a proxy\'s Basic credentials are not an API key');
+  } finally {
+    await s.stop();
+  }
+});
+
 test('keys on with --open-metrics and --open-docs: those answer without a key; a reload replaces the keys', async () => {
   const keys = new ApiKeys([KEY]);
   const s = await start({ apiKeys: keys, openMetrics: true, openDocs: true });

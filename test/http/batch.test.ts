@@ -107,6 +107,20 @@ test('admitted together: every image counts in the queue from admission; a batch
   }
 });
 
+test('a key spelled with an escape ("\\u0069mages") does not fool the quick count: the batch JSON.parse sees (its last "images") is the one admitted', async () => {
+  const q = await start({ queueSize: 4 });
+  try {
+    // Three images in the first "images", one in the escaped duplicate that JSON.parse keeps: one image, which fits.
+    const body = `{"images":["${b64(0)}","${b64(0)}","${b64(0)}"],"\\u0069mages":["${b64(0)}"]}`;
+    const r = await postJson(q.url, body);
+    assert.equal(r.status, 200, r.text.slice(0, 300));
+    assert.equal(r.json.results.length, 1);
+    assert.equal(q.backend.calls, 1);
+  } finally {
+    await q.stop();
+  }
+});
+
 test('an engine failure is that image\'s error; the response still validates', async () => {
   s.backend.fail = new Error('boom');
   try {

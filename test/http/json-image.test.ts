@@ -47,12 +47,15 @@ test('json-image: every other body is left to the full parse (undefined), never 
     JSON.stringify({ images: [b64] }),
     `{"image":"${b64}"`, // truncated
     `{"image":"${b64}", }`, // trailing comma
-    `\ufeff{"image":"${b64}"}`,
+    `\ufeff{"image":"${b64}"`, // a BOM, then truncated
     `["image", "${b64}"]`,
     `{"x":"\\"image\\":\\"${b64}\\""}`,
     '',
     JSON.stringify({ images: [b64], return_image: 'png' }), // a quote closer to the end than the key is long
     '{"a":"',
+    `{"\\u0069mage":"AAAA","image":"${b64}"}`, // an escaped duplicate key: JSON.parse takes the last
+    `{"image":"${b64}","\\u0069mage":"AAAA"}`,
+    `{"image":"${b64}","\\u0069mages":["AAAA"]}`, // taken, with "images" among its fields: body.ts then parses it whole
   ];
   for (const body of cases) {
     const quick = extractJsonImage(Buffer.from(body), MAX);
@@ -60,7 +63,7 @@ test('json-image: every other body is left to the full parse (undefined), never 
     else assert.equal(quick, undefined);
   }
   // The clearly-not-plain ones must not take the fast path at all.
-  for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 15]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
+  for (const i of [1, 2, 3, 4, 5, 6, 7, 11, 12, 15, 20]) assert.equal(extractJsonImage(Buffer.from(cases[i]!), MAX), undefined, `case ${i}`);
   // Over the image limit: left to the full path (which words the 400).
   assert.equal(extractJsonImage(Buffer.from(JSON.stringify({ image: b64 })), 100), undefined);
 });
@@ -109,4 +112,52 @@ test('countBatchImages: the items of a plain top-level images array, else undefi
   ]) {
     assert.equal(count(body), undefined, body.slice(0, 60));
   }
+});
+
+test('json-image: a UTF-8 BOM is ignored by both fast paths as by the full parse: the same answer, and no fall back to the full parse', () => {
+  const BOM = '\ufeff';
+  const plain = [
+    JSON.stringify({ image: b64, threshold: 0.3 }),
+    ` \n {  "image" :  "${b64}" , "return_raw": true }  `,
+  ];
+  for (const body of plain) {
+    const quick = extractJsonImage(Buffer.from(BOM + body), MAX);
+    assert.ok(quick, `the fast path takes ${JSON.stringify(body.slice(0, 30))} after a BOM`);
+    assert.deepEqual(quick, fullPath(body));
+  }
+  const batches = [JSON.stringify({ images: [b64, b64, 'AAAA'] }), ` { "images" : [ "${b64}" ], "threshold": 0.3 } `, JSON.stringify({ images: [] })];
+  for (const body of batches) {
+    const n = countBatchImages(Buffer.from(BOM + body));
+    assert.equal(n, (JSON.parse(body) as { images: unknown[] }).images.length, `the quick count of ${JSON.stringify(body.slice(0, 30))} after a BOM`);
+  }
+  // A BOM is ignored once, at the start only (as JSON.parse after express.json's strip): two, or one later, are refused by both.
+  for (const body of [BOM + BOM + plain[0]!, ` ${BOM}${plain[0]!}`]) {
+    assert.equal(extractJsonImage(Buffer.from(body), MAX), undefined);
+    assert.throws(() => JSON.parse(body.startsWith(BOM) ? body.slice(1) : body));
+  }
+  assert.equal(countBatchImages(Buffer.from(BOM + BOM + batches[0]!)), undefined);
+});
+
+test('countBatchImages: a top-level key with an escape ("\\u0069mages" is "images") is left to the full parse, so the quick count never disagrees with it', () => {
+  const bodies = [
+    `{"images":["a","b","c"],"\\u0069mages":["x"]}`, // JSON.parse: the last "images", 1 item
+    `{"\\u0069mages":["a","b","c"],"images":["x"]}`,
+    `{"images":["a"],"\\u0069mage":"${b64}"}`, // an image beside the batch, spelled with an escape
+    `{"images":["a"],"\\u0069mage_url":"http://x/"}`,
+    `{"images":["a","b"],"thr\\u0065shold":0.3}`,
+  ];
+  for (const body of bodies) {
+    assert.equal(countBatchImages(Buffer.from(body)), undefined, body);
+    JSON.parse(body); // each is valid JSON: the full parse, not the quick count, answers it
+  }
+  // Escapes inside the array's strings (not keys) are counted as before.
+  assert.equal(countBatchImages(Buffer.from(`{"images":["a\\u0022","\\\\"]}`)), 2);
+});
+
+test('json-image: a body with bytes that are not UTF-8 around the image is left to the full parse (which refuses it), never read with U+FFFD in their place', () => {
+  const head = Buffer.from('{"classes":["c');
+  const tail = Buffer.from(`at"],"image":"${b64}"}`);
+  const body = Buffer.concat([head, Buffer.from([0xff]), tail]);
+  assert.equal(extractJsonImage(body, MAX), undefined);
+  assert.ok(extractJsonImage(Buffer.concat([head, tail]), MAX), 'the same body in UTF-8 takes the fast path');
 });

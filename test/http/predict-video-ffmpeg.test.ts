@@ -114,6 +114,9 @@ test('POST /predict/video (ffmpeg): not a video is 400, a truncated file ends wi
     assert.equal(junk.status, 400);
     const jb = (await junk.json()) as any;
     assert.equal(jb.code, 'E_VIDEO_UNDECODABLE');
+    // The upload is named as such, never by its temporary path (ffprobe's own words included).
+    assert.match(jb.detail, /^the uploaded video is not a readable video \(ffprobe: /);
+    assert.ok(!JSON.stringify(jb).includes(root) && !JSON.stringify(jb).includes('rfdetr-video-'), jb.detail);
     const long = makeVideo(dir, 'clip30.mp4', { frames: 30 });
     const tooMany = await post(s.url, '', fs.readFileSync(long));
     assert.equal(tooMany.status, 422);
@@ -126,10 +129,13 @@ test('POST /predict/video (ffmpeg): not a video is 400, a truncated file ends wi
       const out = lines(await cut.text());
       assert.ok(out.length < 11, `${out.length} lines from a cut file`);
       assert.equal(out.at(-1).error.code, 'E_VIDEO_UNDECODABLE');
+      assert.ok(!JSON.stringify(out.at(-1)).includes(root), out.at(-1).error.detail);
       assert.deepEqual(out.slice(0, -1).map((l: any) => l.frame), out.slice(0, -1).map((_: unknown, i: number) => i));
     } else {
       assert.equal(cut.status, 400);
-      assert.equal(((await cut.json()) as any).code, 'E_VIDEO_UNDECODABLE');
+      const cb = (await cut.json()) as any;
+      assert.equal(cb.code, 'E_VIDEO_UNDECODABLE');
+      assert.ok(!JSON.stringify(cb).includes(root), cb.detail);
     }
     assert.deepEqual(fs.readdirSync(root), []);
     assert.deepEqual(ffmpegChildren(), []);

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { OpenVideo } from '../../src/http/predict-video.ts';
+import { RfdetrError } from '../../src/errors.ts';
 import type { VideoFrame, VideoSource } from '../../src/video/source.ts';
 import { goldens, start, u8, waitFor } from './helpers.ts';
 import { holdForward, ndjsonLines as lines, postVideo as postUpload, stillsBehindVideo } from './video-helpers.ts';
@@ -356,6 +357,37 @@ test('POST /predict/video: a client that leaves stops the decoding, costs no mor
     assert.equal(s.backend.calls, 6, 'frame 6 was dropped without a forward');
     assert.ok(seen.yielded <= 8, `${seen.yielded} frames decoded`);
     assert.ok(s.logs.some((l) => l.route === '/predict/video' && l.client_closed === true));
+  } finally {
+    await s.stop();
+  }
+});
+
+test('POST /predict/video: an error that names the upload\'s temporary path reaches the client without it; the log keeps it', { timeout: 60_000 }, async () => {
+  const root = tmpRoot();
+  let named = '';
+  const failing: Array<(file: string) => Error> = [
+    (file) => new RfdetrError('E_VIDEO_UNDECODABLE', `"${file}" is not a readable video (ffprobe: ${file}: Invalid data found when processing input)`),
+    (file) => Object.assign(new Error(`ENOENT: no such file or directory, open '${file}'`), { code: 'ENOENT' }),
+  ];
+  let which = 0;
+  const open: OpenVideo = async (file) => {
+    named = file;
+    throw failing[which]!(file);
+  };
+  const s = await start({ openVideo: open, videoTmpRoot: root });
+  try {
+    for (const [i, [status, code]] of ([[400, 'E_VIDEO_UNDECODABLE'], [500, 'E_INTERNAL']] as const).entries()) {
+      which = i;
+      const res = await postVideo(s.url, '');
+      const text = await res.text();
+      assert.equal(res.status, status, text);
+      assert.equal(JSON.parse(text).code, code);
+      assert.ok(named.startsWith(root), named);
+      assert.ok(!text.includes(root) && !text.includes('rfdetr-video-'), `no server path in ${text}`);
+      assert.match(JSON.parse(text).detail, /\(a server path\)/);
+      assert.ok(JSON.stringify(s.logs).includes(named), 'the log keeps the path');
+    }
+    assert.deepEqual(fs.readdirSync(root), []);
   } finally {
     await s.stop();
   }

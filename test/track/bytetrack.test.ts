@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../../src/config/paths.ts';
-import { ByteTrack, BYTETRACK_DEFAULTS, type ByteTrackOptions, type TrackInput } from '../../src/track/bytetrack.ts';
+import { ByteTrack, BYTETRACK_DEFAULTS, MAX_TRACK_DETECTIONS, type ByteTrackOptions, type TrackInput } from '../../src/track/bytetrack.ts';
+import { isRfdetrError } from '../../src/errors.ts';
 import { trackAgreement } from '../helpers/track-agreement.ts';
 import { requireAll } from '../helpers/skip.ts';
 
@@ -84,6 +85,16 @@ test('ByteTrack: bad options and bad detections are errors naming the value and 
   assert.throws(() => new ByteTrack({ minimumConsecutiveFrames: 0.5 }), /minimumConsecutiveFrames but received 0.5/);
   assert.throws(() => new ByteTrack({ highConfDetThreshold: 1.5 }), /expected a number in \[0, 1\] for highConfDetThreshold but received 1.5/);
   assert.throws(() => new ByteTrack().update([{ box: [0, 0, NaN, 1] as never, score: 0.5, label_id: 0 }]), /expected a detection/);
+});
+
+test('ByteTrack: a frame of up to 300 detections is tracked; more is an error naming the count and the cap, before any work', () => {
+  assert.equal(MAX_TRACK_DETECTIONS, 300);
+  const frame = (n: number) => Array.from({ length: n }, (_, i) => ({ box: [i, i, i + 50, i + 50] as [number, number, number, number], score: 0.9, label_id: 1 }));
+  const bt = new ByteTrack();
+  assert.equal(bt.update(frame(300)).length, 300);
+  assert.equal(bt.update(frame(300)).filter((id) => id !== null).length, 300, 'the 300 are tracked');
+  assert.throws(() => bt.update(frame(301)), (e: Error) => isRfdetrError(e, 'E_USAGE') && /a frame has 301 detections; at most 300 per frame are tracked/.test(e.message));
+  assert.equal(bt.update(frame(300)).filter((id) => id !== null).length, 300, 'a refused frame changes no track');
 });
 
 test('trackAgreement counts up to renumbering, and a split or merged track as disagreement', () => {
