@@ -141,7 +141,7 @@ int main(int argc, char ** argv) {
         {"runs", runs},
         {"cpu_ms_per_forward", std::round(cpu * 10) / 10},
         {"median_ms", std::round(wall[wall.size() / 2] * 10) / 10},
-        {"forwards_per_s", std::round(1e4 / wall[wall.size() / 2]) / 10},
+        {"forwards_per_s", std::round(1e6 / wall[wall.size() / 2]) / 1000},
         {"load_ms", std::round(load_ms)},
         {"rss_mib_after_warmup", std::round(rss_mib() * 10) / 10},
         {"rss_mib_before_model", std::round(rss0 * 10) / 10},

@@ -1,5 +1,8 @@
 #include "engines/cpu/attention.h"
 
+// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_ps() operands as maybe-uninitialized (gemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/simd-math.h"
 
@@ -22,6 +25,69 @@ int round_up(int x, int m) { return (x + m - 1) / m * m; }
 // Keys per online-softmax step: a multiple of the tile height near 112, so the score block
 // [keys, queries] of a 64-query block is 28 KB and stays in L1 between its three passes.
 int key_block() { return round_up(112, gemm_mr()); }
+
+// One key block's online-softmax step over the scores st [nkb][ldst] for queries [0, nq8), 8 per vector:
+// mx (running max), sm (running sum) updated, cr = exp(old max - new max), st = exp(st - new max).
+void softmax_step256(float * st, int ldst, int nkb, int nq8, float * mx, float * sm, float * cr) {
+    for (int j = 0; j < nq8; j += 8) {
+        const __m256 m  = _mm256_loadu_ps(mx + j);
+        __m256       bm = _mm256_set1_ps(-INFINITY);
+        for (int r = 0; r < nkb; ++r) bm = _mm256_max_ps(bm, _mm256_loadu_ps(st + sz(r, ldst) + j));
+        const __m256 mn = _mm256_max_ps(m, bm);
+        __m256       s  = _mm256_setzero_ps();
+        for (int r = 0; r < nkb; ++r) {
+            float *      p = st + sz(r, ldst) + j;
+            const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p), mn));
+            _mm256_storeu_ps(p, e);
+            s = _mm256_add_ps(s, e);
+        }
+        const __m256 c = exp256(_mm256_sub_ps(m, mn));
+        _mm256_storeu_ps(cr + j, c);
+        _mm256_storeu_ps(sm + j, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(sm + j), c), s));
+        _mm256_storeu_ps(mx + j, mn);
+    }
+}
+
+// The same step, 16 queries per vector: the same operations lane by lane (exp512 is exp256's sequence), so
+// the same bits; half the instructions.
+RFDETR_AVX512 void softmax_step512(float * st, int ldst, int nkb, int nq16, float * mx, float * sm, float * cr) {
+    for (int j = 0; j < nq16; j += 16) {
+        const __m512 m  = _mm512_loadu_ps(mx + j);
+        __m512       bm = _mm512_set1_ps(-INFINITY);
+        for (int r = 0; r < nkb; ++r) bm = _mm512_max_ps(bm, _mm512_loadu_ps(st + sz(r, ldst) + j));
+        const __m512 mn = _mm512_max_ps(m, bm);
+        __m512       s  = _mm512_setzero_ps();
+        for (int r = 0; r < nkb; ++r) {
+            float *      p = st + sz(r, ldst) + j;
+            const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p), mn));
+            _mm512_storeu_ps(p, e);
+            s = _mm512_add_ps(s, e);
+        }
+        const __m512 c = exp512(_mm512_sub_ps(m, mn));
+        _mm512_storeu_ps(cr + j, c);
+        _mm512_storeu_ps(sm + j, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sm + j), c), s));
+        _mm512_storeu_ps(mx + j, mn);
+    }
+}
+
+RFDETR_AVX512 void scale_row512(float * x, int n, float f) {
+    const __m512 v = _mm512_set1_ps(f);
+    int          c = 0;
+    for (; c + 16 <= n; c += 16) _mm512_storeu_ps(x + c, _mm512_mul_ps(_mm512_loadu_ps(x + c), v));
+    if (c < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - c)) - 1);
+        _mm512_mask_storeu_ps(x + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c), v));
+    }
+}
+
+// x[0, n) *= f.
+void scale_row(float * x, int n, float f, bool wide) {
+    if (wide) {
+        scale_row512(x, n, f);
+        return;
+    }
+    for (int c = 0; c < n; ++c) x[c] *= f;
+}
 
 }  // namespace
 
@@ -54,7 +120,9 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
     float *   mx = st + sz(kb, qp);          // running max per query
     float *   sm = mx + qp;                  // running sum per query
     float *   cr = sm + qp;                  // this step's rescale per query
-    const int     nq8 = round_up(nq, 8);  // the softmax's vectors cover queries [0, nq8)
+    const bool    wide = gemm_mr() == 14;   // the AVX-512 kernel is active: the softmax on 16-query vectors
+    const int     nq8  = round_up(nq, 8);   // the AVX2 softmax's vectors cover queries [0, nq8)
+    const int     nq16 = round_up(nq, 16);  // the AVX-512 one's [0, nq16) (<= qp)
     const float * qrows[8];
     for (int i0 = 0; i0 < nq; i0 += 8) {
         const int n = std::min(8, nq - i0);
@@ -62,8 +130,8 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
         transpose_rows(qrows, n, d, qt + i0, qp);
     }
     for (int kk = 0; kk < d; ++kk) std::fill(qt + sz(kk, qp) + nq, qt + sz(kk, qp) + qp, 0.0f);
-    for (int r = 0; r < kb; ++r) std::fill(st + sz(r, qp) + nq, st + sz(r, qp) + nq8, 0.0f);
-    for (int i = 0; i < nq8; ++i) mx[i] = -INFINITY, sm[i] = 0.0f;
+    for (int r = 0; r < kb; ++r) std::fill(st + sz(r, qp) + nq, st + sz(r, qp) + nq16, 0.0f);
+    for (int i = 0; i < nq16; ++i) mx[i] = -INFINITY, sm[i] = 0.0f;
 
     epilogue scores;
     scores.alpha = scale;
@@ -80,30 +148,13 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
                           std::min(k_gemm_nr, nq - j0), scores);
             }
         }
-        // 2. Online softmax, 8 queries per vector: new max, rescale of what was summed so far, p = exp(s - max)
+        // 2. Online softmax down each query's column: new max, rescale of what was summed so far, p = exp(s - max)
         //    in place, the running sum.
-        for (int j = 0; j < nq8; j += 8) {
-            __m256 m = _mm256_loadu_ps(mx + j);
-            __m256 bm = _mm256_set1_ps(-INFINITY);
-            for (int r = 0; r < nkb; ++r) bm = _mm256_max_ps(bm, _mm256_loadu_ps(st + sz(r, qp) + j));
-            const __m256 mn = _mm256_max_ps(m, bm);
-            __m256       s  = _mm256_setzero_ps();
-            for (int r = 0; r < nkb; ++r) {
-                float *      p = st + sz(r, qp) + j;
-                const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p), mn));
-                _mm256_storeu_ps(p, e);
-                s = _mm256_add_ps(s, e);
-            }
-            const __m256 c = exp256(_mm256_sub_ps(m, mn));
-            _mm256_storeu_ps(cr + j, c);
-            _mm256_storeu_ps(sm + j, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(sm + j), c), s));
-            _mm256_storeu_ps(mx + j, mn);
-        }
+        if (wide) softmax_step512(st, qp, nkb, nq16, mx, sm, cr);
+        else softmax_step256(st, qp, nkb, nq8, mx, sm, cr);
         if (k0 > 0) {
             for (int i = 0; i < nq; ++i) {
-                if (cr[i] == 1.0f) continue;
-                float * orow = o + sz(i, ldo);
-                for (int c = 0; c < d; ++c) orow[c] *= cr[i];
+                if (cr[i] != 1.0f) scale_row(o + sz(i, ldo), d, cr[i], wide);
             }
         }
         // 3. o += p v over this key block: the tile's A operand is p^T read with stride qp (one query per
@@ -116,11 +167,7 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
             }
         }
     }
-    for (int i = 0; i < nq; ++i) {
-        const float inv  = 1.0f / sm[i];
-        float *     orow = o + sz(i, ldo);
-        for (int c = 0; c < d; ++c) orow[c] *= inv;
-    }
+    for (int i = 0; i < nq; ++i) scale_row(o + sz(i, ldo), d, 1.0f / sm[i], wide);
 }
 
 size_t attention_head_scratch_floats(int nk, int d) {
