@@ -5,7 +5,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "engines/cpu/attention-bf16-kernel.h"
-#include "engines/cpu/simd-math.h"
 
 #include <immintrin.h>
 
@@ -16,10 +15,9 @@
 // The conversions and the softmax use AVX512-BF16 (vcvtne2ps2bf16, round to nearest even) and AVX512-BW;
 // every kernel needs them, so they are called only when a kernel was selected.
 #define RFDETR_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define RFDETR_BF16_LAMBDA __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline))
 
 namespace rfdetr::cpu {
-
-using namespace simd;
 
 namespace {
 
@@ -56,25 +54,48 @@ RFDETR_BF16 void pack_queries(const float * q, int ldq, int nq, int d, uint16_t 
     }
 }
 
-// P = exp(scale * s - scale * max) in bf16 for the first nk columns (0 up to nkp), and the sum of P as rounded.
+// 2^t for t <= 0, enough for bf16: t = n + f (n = round(t), |f| <= 1/2), 2^f by its degree-5 Taylor polynomial
+// (relative error < 1.2e-6, 1/3000 of a bf16 ulp), 2^n by vscalef (0 below 2^-149, no clamp needed). 9
+// operations against exp512's 17: the softmax was half of the AMX kernel's time with exp512 (README.md).
+RFDETR_BF16 inline __m512 exp2_bf16(__m512 t) {
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512       y = _mm512_set1_ps(1.333355815e-03f);
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.618129108e-03f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.550410866e-02f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402265070e-01f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931471806e-01f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+
+// P = exp(scale * (s - max)) = 2^(s log2(e) scale - max log2(e) scale) in bf16 for the first nk columns (0 up to
+// nkp), and the sum of P as rounded. 32 columns per step: one vcvtne2ps2bf16 rounds both halves, and the
+// rounded values come back as floats with one AND (odd bf16 of each 32-bit pair) and one shift (even).
 RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nkp, float scale, uint16_t * p, int ldp,
                               float * sums) {
-    const __m512 vs = _mm512_set1_ps(scale);
+    const float   c    = scale * 1.44269504088896341f;
+    const __m512  vc   = _mm512_set1_ps(c);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const int     full = nk / 32 * 32;  // columns of whole unmasked steps
     for (int i = 0; i < rows; ++i) {
         const float * sr = s + sz(i, lds);
         uint16_t *    pr = p + sz(i, ldp);
         __m512        mx = _mm512_set1_ps(-INFINITY);
         for (int j = 0; j < nk; j += 16) mx = _mm512_mask_max_ps(mx, lanes(nk - j), mx, _mm512_loadu_ps(sr + j));
-        const __m512 m   = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale);
-        __m512       sum = _mm512_setzero_ps();
-        for (int j = 0; j < nkp; j += 16) {
-            const __mmask16 l = lanes(nk - j);
-            const __m512    e = _mm512_maskz_mov_ps(l, exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(sr + j), vs), m)));
-            const __m256i   b = (__m256i)_mm512_cvtneps_pbh(e);
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(pr + j), b);
-            sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
-        }
-        sums[i] = _mm512_reduce_add_ps(sum);
+        const __m512 m  = _mm512_set1_ps(-_mm512_reduce_max_ps(mx) * c);
+        __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
+            const __m512  e0 = _mm512_maskz_mov_ps(l0, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
+            const __m512  e1 = _mm512_maskz_mov_ps(l1, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m)));
+            const __m512i b  = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
+            _mm512_storeu_si512(pr + j, b);
+            s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(_mm512_and_si512(b, high)));
+            s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)));
+        };
+        for (int j = 0; j < full; j += 32) step(j, 0xFFFF, 0xFFFF);
+        if (full < nkp) step(full, lanes(nk - full), lanes(nk - full - 16));
+        sums[i] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     }
 }
 
