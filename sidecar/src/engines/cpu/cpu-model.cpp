@@ -2,6 +2,7 @@
 
 #include "engines/cpu/attention.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/engine.h"
 
@@ -89,8 +90,7 @@ packed_weight model::packed(const std::string & name, int r0, int n, bool quant)
     kmax_ = std::max(kmax_, static_cast<int>(k));
     const float * src = t.data + static_cast<size_t>(r0) * k;
     const int     nn  = n < 0 ? rows - r0 : n;
-    return quant && int8_ ? pack_weight_int8(src, nn, static_cast<int>(k), static_cast<int>(k))
-                          : pack_weight(src, nn, static_cast<int>(k), static_cast<int>(k));
+    return pack_weight_as(quant ? prec_ : precision::fp32, src, nn, static_cast<int>(k), static_cast<int>(k));
 }
 
 packed_weight model::pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant) {
@@ -98,11 +98,11 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
     for (size_t i = 0; i < parts.size(); ++i) std::memcpy(cat.data() + i * sz(n_each, k), parts[i], sz(n_each, k) * 4);
     kmax_ = std::max(kmax_, k);
     const int n = static_cast<int>(parts.size()) * n_each;
-    return quant && int8_ ? pack_weight_int8(cat.data(), n, k, k) : pack_weight(cat.data(), n, k, k);
+    return pack_weight_as(quant ? prec_ : precision::fp32, cat.data(), n, k, k);
 }
 
-model::model(const checkpoint & ckpt, int threads, bool int8)
-    : ckpt_(ckpt), int8_(int8), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
+model::model(const checkpoint & ckpt, int threads, precision p)
+    : ckpt_(ckpt), prec_(p), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, true);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
@@ -310,7 +310,7 @@ void model::build_mask_head() {
     hd.blocks  = a.mask_blocks;
     hd.hidden  = static_cast<int>(ckpt_.get(p + "query_features_block.layers.0.weight").shape[0]);
     hd.queries = d_.queries;
-    seg_ = std::make_unique<seg_head>(sw, hd, pool_, int8_);
+    seg_ = std::make_unique<seg_head>(sw, hd, pool_, prec_);
 }
 
 void model::masks(const uint32_t * queries, int k, float * out) {
