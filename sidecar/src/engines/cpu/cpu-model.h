@@ -72,6 +72,8 @@ class model {
     int threads() const { return pool_.size(); }
     precision prec() const { return prec_; }
     bool      int8() const { return prec_ == precision::int8; }
+    // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
+    bool bf16_attention() const { return bf16_attn_; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -125,6 +127,7 @@ class model {
     void build_mask_head();
     void run_embed(const float * px);
     void run_vit();
+    void run_attention_bf16(bool global, float scale);
     void run_projector();
     void run_two_stage();
     void run_decoder();
@@ -132,6 +135,7 @@ class model {
 
     const checkpoint & ckpt_;
     precision          prec_;
+    bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
