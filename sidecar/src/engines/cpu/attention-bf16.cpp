@@ -68,11 +68,11 @@ RFDETR_BF16 inline __m512 exp2_bf16(__m512 t) {
     return _mm512_scalef_ps(y, n);
 }
 
-// P = exp(scale * (s - max)) = 2^(s log2(e) scale - max log2(e) scale) in bf16 for the first nk columns (0 up to
+// P = exp(scale * (s - mx)) = 2^(s log2(e) scale - mx log2(e) scale) in bf16 for the first nk columns (0 up to
 // nkp), and the sum of P as rounded. 32 columns per step: one vcvtne2ps2bf16 rounds both halves, and the
 // rounded values come back as floats with one AND (odd bf16 of each 32-bit pair) and one shift (even).
-RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nkp, float scale, uint16_t * p, int ldp,
-                              float * sums) {
+RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int rows, int nk, int nkp, float scale,
+                              uint16_t * p, int ldp, float * sums) {
     const float   c    = scale * 1.44269504088896341f;
     const __m512  vc   = _mm512_set1_ps(c);
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
@@ -80,9 +80,7 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nk
     for (int i = 0; i < rows; ++i) {
         const float * sr = s + sz(i, lds);
         uint16_t *    pr = p + sz(i, ldp);
-        __m512        mx = _mm512_set1_ps(-INFINITY);
-        for (int j = 0; j < nk; j += 16) mx = _mm512_mask_max_ps(mx, lanes(nk - j), mx, _mm512_loadu_ps(sr + j));
-        const __m512 m  = _mm512_set1_ps(-_mm512_reduce_max_ps(mx) * c);
+        const __m512  m  = _mm512_set1_ps(-mx[i] * c);
         __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
             const __m512  e0 = _mm512_maskz_mov_ps(l0, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
@@ -200,7 +198,7 @@ void attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, int
 size_t attention_bf16_scratch_floats(int nk, int d) {
     const int nkp = pad32(nk);
     return pad16f(sz(k_attn_rows, nkp)) + pad16f(sz(k_attn_rows, nkp) / 2) + pad16f(sz(k_attn_rows, d) / 2) +
-           pad16f(sz(k_attn_rows, d)) + pad16f(k_attn_rows);
+           pad16f(sz(k_attn_rows, d)) + 2 * pad16f(k_attn_rows);
 }
 
 void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
@@ -214,12 +212,13 @@ void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, fl
     uint16_t * qb  = p + 2 * pad16f(sz(k_attn_rows, nkp) / 2);                        // [32][d] bf16
     float *    acc = reinterpret_cast<float *>(qb + 2 * pad16f(sz(k_attn_rows, d) / 2));  // [32][d] fp32
     float *    sum = acc + pad16f(sz(k_attn_rows, d));
+    float *    mx  = sum + pad16f(k_attn_rows);
     if (kr.begin) kr.begin();
     for (int i0 = 0; i0 < nq; i0 += k_attn_rows) {
         const int rows = std::min(k_attn_rows, nq - i0);
         pack_queries(q + sz(i0, ldq), ldq, rows, d, qb);
-        kr.scores(qb, d, kp, nkp, s, nkp);
-        softmax_rows(s, nkp, rows, nk, nkp, scale, p, nkp, sum);
+        kr.scores(qb, d, kp, nkp, nk, s, nkp, mx);
+        softmax_rows(s, nkp, mx, rows, nk, nkp, scale, p, nkp, sum);
         // Rows past `rows` of P are multiplied but never stored: zero keeps them finite.
         if (rows < k_attn_rows) std::memset(p + sz(rows, nkp), 0, sz(k_attn_rows - rows, nkp) * 2);
         kr.pv(p, nkp, vp, nkp, d, acc);
