@@ -110,6 +110,16 @@ bool attention_in_bf16(precision p) {
     if (p == precision::fp32 || std::strcmp(bgemm_isa(), "amx") != 0) return false;
     return attention_bf16_select_isa("amx");
 }
+
+// One head, in bf16 (attention-bf16.h) or fp32 (attention.h): the call sites pass the same operands to either.
+void head_attention(bool bf16, const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
+                    int ldo, int nq, int nk, int d, float scale, float * scratch) {
+    if (bf16) {
+        attention_bf16_head(q, ldq, k, ldk, v, ldv, o, ldo, nq, nk, d, scale, scratch);
+    } else {
+        attention_head(q, ldq, k, ldk, v, ldv, o, ldo, nq, nk, d, scale, scratch);
+    }
+}
 }  // namespace
 
 model::model(const checkpoint & ckpt, int threads, precision p)
@@ -415,35 +425,6 @@ void model::run_embed(const float * px) {
     std::memcpy(embeddings_.data(), x_.data(), embeddings_.size() * 4);
 }
 
-// The ViT attention of one block in bf16, the fp32 path's tasks: a global block packs each head's K and V once,
-// then one task per (head, 64-query block); a windowed block one task per (window, head).
-void model::run_attention_bf16(bool global, float scale) {
-    const int ld = 3 * d_.vit_dim;
-    const int d  = d_.head_dim;
-    if (global) {
-        const size_t kvf = attention_bf16_kv_floats(d_.tokens, d);
-        pool_.parallel_for(d_.heads, [&](int hd, int) {
-            const float * k = qkv_.data() + d_.vit_dim + hd * d;
-            attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, d, keys_.data() + kvf * hd);
-        });
-        const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
-        pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
-            const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
-            attention_bf16_block(qkv_.data() + sz(q0, ld) + hd * d, ld, keys_.data() + kvf * hd, d_.tokens,
-                                 ctx_.data() + sz(q0, d_.vit_dim) + hd * d, d_.vit_dim,
-                                 std::min(k_attention_block, d_.tokens - q0), d, scale, att_scratch(thread));
-        });
-        return;
-    }
-    pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
-        const int     win = task / d_.heads, hd = task % d_.heads;
-        const float * q   = qkv_.data() + sz(win * d_.win_tok, ld) + hd * d;
-        attention_bf16_head(q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld,
-                            ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * d, d_.vit_dim, d_.win_tok, d_.win_tok, d,
-                            scale, att_scratch(thread));
-    });
-}
-
 void model::run_vit() {
     // softmax(q k^T / sqrt(head_dim)): 1/8 for every variant's 64-wide heads, exact in f32.
     const float inv_sqrt_head = 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
@@ -458,31 +439,39 @@ void model::run_vit() {
         // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per
         // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
         // per (head, 64-query block).
-        const int ld = 3 * d_.vit_dim;
-        if (bf16_attn_) {
-            run_attention_bf16(blk.global, inv_sqrt_head);
-        } else if (blk.global) {
-            const size_t kfl = attention_keys_floats(d_.tokens, d_.head_dim);
+        // At bf16/int8 with AMX the same tasks and operands run attention-bf16.h (K and V packed together).
+        const int ld = 3 * d_.vit_dim, hdim = d_.head_dim;
+        if (blk.global) {
+            const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
             pool_.parallel_for(d_.heads, [&](int hd, int) {
-                attention_pack_keys(qkv_.data() + d_.vit_dim + hd * d_.head_dim, ld, d_.tokens, d_.head_dim,
-                                    keys_.data() + kfl * hd);
+                const float * k = qkv_.data() + d_.vit_dim + hd * hdim, *v = k + d_.vit_dim;
+                if (bf16_attn_) {
+                    attention_bf16_pack(k, ld, v, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+                } else {
+                    attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+                }
             });
             const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
             pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
-                const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
-                const int nq = std::min(k_attention_block, d_.tokens - q0);
-                attention_block(qkv_.data() + sz(q0, ld) + hd * d_.head_dim, ld, keys_.data() + kfl * hd, d_.tokens,
-                                qkv_.data() + 2 * d_.vit_dim + hd * d_.head_dim, ld,
-                                ctx_.data() + sz(q0, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, nq, d_.head_dim, inv_sqrt_head,
-                                att_scratch(thread));
+                const int     hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
+                const int     nq = std::min(k_attention_block, d_.tokens - q0);
+                const float * q  = qkv_.data() + sz(q0, ld) + hd * hdim, *v = qkv_.data() + 2 * d_.vit_dim + hd * hdim;
+                float *       o  = ctx_.data() + sz(q0, d_.vit_dim) + hd * hdim;
+                if (bf16_attn_) {
+                    attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, inv_sqrt_head,
+                                         att_scratch(thread));
+                } else {
+                    attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, v, ld, o, d_.vit_dim, nq, hdim, inv_sqrt_head,
+                                    att_scratch(thread));
+                }
             });
         } else {
             pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
                 const int     win = task / d_.heads, hd = task % d_.heads;
-                const float * base = qkv_.data() + sz(win * d_.win_tok, ld) + hd * d_.head_dim;
-                attention_head(base, ld, base + d_.vit_dim, ld, base + 2 * d_.vit_dim, ld,
-                               ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, d_.win_tok,
-                               d_.win_tok, d_.head_dim, inv_sqrt_head, att_scratch(thread));
+                const float * base = qkv_.data() + sz(win * d_.win_tok, ld) + hd * hdim;
+                head_attention(bf16_attn_, base, ld, base + d_.vit_dim, ld, base + 2 * d_.vit_dim, ld,
+                               ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * hdim, d_.vit_dim, d_.win_tok,
+                               d_.win_tok, hdim, inv_sqrt_head, att_scratch(thread));
             });
         }
         // Projection with x = (y + b) * ls1 + x in its epilogue (the reference's order); then the MLP:
@@ -637,13 +626,8 @@ void model::run_decoder() {
         pool_.parallel_for(d_.sa_heads, [&](int hd, int thread) {
             const float * q = qk_.data() + hd * d_.sa_dim, *k = q + d_.dim, *v = v_.data() + hd * d_.sa_dim;
             float *       o = attn_.data() + hd * d_.sa_dim;
-            if (bf16_attn_) {
-                attention_bf16_head(q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim,
-                                    1.0f, att_scratch(thread));
-            } else {
-                attention_head(q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim, 1.0f,
-                               att_scratch(thread));
-            }
+            head_attention(bf16_attn_, q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim,
+                           1.0f, att_scratch(thread));
         });
         linear(attn_.data(), d_.dim, d_.queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
         layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);

@@ -127,7 +127,6 @@ class model {
     void build_mask_head();
     void run_embed(const float * px);
     void run_vit();
-    void run_attention_bf16(bool global, float scale);
     void run_projector();
     void run_two_stage();
     void run_decoder();
