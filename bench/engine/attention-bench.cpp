@@ -95,7 +95,7 @@ int main(int argc, char ** argv) {
         }
         std::printf("%-32s", s.what);
         for (size_t ki = 0; ki < kernels.size(); ++ki) {
-            std::printf(" %7.3f", median(t[ki]));
+            std::printf(" %8.4f", median(t[ki]));
             if (kernels[0] == "fp32" && ki > 0) {
                 std::printf(" x%4.1f", median(t[0]) / median(t[ki]));
             } else {

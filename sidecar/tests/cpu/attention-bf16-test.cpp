@@ -73,8 +73,9 @@ struct head {
     float & O(int i, int c) { return o[static_cast<size_t>(i) * ldo + c]; }
     float   scale() const { return d == 64 ? 0.125f : 1.0f; }  // the ViT's and the decoder's
     void    run() {
-        std::vector<float> scratch(cpu::attention_bf16_head_scratch_floats(nk, d) + 16);
-        float * s = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+        // Scratch 4 bytes past a 64-byte boundary: no buffer needs alignment.
+        std::vector<float> scratch(cpu::attention_bf16_head_scratch_floats(nk, d) + 17);
+        float * s = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63}) + 1;
         cpu::attention_bf16_head(q.data(), ldq, k.data(), ldk, v.data(), ldv, o.data(), ldo, nq, nk, d, scale(), s);
     }
     void check_guards() {

@@ -96,12 +96,12 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int ro
     }
 }
 
-// o rows (ldo) = acc rows / sum.
+// o rows (ldo) = acc rows x (1 / sum): one division per row (a vdivps per 16 columns was 10 % of a window head).
 RFDETR_BF16 void store_rows(const float * acc, int d, const float * sum, int rows, float * o, int ldo) {
     for (int i = 0; i < rows; ++i) {
-        const __m512 s = _mm512_set1_ps(sum[i]);
+        const __m512 r = _mm512_set1_ps(1.0f / sum[i]);
         for (int c = 0; c < d; c += 16) {
-            _mm512_storeu_ps(o + sz(i, ldo) + c, _mm512_div_ps(_mm512_loadu_ps(acc + sz(i, d) + c), s));
+            _mm512_storeu_ps(o + sz(i, ldo) + c, _mm512_mul_ps(_mm512_loadu_ps(acc + sz(i, d) + c), r));
         }
     }
 }

@@ -26,7 +26,7 @@ bool attention_bf16_select_isa(const char * name);
 bool attention_bf16_width_ok(int d);
 
 // Floats holding a head's packed K and V (bf16) for nk keys of width d, and the packing: k [nk, d] (row
-// stride ldk) and v [nk, d] (ldv) into kv (64-byte aligned).
+// stride ldk) and v [nk, d] (ldv) into kv.
 size_t attention_bf16_kv_floats(int nk, int d);
 void   attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, int nk, int d, float * kv);
 
@@ -34,12 +34,12 @@ void   attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, i
 size_t attention_bf16_scratch_floats(int nk, int d);
 
 // o[nq, d] (ldo) = softmax(scale * q k^T) v for nq query rows (ldq) against the nk keys packed in kv.
-// scratch: attention_bf16_scratch_floats(nk, d) floats, 64-byte aligned.
+// scratch: attention_bf16_scratch_floats(nk, d) floats.
 void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
                           float scale, float * scratch);
 
 // The whole head: packs k and v into scratch, then attention_bf16_block. scratch:
-// attention_bf16_head_scratch_floats(nk, d) floats, 64-byte aligned.
+// attention_bf16_head_scratch_floats(nk, d) floats. (No buffer needs any alignment.)
 size_t attention_bf16_head_scratch_floats(int nk, int d);
 void   attention_bf16_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
                            int ldo, int nq, int nk, int d, float scale, float * scratch);
