@@ -50,6 +50,53 @@ double thread_ms() {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+// The ViT MLP (fc1 +LN gelu, then fc2) on each bf16 kernel, 404-row parts as above: fc1's output as fp32 rows that
+// fc2 rounds again, against the bf16 hand-off (bgemm_packed_to_bf16 / _from_bf16, what the model runs). Interleaved.
+void mlp_handoff(int repeats) {
+    const int m = 1616, d = 384, h = 1536;
+    std::mt19937                          rng(2);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(m) * d), w1(static_cast<size_t>(h) * d), w2(static_cast<size_t>(d) * h), b1(h),
+        b2(d), ls(d), g(d), bb(d), hid(static_cast<size_t>(m) * h), scratch(cpu::gemm_scratch_floats(h));
+    std::vector<uint16_t> hb(static_cast<size_t>(m) * h);
+    for (auto * v : {&x, &w1, &w2, &b1, &b2, &ls, &bb}) {
+        for (auto & z : *v) z = u(rng);
+    }
+    for (auto & z : g) z = 1.0f + 0.5f * u(rng);
+    const cpu::bweight     f1 = cpu::to_bweight(w1.data(), h, d, d), f2 = cpu::to_bweight(w2.data(), d, h, h);
+    const cpu::a_layernorm ln{g.data(), bb.data(), 1e-6f};
+    cpu::epilogue          e1, e2;
+    e1.kind  = cpu::epi::bias_gelu;
+    e1.bias  = b1.data();
+    e2.kind  = cpu::epi::bias_scale_add;
+    e2.bias  = b2.data();
+    e2.scale = ls.data();
+    for (const char * isa : {"amx", "avx512bf16"}) {
+        if (!cpu::bgemm_select_isa(isa)) continue;
+        std::vector<double> t[2];
+        for (int r = 0; r < repeats + 1; ++r) {
+            for (int way = 0; way < 2; ++way) {
+                std::vector<float> c(x);  // fc2 adds into x
+                const double       t0 = thread_ms();
+                for (int p = 0; p < 4; ++p) {
+                    const int r0 = m * p / 4, rows = m * (p + 1) / 4 - r0;
+                    if (way == 0) {
+                        cpu::bgemm_packed(rows, c.data() + static_cast<size_t>(r0) * d, d, f1, hid.data() + static_cast<size_t>(r0) * h, h, e1, scratch.data(), &ln);
+                        cpu::bgemm_packed(rows, hid.data() + static_cast<size_t>(r0) * h, h, f2, c.data() + static_cast<size_t>(r0) * d, d, e2, scratch.data());
+                    } else {
+                        cpu::bgemm_packed_to_bf16(rows, c.data() + static_cast<size_t>(r0) * d, d, f1, hb.data() + static_cast<size_t>(r0) * h, h, e1, scratch.data(), &ln);
+                        cpu::bgemm_packed_from_bf16(rows, hb.data() + static_cast<size_t>(r0) * h, h, f2, c.data() + static_cast<size_t>(r0) * d, d, e2, scratch.data());
+                    }
+                }
+                if (r > 0) t[way].push_back(thread_ms() - t0);
+            }
+        }
+        for (auto & v : t) std::sort(v.begin(), v.end());
+        std::printf("vit MLP fc1+fc2 bf16-%s: fp32 hidden rows %.2f ms, bf16 hand-off %.2f ms (x11 per forward)\n", isa,
+                    t[0][t[0].size() / 2], t[1][t[1].size() / 2]);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -129,5 +176,6 @@ int main(int argc, char ** argv) {
     std::printf("%-32s", "all these GEMMs of one forward");
     for (double x : total) std::printf(" %12.1f ms", x);
     std::printf("\n");
+    mlp_handoff(repeats);
     return 0;
 }

@@ -27,14 +27,14 @@ test('--list-engines: each engine\'s precisions (default first), default and hos
   assert.equal(parseEngineList('cpu tt-host'), null);
 });
 
-test('this build\'s sidecar lists the engines\' facts: cpu fp32/int8 and tt-host fp32/bf16 on the host, tt bf16 on a card', async () => {
+test('this build\'s sidecar lists the engines\' facts: cpu fp32/int8/bf16 and tt-host fp32/bf16 on the host, tt bf16 on a card', async () => {
   const list = await sidecarEngines();
   assert.ok(list, 'the sidecar is built (npm install)');
   const facts = (name: string) => {
     const e = list.engines.get(name);
     return e && [e.precisions, e.defaultPrecision, e.hostCores];
   };
-  assert.deepEqual(facts('cpu'), [['fp32', 'int8'], 'fp32', true]);
+  assert.deepEqual(facts('cpu'), [['fp32', 'int8', 'bf16'], 'fp32', true]);
   assert.deepEqual(facts('tt-host'), [['fp32', 'bf16'], 'fp32', true]);
   assert.deepEqual(facts('tt'), [['bf16'], 'bf16', false]);
 });

@@ -1,6 +1,7 @@
 // The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/registry.h"
 #include "golden-file.h"
@@ -137,6 +138,12 @@ TEST(cpu_engine, bf16_under_a_level_without_bf16_kernels_is_refused_by_name) {
         EXPECT_EQ(std::string(e.what()).find("/nonexistent"), std::string::npos) << "refused after loading: " << e.what();
     }
     EXPECT_STREQ(rfdetr::cpu::bgemm_isa(), "none");
+    // avx512 runs the AVX512-BF16 kernel, amx the AMX one (where the CPU has them).
+    EXPECT_EQ(rfdetr::cpu::select_isa_level("avx512"), "");
+    EXPECT_STREQ(rfdetr::cpu::bgemm_isa(), __builtin_cpu_supports("avx512bf16") ? "avx512bf16" : "none");
+    if (rfdetr::cpu::select_isa_level("amx").empty()) {
+        EXPECT_STREQ(rfdetr::cpu::bgemm_isa(), rfdetr::cpu::bgemm_best_isa());
+    }
     unsetenv("RFDETR_CPU_ISA");
     rfdetr::cpu::gemm_select_isa(f32.c_str());
     rfdetr::cpu::qgemm_select_isa(i8.c_str());
