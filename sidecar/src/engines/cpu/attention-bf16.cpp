@@ -23,7 +23,7 @@ namespace {
 
 size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
 int    pad32(int n) { return (n + 31) / 32 * 32; }
-size_t pad16f(size_t floats) { return (floats + 15) / 16 * 16; }  // keeps each scratch part 64-byte aligned
+size_t pad16f(size_t floats) { return (floats + 15) / 16 * 16; }  // each scratch part a whole number of 64 bytes
 
 const attn_bf16_kernel *& active() {
     static const attn_bf16_kernel * a = [] () -> const attn_bf16_kernel * {

@@ -125,6 +125,8 @@ void head_attention(bool bf16, const float * q, int ldq, const float * k, int ld
 model::model(const checkpoint & ckpt, int threads, precision p)
     : ckpt_(ckpt), prec_(p), bf16_attn_(attention_in_bf16(p)), pool_(threads), nc_(ckpt.num_classes()),
       d_(dims_of(ckpt.variant().arch)) {
+    // The bf16 kernels take head widths that are multiples of 32 (every variant's 64 and 32 are).
+    bf16_attn_ = bf16_attn_ && attention_bf16_width_ok(d_.head_dim) && attention_bf16_width_ok(d_.sa_dim);
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, true);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
