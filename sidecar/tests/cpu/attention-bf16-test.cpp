@@ -7,7 +7,9 @@
 //     below the 0 a padded key would score (the row maximum must skip the padding);
 //   - random: against a double reference on the bf16-rounded q, k, v with P rounded to bf16, within the
 //     bound of what may round differently (the P values within 2^-14 of a bf16 rounding midpoint, each
-//     moving o by at most its ulp) plus the fp32 sums' rounding.
+//     moving o by at most its ulp) plus the fp32 sums' rounding;
+//   - bf16 rows in and out (the bf16 GEMM's hand-off): the fp32 forms' result rounded to bf16, bit for bit, with
+//     NaN patterns in the input gaps and a guard pattern in the output's.
 #include "engines/cpu/attention-bf16.h"
 
 #include "random-vec.h"
@@ -209,6 +211,49 @@ TEST_P(attention_bf16, random_inputs_match_a_double_reference_on_bf16_operands) 
         }
     }
     std::printf("[ %s ] largest error / bound: %.3f\n", GetParam(), worst);
+}
+
+uint16_t bf16_bits(float x) {
+    x = bf16(x);
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+TEST_P(attention_bf16, bf16_rows_in_and_out_give_the_fp32_forms_result_rounded) {
+    constexpr uint16_t k_guard16 = 0x7FC1;  // a NaN pattern no result has
+    for (int d : k_d) {
+        for (int nk : k_nk) {
+            for (int nq : k_nq) {
+                SCOPED_TRACE(std::string(GetParam()) + " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk) +
+                             " d=" + std::to_string(d));
+                head h(nq, nk, d);
+                const auto r = random_vec(static_cast<size_t>(nq + 2 * nk) * d, 23 + nq + nk + d, -1.5f, 1.5f);
+                std::vector<uint16_t> qb(static_cast<size_t>(nq) * h.ldq, k_guard16), kb(static_cast<size_t>(nk) * h.ldk, k_guard16),
+                    vb(static_cast<size_t>(nk) * h.ldv, k_guard16), ob(static_cast<size_t>(nq) * h.ldo, k_guard16);
+                size_t n = 0;
+                for (int i = 0; i < nq; ++i) {
+                    for (int c = 0; c < d; ++c) qb[static_cast<size_t>(i) * h.ldq + c] = bf16_bits(h.Q(i, c) = r[n++]);
+                }
+                for (int j = 0; j < nk; ++j) {
+                    for (int c = 0; c < d; ++c) {
+                        kb[static_cast<size_t>(j) * h.ldk + c] = bf16_bits(h.K(j, c) = r[n++]);
+                        vb[static_cast<size_t>(j) * h.ldv + c] = bf16_bits(h.V(j, c) = r[n++]);
+                    }
+                }
+                h.run();
+                std::vector<float> scratch(cpu::attention_bf16_head_scratch_floats(nk, d) + 1);
+                cpu::attention_bf16_head(qb.data(), h.ldq, kb.data(), h.ldk, vb.data(), h.ldv, ob.data(), h.ldo, nq, nk, d,
+                                         h.scale(), scratch.data() + 1);
+                for (int i = 0; i < nq; ++i) {
+                    for (int c = 0; c < h.ldo; ++c) {
+                        const uint16_t want = c < d ? bf16_bits(h.O(i, c)) : k_guard16;
+                        ASSERT_EQ(ob[static_cast<size_t>(i) * h.ldo + c], want) << "query " << i << " column " << c;
+                    }
+                }
+            }
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(isa, attention_bf16, ::testing::Values("amx", "avx512bf16"),

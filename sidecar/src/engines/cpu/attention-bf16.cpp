@@ -38,17 +38,33 @@ RFDETR_BF16 inline __mmask16 lanes(int n) {
     return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// 16 floats (the first n, the rest 0) to 16 bf16, nearest even.
-RFDETR_BF16 inline __m256i to_bf16(const float * x, int n) {
+// The operands come as fp32 (rounded here to bf16, nearest even: vcvtne2ps2bf16) or already as bf16 rows
+// (uint16_t, the bf16 GEMM's hand-off); the output goes out as fp32 or rounded to bf16 the same way.
+// 16 values (the first n, the rest 0) as bf16.
+RFDETR_BF16 inline __m256i load16(const float * x, int n) {
     return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n), x));
+}
+RFDETR_BF16 inline __m256i load16(const uint16_t * x, int n) {
+    const __mmask32 m = n >= 16 ? 0xFFFF : n <= 0 ? 0 : static_cast<__mmask32>((1u << n) - 1);
+    return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(m, x));
+}
+// 32 values as bf16, in order (16 pairs).
+RFDETR_BF16 inline __m512i load32(const float * x) {
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+}
+RFDETR_BF16 inline __m512i load32(const uint16_t * x) { return _mm512_loadu_si512(x); }
+RFDETR_BF16 inline void store16(float * o, __m512 v) { _mm512_storeu_ps(o, v); }
+RFDETR_BF16 inline void store16(uint16_t * o, __m512 v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(o), (__m256i)_mm512_cvtneps_pbh(v));
 }
 
 // The block's queries as qb [k_attn_rows][d], rows past nq zero.
-RFDETR_BF16 void pack_queries(const float * q, int ldq, int nq, int d, uint16_t * qb) {
+template <class T>
+RFDETR_BF16 void pack_queries(const T * q, int ldq, int nq, int d, uint16_t * qb) {
     for (int i = 0; i < k_attn_rows; ++i) {
         uint16_t * dst = qb + sz(i, d);
         for (int c = 0; c < d; c += 16) {
-            const __m256i v = i < nq ? to_bf16(q + sz(i, ldq) + c, 16) : _mm256_setzero_si256();
+            const __m256i v = i < nq ? load16(q + sz(i, ldq) + c, 16) : _mm256_setzero_si256();
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + c), v);
         }
     }
@@ -97,12 +113,11 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int ro
 }
 
 // o rows (ldo) = acc rows x (1 / sum): one division per row (a vdivps per 16 columns was 10 % of a window head).
-RFDETR_BF16 void store_rows(const float * acc, int d, const float * sum, int rows, float * o, int ldo) {
+template <class T>
+RFDETR_BF16 void store_rows(const float * acc, int d, const float * sum, int rows, T * o, int ldo) {
     for (int i = 0; i < rows; ++i) {
         const __m512 r = _mm512_set1_ps(1.0f / sum[i]);
-        for (int c = 0; c < d; c += 16) {
-            _mm512_storeu_ps(o + sz(i, ldo) + c, _mm512_mul_ps(_mm512_loadu_ps(acc + sz(i, d) + c), r));
-        }
+        for (int c = 0; c < d; c += 16) store16(o + sz(i, ldo) + c, _mm512_mul_ps(_mm512_loadu_ps(acc + sz(i, d) + c), r));
     }
 }
 
@@ -131,7 +146,8 @@ RFDETR_BF16 inline void transpose16(__m512i * r) {
     }
 }
 
-RFDETR_BF16 void pack(const float * k, int ldk, const float * v, int ldv, int nk, int d, uint16_t * kp, uint16_t * vp) {
+template <class T>
+RFDETR_BF16 void pack(const T * k, int ldk, const T * v, int ldv, int nk, int d, uint16_t * kp, uint16_t * vp) {
     const int nkp = pad32(nk);
     // K: per 16 keys and 32 d, the keys' 16 pairs (32 bits each) as 16 rows, transposed so that row r holds pair
     // r of the 16 keys (a 16-key block's [d/2][16][2]). A scatter per key took 20 % of a window head.
@@ -139,9 +155,7 @@ RFDETR_BF16 void pack(const float * k, int ldk, const float * v, int ldv, int nk
         for (int c = 0; c < d; c += 32) {
             __m512i r[16];
             for (int i = 0; i < 16; ++i) {
-                const float * row = k + sz(std::min(j0 + i, nk - 1), ldk) + c;
-                r[i] = j0 + i < nk ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row))
-                                   : _mm512_setzero_si512();
+                r[i] = j0 + i < nk ? load32(k + sz(j0 + i, ldk) + c) : _mm512_setzero_si512();
             }
             transpose16(r);
             uint16_t * dst = kp + sz(j0, d) + sz(c / 2, 32);
@@ -154,8 +168,8 @@ RFDETR_BF16 void pack(const float * k, int ldk, const float * v, int ldv, int nk
     for (int c = 0; c < d; c += 16) {
         uint16_t * blk = vp + sz(c / 16, nkp * 16);
         for (int j = 0; j < nkp; j += 2) {
-            const __m256i a  = to_bf16(v + sz(std::min(j, nk - 1), ldv) + c, j < nk ? 16 : 0);
-            const __m256i b  = to_bf16(v + sz(std::min(j + 1, nk - 1), ldv) + c, j + 1 < nk ? 16 : 0);
+            const __m256i a  = load16(v + sz(std::min(j, nk - 1), ldv) + c, j < nk ? 16 : 0);
+            const __m256i b  = load16(v + sz(std::min(j + 1, nk - 1), ldv) + c, j + 1 < nk ? 16 : 0);
             const __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
             _mm512_storeu_si512(blk + sz(j, 16), _mm512_permutexvar_epi16(inter, ab));
         }
@@ -195,14 +209,21 @@ void attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, int
     pack(k, ldk, v, ldv, nk, d, kp, kp + sz(pad32(nk), d));
 }
 
+void attention_bf16_pack(const uint16_t * k, int ldk, const uint16_t * v, int ldv, int nk, int d, float * kv) {
+    uint16_t * kp = reinterpret_cast<uint16_t *>(kv);
+    pack(k, ldk, v, ldv, nk, d, kp, kp + sz(pad32(nk), d));
+}
+
 size_t attention_bf16_scratch_floats(int nk, int d) {
     const int nkp = pad32(nk);
     return pad16f(sz(k_attn_rows, nkp)) + pad16f(sz(k_attn_rows, nkp) / 2) + pad16f(sz(k_attn_rows, d) / 2) +
            pad16f(sz(k_attn_rows, d)) + 2 * pad16f(k_attn_rows);
 }
 
-void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
-                          float scale, float * scratch) {
+namespace {
+
+template <class In, class Out>
+void block(const In * q, int ldq, const float * kv, int nk, Out * o, int ldo, int nq, int d, float scale, float * scratch) {
     const attn_bf16_kernel & kr  = *active();
     const int                nkp = pad32(nk);
     const uint16_t *         kp  = reinterpret_cast<const uint16_t *>(kv);
@@ -227,12 +248,31 @@ void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, fl
     if (kr.end) kr.end();
 }
 
+}  // namespace
+
+void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
+                          float scale, float * scratch) {
+    block(q, ldq, kv, nk, o, ldo, nq, d, scale, scratch);
+}
+
+void attention_bf16_block(const uint16_t * q, int ldq, const float * kv, int nk, uint16_t * o, int ldo, int nq, int d,
+                          float scale, float * scratch) {
+    block(q, ldq, kv, nk, o, ldo, nq, d, scale, scratch);
+}
+
 size_t attention_bf16_head_scratch_floats(int nk, int d) {
     return pad16f(attention_bf16_kv_floats(nk, d)) + attention_bf16_scratch_floats(nk, d);
 }
 
 void attention_bf16_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
                          int ldo, int nq, int nk, int d, float scale, float * scratch) {
+    attention_bf16_pack(k, ldk, v, ldv, nk, d, scratch);
+    attention_bf16_block(q, ldq, scratch, nk, o, ldo, nq, d, scale,
+                         scratch + pad16f(attention_bf16_kv_floats(nk, d)));
+}
+
+void attention_bf16_head(const uint16_t * q, int ldq, const uint16_t * k, int ldk, const uint16_t * v, int ldv,
+                         uint16_t * o, int ldo, int nq, int nk, int d, float scale, float * scratch) {
     attention_bf16_pack(k, ldk, v, ldv, nk, d, scratch);
     attention_bf16_block(q, ldq, scratch, nk, o, ldo, nq, d, scale,
                          scratch + pad16f(attention_bf16_kv_floats(nk, d)));

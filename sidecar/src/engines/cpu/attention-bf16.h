@@ -44,4 +44,13 @@ size_t attention_bf16_head_scratch_floats(int nk, int d);
 void   attention_bf16_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
                            int ldo, int nq, int nk, int d, float scale, float * scratch);
 
+// The same with q, k, v given as bf16 rows (uint16_t; the bf16 GEMM's output, bgemm_packed_to_bf16) and o written
+// as bf16 rows (bf16 of the fp32 result, nearest even): the same numbers as the fp32 forms on bf16-rounded
+// operands with the result rounded, without the fp32 round trips (bgemm_packed_from_bf16 reads o in place).
+void attention_bf16_pack(const uint16_t * k, int ldk, const uint16_t * v, int ldv, int nk, int d, float * kv);
+void attention_bf16_block(const uint16_t * q, int ldq, const float * kv, int nk, uint16_t * o, int ldo, int nq, int d,
+                          float scale, float * scratch);
+void attention_bf16_head(const uint16_t * q, int ldq, const uint16_t * k, int ldk, const uint16_t * v, int ldv,
+                         uint16_t * o, int ldo, int nq, int nk, int d, float scale, float * scratch);
+
 }  // namespace rfdetr::cpu
