@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace rfdetr::cpu {
 
@@ -259,8 +260,15 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     embeddings_.resize(sz(d_.tokens, d_.vit_dim));
     x_.resize(sz(d_.tokens, d_.vit_dim));
     h_.resize(sz(d_.tokens, d_.vit_dim));
-    qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
-    ctx_.resize(sz(d_.tokens, d_.vit_dim));
+    // bf16 with the bf16 attention: q, k, v and the attention's output live as bf16 rows only (the qkv GEMM
+    // writes them, proj reads them in place; bgemm.h's hand-off), the same numbers as the fp32 round trips.
+    if (prec_ == precision::bf16 && bf16_attn_ && d_.vit_dim % k_bk_tile == 0) {
+        qkv_b_.resize(sz(d_.tokens, 3 * d_.vit_dim));
+        ctx_b_.resize(sz(d_.tokens, d_.vit_dim));
+    } else {
+        qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
+        ctx_.resize(sz(d_.tokens, d_.vit_dim));
+    }
     // bf16 with whole 32-k steps: the MLP's hidden rows live as bf16 only (the fp32 buffer stays unused).
     if (prec_ == precision::bf16 && d_.mlp_dim % k_bk_tile == 0) {
         mlp_b_.resize(sz(d_.tokens, d_.mlp_dim));
@@ -434,6 +442,54 @@ void model::run_embed(const float * px) {
     std::memcpy(embeddings_.data(), x_.data(), embeddings_.size() * 4);
 }
 
+// Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per (window,
+// head), or all 1616 in the global blocks: each head's keys packed once, then one task per (head, 64-query block).
+// At bf16/int8 with AMX the same tasks and operands run attention-bf16.h (K and V packed together), from and to
+// bf16 rows when T is uint16_t (bf16's hand-off).
+template <class T>
+void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
+    constexpr bool f32 = std::is_same_v<T, float>;
+    const int      ld = 3 * d_.vit_dim, hdim = d_.head_dim;
+    if (global) {
+        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
+        pool_.parallel_for(d_.heads, [&](int hd, int) {
+            const T * k = qkv + d_.vit_dim + hd * hdim;
+            if constexpr (f32) {
+                if (!bf16_attn_) return attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+            }
+            attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+        });
+        const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
+        pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
+            const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
+            const int nq = std::min(k_attention_block, d_.tokens - q0);
+            const T * q  = qkv + sz(q0, ld) + hd * hdim;
+            T *       o  = ctx + sz(q0, d_.vit_dim) + hd * hdim;
+            if constexpr (f32) {
+                if (!bf16_attn_) {
+                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, qkv + 2 * d_.vit_dim + hd * hdim, ld, o,
+                                           d_.vit_dim, nq, hdim, scale, att_scratch(thread));
+                }
+            }
+            attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,
+                                 att_scratch(thread));
+        });
+        return;
+    }
+    pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
+        const int win = task / d_.heads, hd = task % d_.heads;
+        const T * q   = qkv + sz(win * d_.win_tok, ld) + hd * hdim;
+        T *       o   = ctx + sz(win * d_.win_tok, d_.vit_dim) + hd * hdim;
+        if constexpr (f32) {
+            head_attention(bf16_attn_, q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld, o, d_.vit_dim, d_.win_tok, d_.win_tok,
+                           hdim, scale, att_scratch(thread));
+        } else {
+            attention_bf16_head(q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld, o, d_.vit_dim, d_.win_tok, d_.win_tok,
+                                hdim, scale, att_scratch(thread));
+        }
+    });
+}
+
 void model::run_vit() {
     // softmax(q k^T / sqrt(head_dim)): 1/8 for every variant's 64-wide heads, exact in f32.
     const float inv_sqrt_head = 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
@@ -443,45 +499,19 @@ void model::run_vit() {
         // qkv = LN1(x) Wqkv^T + b (one fused GEMM, the LayerNorm applied as its rows are packed).
         const int      parts = row_parts(d_.tokens);
         const a_layernorm ln1{blk.ln1_g, blk.ln1_b, k_eps_vit};
-        linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
-               [](int, int) {}, &ln1);
-        // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per
-        // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
-        // per (head, 64-query block).
-        // At bf16/int8 with AMX the same tasks and operands run attention-bf16.h (K and V packed together).
-        const int ld = 3 * d_.vit_dim, hdim = d_.head_dim;
-        if (blk.global) {
-            const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
-            pool_.parallel_for(d_.heads, [&](int hd, int) {
-                const float * k = qkv_.data() + d_.vit_dim + hd * hdim, *v = k + d_.vit_dim;
-                if (bf16_attn_) {
-                    attention_bf16_pack(k, ld, v, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
-                } else {
-                    attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
-                }
+        if (!qkv_b_.empty()) {
+            pool_.parallel_for(parts, [&](int p, int thread) {
+                int r0, r1;
+                row_range(d_.tokens, parts, p, r0, r1);
+                bgemm_packed_to_bf16(r1 - r0, x_.data() + sz(r0, d_.vit_dim), d_.vit_dim, *blk.qkv.b,
+                                     qkv_b_.data() + sz(r0, 3 * d_.vit_dim), 3 * d_.vit_dim,
+                                     with_bias(epi::bias, blk.qkv_b.data()), gemm_scratch(thread), &ln1);
             });
-            const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
-            pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
-                const int     hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
-                const int     nq = std::min(k_attention_block, d_.tokens - q0);
-                const float * q  = qkv_.data() + sz(q0, ld) + hd * hdim, *v = qkv_.data() + 2 * d_.vit_dim + hd * hdim;
-                float *       o  = ctx_.data() + sz(q0, d_.vit_dim) + hd * hdim;
-                if (bf16_attn_) {
-                    attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, inv_sqrt_head,
-                                         att_scratch(thread));
-                } else {
-                    attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, v, ld, o, d_.vit_dim, nq, hdim, inv_sqrt_head,
-                                    att_scratch(thread));
-                }
-            });
+            vit_attention(qkv_b_.data(), ctx_b_.data(), blk.global, inv_sqrt_head);
         } else {
-            pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
-                const int     win = task / d_.heads, hd = task % d_.heads;
-                const float * base = qkv_.data() + sz(win * d_.win_tok, ld) + hd * hdim;
-                head_attention(bf16_attn_, base, ld, base + d_.vit_dim, ld, base + 2 * d_.vit_dim, ld,
-                               ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * hdim, d_.vit_dim, d_.win_tok,
-                               d_.win_tok, hdim, inv_sqrt_head, att_scratch(thread));
-            });
+            linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
+                   [](int, int) {}, &ln1);
+            vit_attention(qkv_.data(), ctx_.data(), blk.global, inv_sqrt_head);
         }
         // Projection with x = (y + b) * ls1 + x in its epilogue (the reference's order); then the MLP:
         // fc1 on LN2(x) (LayerNorm in the A pass) with bias + GELU in the epilogue, fc2 with the second
@@ -493,8 +523,13 @@ void model::run_vit() {
             const int rows = r1 - r0;
             float *   x    = x_.data() + sz(r0, d_.vit_dim);
             float *   scr  = gemm_scratch(thread);
-            gemm_packed(rows, ctx_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
-                        with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            if (!ctx_b_.empty()) {
+                bgemm_packed_from_bf16(rows, ctx_b_.data() + sz(r0, d_.vit_dim), d_.vit_dim, *blk.proj.b, x, d_.vit_dim,
+                                       with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            } else {
+                gemm_packed(rows, ctx_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
+                            with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            }
             if (!mlp_b_.empty()) {  // bf16: the GELU output handed to fc2 as bf16 rows (bgemm.h), no fp32 round trip
                 uint16_t * hb = mlp_b_.data() + sz(r0, d_.mlp_dim);
                 bgemm_packed_to_bf16(rows, x, d_.vit_dim, *blk.fc1.b, hb, d_.mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr,
