@@ -1,5 +1,6 @@
 #include "engines/cpu/cpu-model.h"
 
+#include "engines/cpu/attention-bf16.h"
 #include "engines/cpu/attention.h"
 #include "engines/cpu/kernels.h"
 #include "engines/cpu/bgemm.h"
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace rfdetr::cpu {
 
@@ -101,8 +103,31 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
     return pack_weight_as(quant ? prec_ : precision::fp32, cat.data(), n, k, k);
 }
 
+// Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 when the bf16 GEMM's kernel (which
+// follows RFDETR_CPU_ISA) is AMX. The AVX512-BF16 attention kernel is no faster than the fp32 one (vdpbf16ps does
+// as many products per cycle as two fp32 FMAs; README.md, "Attention in bf16"), so without AMX fp32 stays.
+namespace {
+bool attention_in_bf16(precision p) {
+    if (p == precision::fp32 || std::strcmp(bgemm_isa(), "amx") != 0) return false;
+    return attention_bf16_select_isa("amx");
+}
+
+// One head, in bf16 (attention-bf16.h) or fp32 (attention.h): the call sites pass the same operands to either.
+void head_attention(bool bf16, const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
+                    int ldo, int nq, int nk, int d, float scale, float * scratch) {
+    if (bf16) {
+        attention_bf16_head(q, ldq, k, ldk, v, ldv, o, ldo, nq, nk, d, scale, scratch);
+    } else {
+        attention_head(q, ldq, k, ldk, v, ldv, o, ldo, nq, nk, d, scale, scratch);
+    }
+}
+}  // namespace
+
 model::model(const checkpoint & ckpt, int threads, precision p)
-    : ckpt_(ckpt), prec_(p), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
+    : ckpt_(ckpt), prec_(p), bf16_attn_(attention_in_bf16(p)), pool_(threads), nc_(ckpt.num_classes()),
+      d_(dims_of(ckpt.variant().arch)) {
+    // The bf16 kernels take head widths that are multiples of 32 (every variant's 64 and 32 are).
+    bf16_attn_ = bf16_attn_ && attention_bf16_width_ok(d_.head_dim) && attention_bf16_width_ok(d_.sa_dim);
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, true);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
@@ -235,8 +260,15 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     embeddings_.resize(sz(d_.tokens, d_.vit_dim));
     x_.resize(sz(d_.tokens, d_.vit_dim));
     h_.resize(sz(d_.tokens, d_.vit_dim));
-    qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
-    ctx_.resize(sz(d_.tokens, d_.vit_dim));
+    // bf16 with the bf16 attention: q, k, v and the attention's output live as bf16 rows only (the qkv GEMM
+    // writes them, proj reads them in place; bgemm.h's hand-off), the same numbers as the fp32 round trips.
+    if (prec_ == precision::bf16 && bf16_attn_ && d_.vit_dim % k_bk_tile == 0) {
+        qkv_b_.resize(sz(d_.tokens, 3 * d_.vit_dim));
+        ctx_b_.resize(sz(d_.tokens, d_.vit_dim));
+    } else {
+        qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
+        ctx_.resize(sz(d_.tokens, d_.vit_dim));
+    }
     // bf16 with whole 32-k steps: the MLP's hidden rows live as bf16 only (the fp32 buffer stays unused).
     if (prec_ == precision::bf16 && d_.mlp_dim % k_bk_tile == 0) {
         mlp_b_.resize(sz(d_.tokens, d_.mlp_dim));
@@ -248,9 +280,15 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     att_scratch_stride_ = std::max({attention_head_scratch_floats(d_.win_tok, d_.head_dim),
                                     attention_scratch_floats(k_attention_block, d_.head_dim),
                                     attention_head_scratch_floats(d_.queries, d_.sa_dim)});
+    if (bf16_attn_) {  // a global block's score rows against all the keys, a window head, a decoder head
+        att_scratch_stride_ = std::max({att_scratch_stride_, attention_bf16_scratch_floats(d_.tokens, d_.head_dim),
+                                        attention_bf16_head_scratch_floats(d_.win_tok, d_.head_dim),
+                                        attention_bf16_head_scratch_floats(d_.queries, d_.sa_dim)});
+    }
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
-    keys_.resize(attention_keys_floats(d_.tokens, d_.head_dim) * d_.heads);
+    keys_.resize((bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, d_.head_dim)
+                             : attention_keys_floats(d_.tokens, d_.head_dim)) * d_.heads);
     taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
     cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
     im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
@@ -404,6 +442,54 @@ void model::run_embed(const float * px) {
     std::memcpy(embeddings_.data(), x_.data(), embeddings_.size() * 4);
 }
 
+// Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per (window,
+// head), or all 1616 in the global blocks: each head's keys packed once, then one task per (head, 64-query block).
+// At bf16/int8 with AMX the same tasks and operands run attention-bf16.h (K and V packed together), from and to
+// bf16 rows when T is uint16_t (bf16's hand-off).
+template <class T>
+void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
+    constexpr bool f32 = std::is_same_v<T, float>;
+    const int      ld = 3 * d_.vit_dim, hdim = d_.head_dim;
+    if (global) {
+        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
+        pool_.parallel_for(d_.heads, [&](int hd, int) {
+            const T * k = qkv + d_.vit_dim + hd * hdim;
+            if constexpr (f32) {
+                if (!bf16_attn_) return attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+            }
+            attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+        });
+        const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
+        pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
+            const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
+            const int nq = std::min(k_attention_block, d_.tokens - q0);
+            const T * q  = qkv + sz(q0, ld) + hd * hdim;
+            T *       o  = ctx + sz(q0, d_.vit_dim) + hd * hdim;
+            if constexpr (f32) {
+                if (!bf16_attn_) {
+                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, qkv + 2 * d_.vit_dim + hd * hdim, ld, o,
+                                           d_.vit_dim, nq, hdim, scale, att_scratch(thread));
+                }
+            }
+            attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,
+                                 att_scratch(thread));
+        });
+        return;
+    }
+    pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
+        const int win = task / d_.heads, hd = task % d_.heads;
+        const T * q   = qkv + sz(win * d_.win_tok, ld) + hd * hdim;
+        T *       o   = ctx + sz(win * d_.win_tok, d_.vit_dim) + hd * hdim;
+        if constexpr (f32) {
+            head_attention(bf16_attn_, q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld, o, d_.vit_dim, d_.win_tok, d_.win_tok,
+                           hdim, scale, att_scratch(thread));
+        } else {
+            attention_bf16_head(q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld, o, d_.vit_dim, d_.win_tok, d_.win_tok,
+                                hdim, scale, att_scratch(thread));
+        }
+    });
+}
+
 void model::run_vit() {
     // softmax(q k^T / sqrt(head_dim)): 1/8 for every variant's 64-wide heads, exact in f32.
     const float inv_sqrt_head = 1.0f / std::sqrt(static_cast<float>(d_.head_dim));
@@ -413,35 +499,19 @@ void model::run_vit() {
         // qkv = LN1(x) Wqkv^T + b (one fused GEMM, the LayerNorm applied as its rows are packed).
         const int      parts = row_parts(d_.tokens);
         const a_layernorm ln1{blk.ln1_g, blk.ln1_b, k_eps_vit};
-        linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
-               [](int, int) {}, &ln1);
-        // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per
-        // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
-        // per (head, 64-query block).
-        const int ld = 3 * d_.vit_dim;
-        if (blk.global) {
-            const size_t kfl = attention_keys_floats(d_.tokens, d_.head_dim);
-            pool_.parallel_for(d_.heads, [&](int hd, int) {
-                attention_pack_keys(qkv_.data() + d_.vit_dim + hd * d_.head_dim, ld, d_.tokens, d_.head_dim,
-                                    keys_.data() + kfl * hd);
+        if (!qkv_b_.empty()) {
+            pool_.parallel_for(parts, [&](int p, int thread) {
+                int r0, r1;
+                row_range(d_.tokens, parts, p, r0, r1);
+                bgemm_packed_to_bf16(r1 - r0, x_.data() + sz(r0, d_.vit_dim), d_.vit_dim, *blk.qkv.b,
+                                     qkv_b_.data() + sz(r0, 3 * d_.vit_dim), 3 * d_.vit_dim,
+                                     with_bias(epi::bias, blk.qkv_b.data()), gemm_scratch(thread), &ln1);
             });
-            const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
-            pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
-                const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
-                const int nq = std::min(k_attention_block, d_.tokens - q0);
-                attention_block(qkv_.data() + sz(q0, ld) + hd * d_.head_dim, ld, keys_.data() + kfl * hd, d_.tokens,
-                                qkv_.data() + 2 * d_.vit_dim + hd * d_.head_dim, ld,
-                                ctx_.data() + sz(q0, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, nq, d_.head_dim, inv_sqrt_head,
-                                att_scratch(thread));
-            });
+            vit_attention(qkv_b_.data(), ctx_b_.data(), blk.global, inv_sqrt_head);
         } else {
-            pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
-                const int     win = task / d_.heads, hd = task % d_.heads;
-                const float * base = qkv_.data() + sz(win * d_.win_tok, ld) + hd * d_.head_dim;
-                attention_head(base, ld, base + d_.vit_dim, ld, base + 2 * d_.vit_dim, ld,
-                               ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * d_.head_dim, d_.vit_dim, d_.win_tok,
-                               d_.win_tok, d_.head_dim, inv_sqrt_head, att_scratch(thread));
-            });
+            linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),
+                   [](int, int) {}, &ln1);
+            vit_attention(qkv_.data(), ctx_.data(), blk.global, inv_sqrt_head);
         }
         // Projection with x = (y + b) * ls1 + x in its epilogue (the reference's order); then the MLP:
         // fc1 on LN2(x) (LayerNorm in the A pass) with bias + GELU in the epilogue, fc2 with the second
@@ -453,8 +523,13 @@ void model::run_vit() {
             const int rows = r1 - r0;
             float *   x    = x_.data() + sz(r0, d_.vit_dim);
             float *   scr  = gemm_scratch(thread);
-            gemm_packed(rows, ctx_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
-                        with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            if (!ctx_b_.empty()) {
+                bgemm_packed_from_bf16(rows, ctx_b_.data() + sz(r0, d_.vit_dim), d_.vit_dim, *blk.proj.b, x, d_.vit_dim,
+                                       with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            } else {
+                gemm_packed(rows, ctx_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
+                            with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+            }
             if (!mlp_b_.empty()) {  // bf16: the GELU output handed to fc2 as bf16 rows (bgemm.h), no fp32 round trip
                 uint16_t * hb = mlp_b_.data() + sz(r0, d_.mlp_dim);
                 bgemm_packed_to_bf16(rows, x, d_.vit_dim, *blk.fc1.b, hb, d_.mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr,
@@ -601,9 +676,10 @@ void model::run_decoder() {
         });
         linear(tgt_.data(), d_.dim, d_.queries, d.in_v, v_.data(), d_.dim, with_bias(epi::bias, d.in_b + 2 * d_.dim));
         pool_.parallel_for(d_.sa_heads, [&](int hd, int thread) {
-            attention_head(qk_.data() + hd * d_.sa_dim, 2 * d_.dim, qk_.data() + d_.dim + hd * d_.sa_dim, 2 * d_.dim,
-                           v_.data() + hd * d_.sa_dim, d_.dim, attn_.data() + hd * d_.sa_dim, d_.dim, d_.queries, d_.queries,
-                           d_.sa_dim, 1.0f, att_scratch(thread));
+            const float * q = qk_.data() + hd * d_.sa_dim, *k = q + d_.dim, *v = v_.data() + hd * d_.sa_dim;
+            float *       o = attn_.data() + hd * d_.sa_dim;
+            head_attention(bf16_attn_, q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim,
+                           1.0f, att_scratch(thread));
         });
         linear(attn_.data(), d_.dim, d_.queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
         layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);

@@ -73,6 +73,8 @@ class model {
     int threads() const { return pool_.size(); }
     precision prec() const { return prec_; }
     bool      int8() const { return prec_ == precision::int8; }
+    // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
+    bool bf16_attention() const { return bf16_attn_; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -126,6 +128,8 @@ class model {
     void build_mask_head();
     void run_embed(const float * px);
     void run_vit();
+    template <class T>
+    void vit_attention(const T * qkv, T * ctx, bool global, float scale);
     void run_projector();
     void run_two_stage();
     void run_decoder();
@@ -133,6 +137,7 @@ class model {
 
     const checkpoint & ckpt_;
     precision          prec_;
+    bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
@@ -155,6 +160,7 @@ class model {
 
     // buffers
     std::vector<float>   pos_embed_, cols_, embeddings_, x_, h_, qkv_, ctx_, mlp_, att_scratch_, taps_;
+    std::vector<uint16_t> qkv_b_, ctx_b_;  // bf16 with the bf16 attention: q, k, v and its output as bf16 rows, else empty
     std::vector<uint16_t> mlp_b_;        // bf16: the MLP's hidden rows (bgemm.h's hand-off), else empty
     std::vector<float>   gemm_scratch_;  // per thread: gemm_scratch_stride_ floats
     std::vector<float>   keys_;          // a global block's keys, packed per head
