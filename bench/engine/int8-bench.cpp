@@ -1,10 +1,11 @@
 // The CPU engine's precisions side by side (not a test): one process per call loads the seed-1 checkpoint at
-// --precision fp32|int8 with 1 thread (RFDETR_CPU_ISA caps the kernels, as in the sidecar), warms up, then
+// --precision fp32|int8|bf16 with 1 thread (RFDETR_CPU_ISA caps the kernels, as in the sidecar), warms up, then
 // prints one JSON line: CPU time per forward (process CPU time over --runs forwards; a busy machine slows the
 // wall clock, not this), wall median, RSS after warm-up, and the error against the fp32 golden: max-abs and
 // PCC of logits and boxes, and the overlap of the top-100 flattened logits (../shared/peers/int8_peers.py's
 // measure). int8-run.sh interleaves it with the int8 peers.
-//   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]
+//   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8|bf16] [--runs N]
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/isa-level.h"
@@ -72,6 +73,7 @@ double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
 
 int main(int argc, char ** argv) {
     std::string weights, golden, precision = "fp32";
+    rfdetr::cpu::precision prec = rfdetr::cpu::precision::fp32;
     int         runs = 8;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -89,8 +91,8 @@ int main(int argc, char ** argv) {
             return 2;
         }
     }
-    if (weights.empty() || golden.empty() || (precision != "fp32" && precision != "int8")) {
-        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8] [--runs N]\n");
+    if (weights.empty() || golden.empty() || !rfdetr::cpu::precision_from_string(precision, prec)) {
+        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8|bf16] [--runs N]\n");
         return 2;
     }
     if (const char * cap = std::getenv("RFDETR_CPU_ISA"); cap && *cap) {
@@ -99,11 +101,15 @@ int main(int argc, char ** argv) {
             return 2;
         }
     }
+    if (std::string missing; prec == rfdetr::cpu::precision::bf16 && !rfdetr::cpu::bf16_supported(missing)) {
+        std::fprintf(stderr, "int8-bench: --precision bf16 needs %s\n", missing.c_str());
+        return 2;
+    }
     const auto g    = rfdetr::test::read_golden(golden);
     auto       ckpt = rfdetr::checkpoint::open(weights);
     const double rss0 = rss_mib();
     const double t0   = now_ms();
-    rfdetr::cpu::model m(*ckpt, 1, precision == "int8");
+    rfdetr::cpu::model m(*ckpt, 1, prec);
     const double load_ms = now_ms() - t0;
     const int    C       = m.num_classes();
     std::vector<float> logits(static_cast<size_t>(m.dims().queries) * C), boxes(m.dims().queries * 4);
@@ -126,7 +132,9 @@ int main(int argc, char ** argv) {
     nlohmann::json out = {
         {"peer", "engine"},
         {"precision", precision},
-        {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + rfdetr::cpu::qgemm_isa() : "")},
+        {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (prec == rfdetr::cpu::precision::int8   ? std::string("+") + rfdetr::cpu::qgemm_isa()
+                         : prec == rfdetr::cpu::precision::bf16 ? std::string("+bf16-") + rfdetr::cpu::bgemm_isa()
+                                                                : std::string())},
         {"threads", 1},
         {"runs", runs},
         {"cpu_ms_per_forward", std::round(cpu * 10) / 10},

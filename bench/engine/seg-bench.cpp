@@ -3,7 +3,8 @@
 // part (MLP, projection, mask product) for --rows rows; process CPU time per call, medians over --runs calls
 // in --rounds rounds that interleave the checkpoints (so a detection size and a Seg size see the same machine
 // load). One JSON line per checkpoint. The input is a fixed pattern: the cost does not depend on the pixels.
-//   seg-bench --weights DIR [--weights DIR ...] [--rows N ...] [--runs N] [--rounds N] [--precision fp32|int8]
+//   seg-bench --weights DIR [--weights DIR ...] [--rows N ...] [--runs N] [--rounds N] [--precision fp32|int8|bf16]
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/qgemm.h"
@@ -56,6 +57,7 @@ int main(int argc, char ** argv) {
     std::vector<int>         rows;
     int                      runs = 3, rounds = 3;
     std::string              precision = "fp32";
+    rfdetr::cpu::precision prec = rfdetr::cpu::precision::fp32;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (i + 1 >= argc) {
@@ -73,8 +75,12 @@ int main(int argc, char ** argv) {
             return 2;
         }
     }
-    if (dirs.empty() || (precision != "fp32" && precision != "int8")) {
-        std::fprintf(stderr, "usage: seg-bench --weights DIR [--weights DIR ...] [--rows N ...] [--runs N] [--rounds N] [--precision fp32|int8]\n");
+    if (dirs.empty() || !rfdetr::cpu::precision_from_string(precision, prec)) {
+        std::fprintf(stderr, "usage: seg-bench --weights DIR [--weights DIR ...] [--rows N ...] [--runs N] [--rounds N] [--precision fp32|int8|bf16]\n");
+        return 2;
+    }
+    if (std::string missing; prec == rfdetr::cpu::precision::bf16 && !rfdetr::cpu::bf16_supported(missing)) {
+        std::fprintf(stderr, "seg-bench: --precision bf16 needs %s\n", missing.c_str());
         return 2;
     }
     std::vector<subject> subs(dirs.size());
@@ -83,7 +89,7 @@ int main(int argc, char ** argv) {
         x.dir    = dirs[s];
         x.ckpt   = rfdetr::checkpoint::open(x.dir);
         const double t0 = cpu_ms();
-        x.m      = std::make_unique<rfdetr::cpu::model>(*x.ckpt, 1, precision == "int8");
+        x.m      = std::make_unique<rfdetr::cpu::model>(*x.ckpt, 1, prec);
         x.load_ms = cpu_ms() - t0;
         const auto & d = x.m->dims();
         x.px.resize(static_cast<size_t>(3) * d.input * d.input);
@@ -123,7 +129,9 @@ int main(int argc, char ** argv) {
             {"weights", x.dir},
             {"variant", x.ckpt->variant().variant},
             {"precision", precision},
-            {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (precision == "int8" ? std::string("+") + rfdetr::cpu::qgemm_isa() : "")},
+            {"kernels", std::string(rfdetr::cpu::gemm_isa()) + (prec == rfdetr::cpu::precision::int8   ? std::string("+") + rfdetr::cpu::qgemm_isa()
+                         : prec == rfdetr::cpu::precision::bf16 ? std::string("+bf16-") + rfdetr::cpu::bgemm_isa()
+                                                                : std::string())},
             {"threads", 1},
             {"input", d.input},
             {"tokens", d.tokens},

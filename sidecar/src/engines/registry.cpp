@@ -8,11 +8,11 @@
 namespace rfdetr {
 
 const engine_table & engine_registry() {
-    // cpu: fp32, or int8 weight GEMMs (cpu-engine.cpp). tt-host: fp32, or bf16 = the device plan's numerics
+    // cpu: fp32, or int8 or bf16 weight GEMMs (cpu-engine.cpp; bf16 refused on a CPU without bf16 instructions). tt-host: fp32, or bf16 = the device plan's numerics
     // modelled on the host (tt-ops-host.cpp). tt: the card runs only the device precision plan (tt-graph.h,
     // "device": bf16 activations with fp32 weights, accumulation and residual stream), so bf16 alone.
     static const engine_table table = {
-        {"cpu", {"fp32", "int8"}, true, cpu_engine_create, nullptr},
+        {"cpu", {"fp32", "int8", "bf16"}, true, cpu_engine_create, nullptr, cpu_precision_refusal},
         {"tt", {"bf16"}, false, tt_engine_create, tt_engine_unbuilt_reason},
         {"tt-host", {"fp32", "bf16"}, true, tt_host_engine_create, nullptr},
     };
@@ -37,7 +37,7 @@ std::string engine_precision_error(const engine_entry & e, const std::string & p
     std::string have;
     for (const auto & p : e.precisions) {
         if (p == precision) {
-            return "";
+            return e.precision_refusal ? e.precision_refusal(precision) : "";
         }
         have += (have.empty() ? "" : ", ") + p;
     }

@@ -22,6 +22,9 @@ struct engine_entry {
     bool             host_cores = true;
     engine_create_fn create     = nullptr;
     const char * (*unbuilt_reason)() = nullptr;  // nullptr: always built; else non-null text when this build lacks it
+    // nullptr: every listed precision runs here; else "" when `precision` (one of the listed) runs on this host,
+    // or why not and what does (the cpu engine's bf16 on a CPU without bf16 instructions).
+    std::string (*precision_refusal)(const std::string & precision) = nullptr;
 };
 
 using engine_table = std::vector<engine_entry>;
@@ -35,7 +38,8 @@ const engine_entry * engine_find(const engine_table & table, const std::string &
 // Why this build lacks the engine (how to build it), or "" when it is built.
 std::string engine_unbuilt_reason(const engine_entry & e);
 
-// "" when the engine runs `precision`; else what was wrong and the engine's precisions.
+// "" when the engine runs `precision` (listed, and not refused on this host by its precision_refusal); else what
+// was wrong and the engine's precisions.
 std::string engine_precision_error(const engine_entry & e, const std::string & precision);
 
 // The names of the engines of `table` this build has, in table order.

@@ -1,8 +1,10 @@
 // The "cpu" engine through the engine interface and the registry, as the sidecar creates it.
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/registry.h"
 #include "golden-file.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 
@@ -55,12 +57,12 @@ TEST(cpu_engine, refuses_bad_options_and_missing_weights_by_name) {
         EXPECT_NE(std::string(e.what()).find("-2"), std::string::npos) << e.what();
     }
     opts.threads   = 1;
-    opts.precision = "bf16";
+    opts.precision = "fp16";
     try {
         rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
-        FAIL() << "precision bf16 accepted";
+        FAIL() << "precision fp16 accepted";
     } catch (const rfdetr::error & e) {
-        EXPECT_NE(std::string(e.what()).find("engine 'cpu' cannot run --precision 'bf16'; it runs fp32, int8"),
+        EXPECT_NE(std::string(e.what()).find("engine 'cpu' cannot run --precision 'fp16'; it runs fp32, int8, bf16"),
                   std::string::npos) << e.what();
     }
     opts.precision = "fp32";
@@ -91,10 +93,50 @@ TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
     EXPECT_TRUE(differs) << "int8 gave the fp32 logits bit for bit: the int8 GEMMs did not run";
 }
 
+TEST(cpu_engine, bf16_precision_names_its_kernel) {
+    std::string missing;
+    if (!rfdetr::cpu::bf16_supported(missing)) {
+        RFDETR_SKIP_OR_FAIL("this CPU has no AVX512-BF16 or AMX-BF16 (see /proc/cpuinfo's flags): bf16 cannot run");
+    }
+    rfdetr::engine_options opts;
+    opts.threads   = 1;
+    opts.precision = "bf16";
+    auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
+    EXPECT_NE(e->device().find(std::string(", bf16 ") + rfdetr::cpu::bgemm_isa() + ")"), std::string::npos) << e->device();
+    EXPECT_EQ(e->precision(), "bf16");
+}
+
+// A kernel level without bf16 kernels (avx2) refuses bf16 before loading, naming the level and what runs; the
+// registry check (what the sidecar exits 2 on) says the same.
+TEST(cpu_engine, bf16_under_a_level_without_bf16_kernels_is_refused_by_name) {
+    if (std::string(rfdetr::cpu::bgemm_best_isa()) == "none") {
+        RFDETR_SKIP_OR_FAIL("this CPU has no AVX512-BF16 or AMX-BF16: bf16 is refused for the CPU, not the level");
+    }
+    const std::string b = rfdetr::cpu::bgemm_isa(), f32 = rfdetr::cpu::gemm_isa(), i8 = rfdetr::cpu::qgemm_isa();
+    setenv("RFDETR_CPU_ISA", "avx2", 1);
+    rfdetr::engine_options opts;
+    opts.threads   = 1;
+    opts.precision = "bf16";
+    try {
+        rfdetr::engine_create("cpu", "/nonexistent/rfdetr-weights", opts);
+        ADD_FAILURE() << "bf16 accepted under RFDETR_CPU_ISA=avx2";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("--precision bf16 needs AVX512-BF16 or AMX-BF16 kernels, which "
+                                             "RFDETR_CPU_ISA=avx2 excludes"),
+                  std::string::npos) << e.what();
+        EXPECT_EQ(std::string(e.what()).find("/nonexistent"), std::string::npos) << "refused after loading: " << e.what();
+    }
+    EXPECT_STREQ(rfdetr::cpu::bgemm_isa(), "none");
+    unsetenv("RFDETR_CPU_ISA");
+    rfdetr::cpu::gemm_select_isa(f32.c_str());
+    rfdetr::cpu::qgemm_select_isa(i8.c_str());
+    rfdetr::cpu::bgemm_select_isa(b.c_str());
+}
+
 TEST(cpu_engine, kernel_level_cap_is_checked) {
     rfdetr::engine_options opts;
     opts.threads = 1;
-    const std::string f32 = rfdetr::cpu::gemm_isa(), i8 = rfdetr::cpu::qgemm_isa();
+    const std::string f32 = rfdetr::cpu::gemm_isa(), i8 = rfdetr::cpu::qgemm_isa(), b = rfdetr::cpu::bgemm_isa();
     setenv("RFDETR_CPU_ISA", "sse2", 1);
     try {
         rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
@@ -110,6 +152,7 @@ TEST(cpu_engine, kernel_level_cap_is_checked) {
     unsetenv("RFDETR_CPU_ISA");
     rfdetr::cpu::gemm_select_isa(f32.c_str());
     rfdetr::cpu::qgemm_select_isa(i8.c_str());
+    rfdetr::cpu::bgemm_select_isa(b.c_str());
 }
 
 }  // namespace

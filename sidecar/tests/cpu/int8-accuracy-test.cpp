@@ -69,14 +69,14 @@ std::vector<double> mask_iou(const std::vector<float> & a, const std::vector<flo
 // One int8 forward against the golden's logits and boxes.
 void check(const std::string & label, const std::string & weights, const std::map<std::string, rfdetr::test::golden_tensor> & g) {
     auto       ck = rfdetr::checkpoint::open(weights);
-    cpu::model m(*ck, 0, true);
+    cpu::model m(*ck, 0, cpu::precision::int8);
     ASSERT_TRUE(m.int8());
     const int          Q = m.dims().queries, C = m.num_classes();
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
     std::vector<int32_t> own(m.topk_indices(), m.topk_indices() + Q);
     {
-        cpu::model f(*ck, 0, false);
+        cpu::model f(*ck, 0, cpu::precision::fp32);
         std::vector<float> fl((size_t)Q * C), fb((size_t)Q * 4);
         f.forward(g.at("pixel_values").f32.data(), fl.data(), fb.data());
         std::vector<int32_t> ref(f.topk_indices(), f.topk_indices() + Q);

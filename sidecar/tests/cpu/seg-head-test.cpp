@@ -215,7 +215,7 @@ void check_head(int grid, int side, int threads) {
     const head_case c(grid, side, 40, 3, 72, 23);
     const reference r = run_reference(c);
     rfdetr::thread_pool pool(threads);
-    cpu::seg_head       head(c.w, c.d, pool, false);
+    cpu::seg_head       head(c.w, c.d, pool, cpu::precision::fp32);
     const int           P = side * side, D = c.d.dim;
     std::map<std::string, double> tapped;
     head.tap = [&](const std::string & name, const float * m) { tapped[name] = map_err(m, r.maps.at(name), P, D); };
@@ -340,7 +340,7 @@ void check_fixture(const std::string & size) {
         for (int p = 0; p < G * G; ++p) memory[static_cast<size_t>(p) * D + ch] = g.at("projector.out").f32[static_cast<size_t>(ch) * G * G + p];
     }
     rfdetr::thread_pool pool(2);
-    cpu::seg_head       head(w, d, pool, false);
+    cpu::seg_head       head(w, d, pool, cpu::precision::fp32);
     std::map<std::string, double> err;
     head.tap = [&](const std::string & name, const float * m) { err["seg.crop." + name] = crop_err(m, M, D, g.at("seg.crop." + name)); };
     head.spatial(memory.data());

@@ -68,7 +68,7 @@ TEST_F(sidecar, list_engines_prints_every_engine_with_its_precisions_and_host_co
     EXPECT_EQ(p.wait_exit(), 0);
     p.wait_ready(500);
     // Keys in the documented order, facts from the registry (PROTOCOL.md, "--list-engines").
-    EXPECT_NE(p.out_text.find(R"({"name":"cpu","built":true,"precisions":["fp32","int8"],"default_precision":"fp32",)"
+    EXPECT_NE(p.out_text.find(R"({"name":"cpu","built":true,"precisions":["fp32","int8","bf16"],"default_precision":"fp32",)"
                               R"("host_cores":true})"),
               std::string::npos)
         << p.out_text;
@@ -107,11 +107,10 @@ TEST_F(sidecar, a_precision_the_engine_lacks_exits_2_before_loading_naming_its_p
          "engine 'test-echo' cannot run --precision 'int8'; it runs fp32 (default fp32)"},
         {{"--engine", "tt-host", "--precision", "int8"},
          "engine 'tt-host' cannot run --precision 'int8'; it runs fp32, bf16 (default fp32)"},
-        {{"--engine", "cpu", "--precision", "bf16"},
-         "engine 'cpu' cannot run --precision 'bf16'; it runs fp32, int8 (default fp32)"},
         {{"--engine", "tt", "--precision", "fp32"},
          "engine 'tt' cannot run --precision 'fp32'; it runs bf16 (default bf16)"},
-        {{"--engine", "cpu", "--precision", "fp16"}, "engine 'cpu' cannot run --precision 'fp16'"},
+        {{"--engine", "cpu", "--precision", "fp16"},
+         "engine 'cpu' cannot run --precision 'fp16'; it runs fp32, int8, bf16 (default fp32)"},
     };
     for (const auto & rc : cases) {
         std::vector<std::string> args = {"--socket", socket_, "--weights", dir_ + "/missing"};
@@ -123,6 +122,19 @@ TEST_F(sidecar, a_precision_the_engine_lacks_exits_2_before_loading_naming_its_p
         EXPECT_EQ(p.err_text.find("failed to start"), std::string::npos) << p.err_text;
         EXPECT_FALSE(file_exists(socket_)) << "a refused precision opens no socket";
     }
+}
+
+// The cpu engine lists bf16, but a CPU (here: a kernel level, RFDETR_CPU_ISA=avx2) without bf16 instructions
+// refuses it as a usage error before loading, naming what is missing and what runs.
+TEST_F(sidecar, cpu_bf16_without_bf16_kernels_exits_2_before_loading) {
+    sidecar_proc p;
+    p.spawn({"--socket", socket_, "--weights", dir_ + "/missing", "--engine", "cpu", "--precision", "bf16"},
+            {"RFDETR_CPU_ISA=avx2"});
+    EXPECT_EQ(p.wait_exit(), 2) << p.err_text;
+    EXPECT_NE(p.err_text.find("--precision bf16 needs AVX512-BF16 or AMX-BF16"), std::string::npos) << p.err_text;
+    EXPECT_NE(p.err_text.find("run fp32 or int8"), std::string::npos) << p.err_text;
+    EXPECT_EQ(p.err_text.find("failed to start"), std::string::npos) << p.err_text;
+    EXPECT_FALSE(file_exists(socket_)) << "a refused precision opens no socket";
 }
 
 }  // namespace

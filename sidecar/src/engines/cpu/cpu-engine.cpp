@@ -1,5 +1,6 @@
 #include "engines/cpu/cpu-engine.h"
 
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
@@ -37,11 +38,13 @@ void apply_isa_cap() {
 
 class cpu_engine final : public engine {
   public:
-    cpu_engine(std::unique_ptr<checkpoint> ckpt, int threads, bool int8)
-        : ckpt_(std::move(ckpt)), model_(*ckpt_, threads, int8), int8_(int8) {
+    cpu_engine(std::unique_ptr<checkpoint> ckpt, int threads, cpu::precision p)
+        : ckpt_(std::move(ckpt)), model_(*ckpt_, threads, p) {
+        const bool int8 = p == cpu::precision::int8;
         device_ = cpu_model_name() + " (" + std::to_string(model_.threads()) + " thread" +
                   (model_.threads() == 1 ? "" : "s") + ", " + cpu::gemm_isa() + " kernels" +
-                  (int8 ? std::string(", int8 ") + cpu::qgemm_isa() : std::string()) + ")";
+                  (int8 ? std::string(", int8 ") + cpu::qgemm_isa() : std::string()) +
+                  (p == cpu::precision::bf16 ? std::string(", bf16 ") + cpu::bgemm_isa() : std::string()) + ")";
         // A CPU with AMX whose OS refused the tile state runs int8 on VNNI: the device line (logged at start,
         // shown by /info) says why.
         if (int8 && !cpu::qgemm_amx_note().empty()) device_ += "; " + cpu::qgemm_amx_note();
@@ -55,7 +58,7 @@ class cpu_engine final : public engine {
     std::string variant() const override { return ckpt_->variant().variant; }
     const std::vector<std::string> & labels() const override { return ckpt_->labels(); }
     std::string task() const override { return ckpt_->variant().arch.task; }
-    std::string precision() const override { return int8_ ? "int8" : "fp32"; }
+    std::string precision() const override { return cpu::to_string(model_.prec()); }
     void forward(const float * pixel_values, output_buffers & out) override {
         model_.forward(pixel_values, out.at("logits"), out.at("pred_boxes"));
         if (!model_.segmentation()) return;
@@ -68,7 +71,6 @@ class cpu_engine final : public engine {
   private:
     std::unique_ptr<checkpoint> ckpt_;
     cpu::model                  model_;
-    bool                        int8_;
     std::string                 device_;
 };
 
@@ -79,15 +81,35 @@ std::unique_ptr<engine> cpu_engine_create(const std::string & weights_dir, const
         throw error("cpu_engine_create: threads must be 0 (physical cores) or a positive count, got " +
                     std::to_string(opts.threads));
     }
-    const bool int8 = opts.precision == "int8";
-    if (!int8 && opts.precision != "fp32" && !opts.precision.empty()) {  // "": the default, fp32
+    cpu::precision p = cpu::precision::fp32;  // "": the default, fp32
+    if (!opts.precision.empty() && !cpu::precision_from_string(opts.precision, p)) {
         throw error("cpu_engine_create: precision '" + opts.precision +
-                    "' is not supported by the cpu engine; expected fp32 or int8");
+                    "' is not supported by the cpu engine; expected fp32, int8 or bf16");
     }
     apply_isa_cap();
+    if (const std::string why = cpu_precision_refusal(opts.precision); !why.empty()) throw error(why);
     const int threads = opts.threads == 0 ? physical_core_count() : opts.threads;
     auto ckpt = checkpoint::open(weights_dir);
-    return std::make_unique<cpu_engine>(std::move(ckpt), threads, int8);
+    return std::make_unique<cpu_engine>(std::move(ckpt), threads, p);
+}
+
+std::string cpu_precision_refusal(const std::string & precision) {
+    if (precision != "bf16") return "";
+    // The level RFDETR_CPU_ISA names decides the kernels; an invalid level is cpu_engine_create's error to report.
+    try {
+        apply_isa_cap();
+    } catch (const error &) {
+    }
+    std::string missing;
+    if (cpu::bf16_supported(missing)) return "";
+    const char * cap = std::getenv("RFDETR_CPU_ISA");
+    if (std::string(cpu::bgemm_best_isa()) != "none" && cap != nullptr) {
+        return "--precision bf16 needs AVX512-BF16 or AMX-BF16 kernels, which RFDETR_CPU_ISA=" + std::string(cap) +
+               " excludes on this CPU (" + cpu_model_name() +
+               "); unset it or set avx512 or amx, or run fp32 or int8";
+    }
+    return "--precision bf16 needs AVX512-BF16 or AMX-BF16 instructions, which this CPU (" + cpu_model_name() +
+           ") lacks; the cpu engine here runs fp32, int8";
 }
 
 }  // namespace rfdetr

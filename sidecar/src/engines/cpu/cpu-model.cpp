@@ -1,7 +1,9 @@
 #include "engines/cpu/cpu-model.h"
 
+#include "engines/cpu/attention-bf16.h"
 #include "engines/cpu/attention.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/engine.h"
 
@@ -89,8 +91,7 @@ packed_weight model::packed(const std::string & name, int r0, int n, bool quant)
     kmax_ = std::max(kmax_, static_cast<int>(k));
     const float * src = t.data + static_cast<size_t>(r0) * k;
     const int     nn  = n < 0 ? rows - r0 : n;
-    return quant && int8_ ? pack_weight_int8(src, nn, static_cast<int>(k), static_cast<int>(k))
-                          : pack_weight(src, nn, static_cast<int>(k), static_cast<int>(k));
+    return pack_weight_as(quant ? prec_ : precision::fp32, src, nn, static_cast<int>(k), static_cast<int>(k));
 }
 
 packed_weight model::pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant) {
@@ -98,11 +99,22 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
     for (size_t i = 0; i < parts.size(); ++i) std::memcpy(cat.data() + i * sz(n_each, k), parts[i], sz(n_each, k) * 4);
     kmax_ = std::max(kmax_, k);
     const int n = static_cast<int>(parts.size()) * n_each;
-    return quant && int8_ ? pack_weight_int8(cat.data(), n, k, k) : pack_weight(cat.data(), n, k, k);
+    return pack_weight_as(quant ? prec_ : precision::fp32, cat.data(), n, k, k);
 }
 
-model::model(const checkpoint & ckpt, int threads, bool int8)
-    : ckpt_(ckpt), int8_(int8), pool_(threads), nc_(ckpt.num_classes()), d_(dims_of(ckpt.variant().arch)) {
+// Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 when the bf16 GEMM's kernel (which
+// follows RFDETR_CPU_ISA) is AMX. The AVX512-BF16 attention kernel is no faster than the fp32 one (vdpbf16ps does
+// as many products per cycle as two fp32 FMAs; README.md, "Attention in bf16"), so without AMX fp32 stays.
+namespace {
+bool attention_in_bf16(precision p) {
+    if (p == precision::fp32 || std::strcmp(bgemm_isa(), "amx") != 0) return false;
+    return attention_bf16_select_isa("amx");
+}
+}  // namespace
+
+model::model(const checkpoint & ckpt, int threads, precision p)
+    : ckpt_(ckpt), prec_(p), bf16_attn_(attention_in_bf16(p)), pool_(threads), nc_(ckpt.num_classes()),
+      d_(dims_of(ckpt.variant().arch)) {
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, true);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");
@@ -241,9 +253,15 @@ model::model(const checkpoint & ckpt, int threads, bool int8)
     att_scratch_stride_ = std::max({attention_head_scratch_floats(d_.win_tok, d_.head_dim),
                                     attention_scratch_floats(k_attention_block, d_.head_dim),
                                     attention_head_scratch_floats(d_.queries, d_.sa_dim)});
+    if (bf16_attn_) {  // a global block's score rows against all the keys, a window head, a decoder head
+        att_scratch_stride_ = std::max({att_scratch_stride_, attention_bf16_scratch_floats(d_.tokens, d_.head_dim),
+                                        attention_bf16_head_scratch_floats(d_.win_tok, d_.head_dim),
+                                        attention_bf16_head_scratch_floats(d_.queries, d_.sa_dim)});
+    }
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
-    keys_.resize(attention_keys_floats(d_.tokens, d_.head_dim) * d_.heads);
+    keys_.resize((bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, d_.head_dim)
+                             : attention_keys_floats(d_.tokens, d_.head_dim)) * d_.heads);
     taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
     cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
     im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
@@ -310,7 +328,7 @@ void model::build_mask_head() {
     hd.blocks  = a.mask_blocks;
     hd.hidden  = static_cast<int>(ckpt_.get(p + "query_features_block.layers.0.weight").shape[0]);
     hd.queries = d_.queries;
-    seg_ = std::make_unique<seg_head>(sw, hd, pool_, int8_);
+    seg_ = std::make_unique<seg_head>(sw, hd, pool_, prec_);
 }
 
 void model::masks(const uint32_t * queries, int k, float * out) {
@@ -402,7 +420,36 @@ void model::run_embed(const float * px) {
 // thread) going out to memory and back; the int8 weights streamed once per chunk are 1.3 MB. Measured on the
 // int8 forward (1 thread, CPU ms, alternating, load 7-10): whole parts 341/313, 32 rows 311/321, 64 rows
 // 309/310, 128 rows 341/328. fp32 keeps whole parts: its weights are 4x larger.
-int model::mlp_chunk_rows(int rows) const { return int8_ ? 64 : rows; }
+int model::mlp_chunk_rows(int rows) const { return prec_ == precision::int8 ? 64 : rows; }
+
+// The ViT attention of one block in bf16, the fp32 path's tasks: a global block packs each head's K and V once,
+// then one task per (head, 64-query block); a windowed block one task per (window, head).
+void model::run_attention_bf16(bool global, float scale) {
+    const int ld = 3 * d_.vit_dim;
+    const int d  = d_.head_dim;
+    if (global) {
+        const size_t kvf = attention_bf16_kv_floats(d_.tokens, d);
+        pool_.parallel_for(d_.heads, [&](int hd, int) {
+            const float * k = qkv_.data() + d_.vit_dim + hd * d;
+            attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, d, keys_.data() + kvf * hd);
+        });
+        const int qblocks = (d_.tokens + k_attention_block - 1) / k_attention_block;
+        pool_.parallel_for(d_.heads * qblocks, [&](int task, int thread) {
+            const int hd = task / qblocks, q0 = (task % qblocks) * k_attention_block;
+            attention_bf16_block(qkv_.data() + sz(q0, ld) + hd * d, ld, keys_.data() + kvf * hd, d_.tokens,
+                                 ctx_.data() + sz(q0, d_.vit_dim) + hd * d, d_.vit_dim,
+                                 std::min(k_attention_block, d_.tokens - q0), d, scale, att_scratch(thread));
+        });
+        return;
+    }
+    pool_.parallel_for(d_.windows * d_.heads, [&](int task, int thread) {
+        const int     win = task / d_.heads, hd = task % d_.heads;
+        const float * q   = qkv_.data() + sz(win * d_.win_tok, ld) + hd * d;
+        attention_bf16_head(q, ld, q + d_.vit_dim, ld, q + 2 * d_.vit_dim, ld,
+                            ctx_.data() + sz(win * d_.win_tok, d_.vit_dim) + hd * d, d_.vit_dim, d_.win_tok, d_.win_tok, d,
+                            scale, att_scratch(thread));
+    });
+}
 
 void model::run_vit() {
     // softmax(q k^T / sqrt(head_dim)): 1/8 for every variant's 64-wide heads, exact in f32.
@@ -419,7 +466,9 @@ void model::run_vit() {
         // (window, head), or all 1616 in the global blocks: each head's keys packed once, then one task
         // per (head, 64-query block).
         const int ld = 3 * d_.vit_dim;
-        if (blk.global) {
+        if (bf16_attn_) {
+            run_attention_bf16(blk.global, inv_sqrt_head);
+        } else if (blk.global) {
             const size_t kfl = attention_keys_floats(d_.tokens, d_.head_dim);
             pool_.parallel_for(d_.heads, [&](int hd, int) {
                 attention_pack_keys(qkv_.data() + d_.vit_dim + hd * d_.head_dim, ld, d_.tokens, d_.head_dim,
@@ -596,9 +645,15 @@ void model::run_decoder() {
         });
         linear(tgt_.data(), d_.dim, d_.queries, d.in_v, v_.data(), d_.dim, with_bias(epi::bias, d.in_b + 2 * d_.dim));
         pool_.parallel_for(d_.sa_heads, [&](int hd, int thread) {
-            attention_head(qk_.data() + hd * d_.sa_dim, 2 * d_.dim, qk_.data() + d_.dim + hd * d_.sa_dim, 2 * d_.dim,
-                           v_.data() + hd * d_.sa_dim, d_.dim, attn_.data() + hd * d_.sa_dim, d_.dim, d_.queries, d_.queries,
-                           d_.sa_dim, 1.0f, att_scratch(thread));
+            const float * q = qk_.data() + hd * d_.sa_dim, *k = q + d_.dim, *v = v_.data() + hd * d_.sa_dim;
+            float *       o = attn_.data() + hd * d_.sa_dim;
+            if (bf16_attn_) {
+                attention_bf16_head(q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim,
+                                    1.0f, att_scratch(thread));
+            } else {
+                attention_head(q, 2 * d_.dim, k, 2 * d_.dim, v, d_.dim, o, d_.dim, d_.queries, d_.queries, d_.sa_dim, 1.0f,
+                               att_scratch(thread));
+            }
         });
         linear(attn_.data(), d_.dim, d_.queries, d.out, tgt_.data(), d_.dim, with_bias(epi::bias_residual, d.out_b));
         layernorm(tgt_.data(), d_.dim, tgt_.data(), d_.dim, d_.queries, d_.dim, d.n1_g, d.n1_b, k_eps_dec);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/precision.h"
 #include "engines/cpu/seg-head.h"
 #include "engines/cpu/thread-pool.h"
 #include "model/checkpoint.h"
@@ -51,9 +52,10 @@ model_dims dims_of(const model_arch & arch);
 class model {
   public:
     // ckpt must outlive the model (the weights that are not repacked are read in place). int8: the weight
-    // GEMMs of the ViT blocks, the projector and the decoder layers run in int8 (qgemm.h); the patch
-    // embedding, the two-stage and final heads, the reference-point head and everything else stay float.
-    model(const checkpoint & ckpt, int threads, bool int8 = false);
+    // GEMMs of the patch embedding, the ViT blocks, the projector and the decoder layers run in int8 (qgemm.h);
+    // the two-stage and final heads, the reference-point head and everything else stay float. bf16: the same
+    // GEMMs in bf16 (bgemm.h); the caller checks bf16_supported() first.
+    model(const checkpoint & ckpt, int threads, precision p = precision::fp32);
 
     // pixel_values f32 [3,S,S] (S = dims().input); logits [Q, num_classes]; boxes [Q, 4] (Q = dims().queries).
     void forward(const float * pixel_values, float * logits, float * boxes);
@@ -68,7 +70,10 @@ class model {
     int num_classes() const { return nc_; }
     const model_dims & dims() const { return d_; }
     int threads() const { return pool_.size(); }
-    bool int8() const { return int8_; }
+    precision prec() const { return prec_; }
+    bool      int8() const { return prec_ == precision::int8; }
+    // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
+    bool bf16_attention() const { return bf16_attn_; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -106,7 +111,7 @@ class model {
     const float * w(const std::string & name) const;
     // The checkpoint's weight `name` ([n, ...] with k = the rest) packed for gemm_packed, rows [r0, r0 + n);
     // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_. quant:
-    // in int8 form when the model is int8.
+    // in the model's precision (int8 or bf16 form), else float.
     packed_weight packed(const std::string & name, int r0 = 0, int n = -1, bool quant = false);
     packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant = false);
     int           row_parts(int m) const;
@@ -123,13 +128,15 @@ class model {
     void build_mask_head();
     void run_embed(const float * px);
     void run_vit();
+    void run_attention_bf16(bool global, float scale);
     void run_projector();
     void run_two_stage();
     void run_decoder();
     void run_heads(float * logits, float * boxes);
 
     const checkpoint & ckpt_;
-    bool               int8_;
+    precision          prec_;
+    bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;

@@ -1,5 +1,6 @@
 #include "engines/cpu/isa-level.h"
 
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/qgemm.h"
 
@@ -21,6 +22,10 @@ std::string select_isa_level(const std::string & level) {
             if (level == "amx" && !qgemm_amx_note().empty()) msg += " (" + qgemm_amx_note() + ")";
             return msg + "; unset it or pick a lower level (avx2, avxvnni, avx512)";
         }
+        // bf16 (bgemm.h) follows the level without failing it: none below avx512, AVX512-BF16 at avx512, AMX-BF16
+        // (else AVX512-BF16) at amx, each only where the CPU has it.
+        const bool amx = level == "amx", avx512 = amx || level == "avx512";
+        if (!(amx && bgemm_select_isa("amx")) && !(avx512 && bgemm_select_isa("avx512bf16"))) bgemm_select_isa("none");
         return "";
     }
     return "RFDETR_CPU_ISA='" + level +

@@ -7,7 +7,8 @@
 namespace rfdetr::cpu {
 
 // Runs the level's kernels from now on: "avx2" (float AVX2, int8 vpmaddubsw), "avxvnni" (float AVX2, int8
-// AVX-VNNI), "avx512" (float AVX-512, int8 AVX-512 VNNI), "amx" (float AVX-512, int8 AMX). Returns "" on
+// AVX-VNNI), "avx512" (float AVX-512, int8 AVX-512 VNNI), "amx" (float AVX-512, int8 AMX). bf16 (bgemm.h) runs
+// AVX512-BF16 at avx512, AMX-BF16 at amx (each where the CPU has it), and nothing below avx512. Returns "" on
 // success, else what was wrong and what to do (nothing changes then).
 std::string select_isa_level(const std::string & level);
 

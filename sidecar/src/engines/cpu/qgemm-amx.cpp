@@ -130,13 +130,8 @@ RFDETR_AVX512 void store_block(const int32_t * t, int rows, const float * sa, co
 
 }  // namespace
 
-bool amx_usable(std::string & why) {
+bool amx_tile_permission(std::string & why) {
     static const std::pair<bool, std::string> state = []() -> std::pair<bool, std::string> {
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8") ||
-            !__builtin_cpu_supports("avx512f")) {
-            return {false, ""};
-        }
 #ifdef __linux__
         if (syscall(SYS_arch_prctl, k_arch_req_xcomp_perm, k_xfeature_xtiledata) != 0) {
             const int err = errno;
@@ -151,6 +146,15 @@ bool amx_usable(std::string & why) {
     }();
     why = state.second;
     return state.first;
+}
+
+bool amx_usable(std::string & why) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8") || !__builtin_cpu_supports("avx512f")) {
+        why.clear();
+        return false;
+    }
+    return amx_tile_permission(why);
 }
 
 void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, int ldc, const epilogue & e,

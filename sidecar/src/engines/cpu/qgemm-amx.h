@@ -10,6 +10,11 @@
 
 namespace rfdetr::cpu {
 
+// Whether Linux granted this process the AMX tile-data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
+// requested once, on the first call, for the whole process); `why` says why not. Only on a CPU with AMX-TILE.
+// The int8 (qgemm_amx) and bf16 (bgemm-amx.cpp) AMX kernels share it.
+bool amx_tile_permission(std::string & why);
+
 // Whether the AMX kernel can run in this process: the CPU has AMX-TILE, AMX-INT8 and AVX-512F (the epilogue),
 // and Linux granted the tile-data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), requested once,
 // on the first call, for the whole process). On a CPU with AMX that the OS refused, `why` says so.

@@ -1,6 +1,7 @@
 #include "engines/cpu/seg-head.h"
 
 #include "common/error.h"
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/qgemm.h"
 
 #include <immintrin.h>
@@ -112,15 +113,15 @@ epilogue epi_of(epi kind, const float * bias) {
 
 }  // namespace
 
-seg_head::seg_head(const seg_head_weights & w, const seg_head_dims & d, thread_pool & pool, bool int8)
+seg_head::seg_head(const seg_head_weights & w, const seg_head_dims & d, thread_pool & pool, precision p)
     : d_(d), pool_(pool) {
     if (static_cast<int>(w.blocks.size()) != d.blocks) {
         throw error("seg_head: " + std::to_string(w.blocks.size()) + " depthwise-conv blocks given, the dims say " +
                     std::to_string(d.blocks));
     }
     const int D    = d.dim;
-    auto      pack = [&](const float * src, int n, int k, bool quant) {
-        return quant ? pack_weight_int8(src, n, k, k) : pack_weight(src, n, k, k);
+    auto      pack = [&](const float * src, int n, int k, bool in_prec) {
+        return pack_weight_as(in_prec ? p : precision::fp32, src, n, k, k);
     };
     for (const auto & b : w.blocks) {
         block blk;
@@ -132,10 +133,10 @@ seg_head::seg_head(const seg_head_weights & w, const seg_head_dims & d, thread_p
         blk.ln_g = b.ln_g;
         blk.ln_b = b.ln_b;
         blk.pw_b = b.pw_b;
-        blk.pw   = pack(b.pw_w, D, D, int8);
+        blk.pw   = pack(b.pw_w, D, D, true);
         blocks_.push_back(std::move(blk));
     }
-    sp_   = pack(w.sp_w, D, D, int8);
+    sp_   = pack(w.sp_w, D, D, true);
     sp_b_ = w.sp_b;
     qn_g_ = w.qn_g;
     qn_b_ = w.qn_b;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "engines/cpu/gemm.h"
+#include "engines/cpu/precision.h"
 #include "engines/cpu/thread-pool.h"
 
 #include <cstdint>
@@ -43,9 +44,9 @@ struct seg_head_weights {
 
 class seg_head {
   public:
-    // int8: the pointwise linears of the spatial part (blocks' pwconv1, the 1x1 projection) run in the int8
-    // GEMM (qgemm.h); the query part and the mask product stay float (README.md, "RF-DETR Seg").
-    seg_head(const seg_head_weights & w, const seg_head_dims & d, thread_pool & pool, bool int8);
+    // int8 / bf16: the pointwise linears of the spatial part (blocks' pwconv1, the 1x1 projection) run in the
+    // int8 (qgemm.h) or bf16 (bgemm.h) GEMM; the query part and the mask product stay float (README.md, "RF-DETR Seg").
+    seg_head(const seg_head_weights & w, const seg_head_dims & d, thread_pool & pool, precision p);
 
     // The spatial features s [side^2, dim] from the projector output memory [grid^2, dim].
     void spatial(const float * memory);

@@ -1,0 +1,217 @@
+#include "engines/cpu/attention-bf16.h"
+
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands as (maybe-)uninitialized (see qgemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "engines/cpu/attention-bf16-kernel.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+// The conversions and the softmax use AVX512-BF16 (vcvtne2ps2bf16, round to nearest even) and AVX512-BW;
+// every kernel needs them, so they are called only when a kernel was selected.
+#define RFDETR_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define RFDETR_BF16_LAMBDA __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline))
+
+namespace rfdetr::cpu {
+
+namespace {
+
+size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
+int    pad32(int n) { return (n + 31) / 32 * 32; }
+size_t pad16f(size_t floats) { return (floats + 15) / 16 * 16; }  // keeps each scratch part 64-byte aligned
+
+const attn_bf16_kernel *& active() {
+    static const attn_bf16_kernel * a = [] () -> const attn_bf16_kernel * {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw")) return nullptr;
+        return attn_amx_bf16_usable() ? &k_attn_amx : &k_attn_avx512bf16;
+    }();
+    return a;
+}
+
+RFDETR_BF16 inline __mmask16 lanes(int n) {
+    return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// 16 floats (the first n, the rest 0) to 16 bf16, nearest even.
+RFDETR_BF16 inline __m256i to_bf16(const float * x, int n) {
+    return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(n), x));
+}
+
+// The block's queries as qb [k_attn_rows][d], rows past nq zero.
+RFDETR_BF16 void pack_queries(const float * q, int ldq, int nq, int d, uint16_t * qb) {
+    for (int i = 0; i < k_attn_rows; ++i) {
+        uint16_t * dst = qb + sz(i, d);
+        for (int c = 0; c < d; c += 16) {
+            const __m256i v = i < nq ? to_bf16(q + sz(i, ldq) + c, 16) : _mm256_setzero_si256();
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + c), v);
+        }
+    }
+}
+
+// 2^t for t <= 0, enough for bf16: t = n + f (n = round(t), |f| <= 1/2), 2^f by its degree-5 Taylor polynomial
+// (relative error < 1.2e-6, 1/3000 of a bf16 ulp), 2^n by vscalef (0 below 2^-149, no clamp needed). 9
+// operations against exp512's 17: the softmax was half of the AMX kernel's time with exp512 (README.md).
+RFDETR_BF16 inline __m512 exp2_bf16(__m512 t) {
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512       y = _mm512_set1_ps(1.333355815e-03f);
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.618129108e-03f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.550410866e-02f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402265070e-01f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931471806e-01f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+
+// P = exp(scale * (s - max)) = 2^(s log2(e) scale - max log2(e) scale) in bf16 for the first nk columns (0 up to
+// nkp), and the sum of P as rounded. 32 columns per step: one vcvtne2ps2bf16 rounds both halves, and the
+// rounded values come back as floats with one AND (odd bf16 of each 32-bit pair) and one shift (even).
+RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nkp, float scale, uint16_t * p, int ldp,
+                              float * sums) {
+    const float   c    = scale * 1.44269504088896341f;
+    const __m512  vc   = _mm512_set1_ps(c);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const int     full = nk / 32 * 32;  // columns of whole unmasked steps
+    for (int i = 0; i < rows; ++i) {
+        const float * sr = s + sz(i, lds);
+        uint16_t *    pr = p + sz(i, ldp);
+        __m512        mx = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < nk; j += 16) mx = _mm512_mask_max_ps(mx, lanes(nk - j), mx, _mm512_loadu_ps(sr + j));
+        const __m512 m  = _mm512_set1_ps(-_mm512_reduce_max_ps(mx) * c);
+        __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
+            const __m512  e0 = _mm512_maskz_mov_ps(l0, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
+            const __m512  e1 = _mm512_maskz_mov_ps(l1, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m)));
+            const __m512i b  = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
+            _mm512_storeu_si512(pr + j, b);
+            s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(_mm512_and_si512(b, high)));
+            s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)));
+        };
+        for (int j = 0; j < full; j += 32) step(j, 0xFFFF, 0xFFFF);
+        if (full < nkp) step(full, lanes(nk - full), lanes(nk - full - 16));
+        sums[i] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    }
+}
+
+// o rows (ldo) = acc rows / sum.
+RFDETR_BF16 void store_rows(const float * acc, int d, const float * sum, int rows, float * o, int ldo) {
+    for (int i = 0; i < rows; ++i) {
+        const __m512 s = _mm512_set1_ps(sum[i]);
+        for (int c = 0; c < d; c += 16) {
+            _mm512_storeu_ps(o + sz(i, ldo) + c, _mm512_div_ps(_mm512_loadu_ps(acc + sz(i, d) + c), s));
+        }
+    }
+}
+
+RFDETR_BF16 void pack(const float * k, int ldk, const float * v, int ldv, int nk, int d, uint16_t * kp, uint16_t * vp) {
+    const int nkp = pad32(nk);
+    // K: key j's pair r (32 bits) goes to [j / 16][r][j % 16]: a scatter of the row's pairs, 64 bytes apart.
+    const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                              _mm512_set1_epi32(16));
+    for (int j = 0; j < nkp; ++j) {
+        uint32_t * dst = reinterpret_cast<uint32_t *>(kp + sz(j / 16, 16 * d)) + j % 16;
+        for (int c = 0; c < d; c += 32) {
+            __m512i pairs = _mm512_setzero_si512();
+            if (j < nk) {
+                const float * row = k + sz(j, ldk) + c;
+                pairs = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+            }
+            _mm512_i32scatter_epi32(dst + sz(c / 2, 16), stride, pairs, 4);
+        }
+    }
+    // V: key pair (2j, 2j+1) of columns [c, c + 16) interleaved, one 64-byte row of block c / 16.
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int c = 0; c < d; c += 16) {
+        uint16_t * blk = vp + sz(c / 16, nkp * 16);
+        for (int j = 0; j < nkp; j += 2) {
+            const __m256i a  = to_bf16(v + sz(std::min(j, nk - 1), ldv) + c, j < nk ? 16 : 0);
+            const __m256i b  = to_bf16(v + sz(std::min(j + 1, nk - 1), ldv) + c, j + 1 < nk ? 16 : 0);
+            const __m512i ab = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+            _mm512_storeu_si512(blk + sz(j, 16), _mm512_permutexvar_epi16(inter, ab));
+        }
+    }
+}
+
+}  // namespace
+
+bool attention_bf16_supported(std::string & why) {
+    if (active()) return true;
+    why = "bf16 attention needs AVX512-BF16 (and AVX512-BW); this CPU lacks it (see /proc/cpuinfo's avx512_bf16 flag)";
+    return false;
+}
+
+const char * attention_bf16_isa() { return active() ? active()->name : ""; }
+
+bool attention_bf16_select_isa(const char * name) {
+    std::string why;
+    if (!attention_bf16_supported(why)) return false;
+    if (std::strcmp(name, "avx512bf16") == 0) {
+        active() = &k_attn_avx512bf16;
+        return true;
+    }
+    if (std::strcmp(name, "amx") == 0 && attn_amx_bf16_usable()) {
+        active() = &k_attn_amx;
+        return true;
+    }
+    return false;
+}
+
+bool attention_bf16_width_ok(int d) { return d > 0 && d % 32 == 0; }
+
+size_t attention_bf16_kv_floats(int nk, int d) { return sz(pad32(nk), d); }  // 2 nkp d bf16
+
+void attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, int nk, int d, float * kv) {
+    uint16_t * kp = reinterpret_cast<uint16_t *>(kv);
+    pack(k, ldk, v, ldv, nk, d, kp, kp + sz(pad32(nk), d));
+}
+
+size_t attention_bf16_scratch_floats(int nk, int d) {
+    const int nkp = pad32(nk);
+    return pad16f(sz(k_attn_rows, nkp)) + pad16f(sz(k_attn_rows, nkp) / 2) + pad16f(sz(k_attn_rows, d) / 2) +
+           pad16f(sz(k_attn_rows, d)) + pad16f(k_attn_rows);
+}
+
+void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
+                          float scale, float * scratch) {
+    const attn_bf16_kernel & kr  = *active();
+    const int                nkp = pad32(nk);
+    const uint16_t *         kp  = reinterpret_cast<const uint16_t *>(kv);
+    const uint16_t *         vp  = kp + sz(nkp, d);
+    float *                  s   = scratch;                                  // [32][nkp] fp32 scores
+    uint16_t * p   = reinterpret_cast<uint16_t *>(s + pad16f(sz(k_attn_rows, nkp)));  // [32][nkp] bf16
+    uint16_t * qb  = p + 2 * pad16f(sz(k_attn_rows, nkp) / 2);                        // [32][d] bf16
+    float *    acc = reinterpret_cast<float *>(qb + 2 * pad16f(sz(k_attn_rows, d) / 2));  // [32][d] fp32
+    float *    sum = acc + pad16f(sz(k_attn_rows, d));
+    if (kr.begin) kr.begin();
+    for (int i0 = 0; i0 < nq; i0 += k_attn_rows) {
+        const int rows = std::min(k_attn_rows, nq - i0);
+        pack_queries(q + sz(i0, ldq), ldq, rows, d, qb);
+        kr.scores(qb, d, kp, nkp, s, nkp);
+        softmax_rows(s, nkp, rows, nk, nkp, scale, p, nkp, sum);
+        // Rows past `rows` of P are multiplied but never stored: zero keeps them finite.
+        if (rows < k_attn_rows) std::memset(p + sz(rows, nkp), 0, sz(k_attn_rows - rows, nkp) * 2);
+        kr.pv(p, nkp, vp, nkp, d, acc);
+        store_rows(acc, d, sum, rows, o + sz(i0, ldo), ldo);
+    }
+    if (kr.end) kr.end();
+}
+
+size_t attention_bf16_head_scratch_floats(int nk, int d) {
+    return pad16f(attention_bf16_kv_floats(nk, d)) + attention_bf16_scratch_floats(nk, d);
+}
+
+void attention_bf16_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,
+                         int ldo, int nq, int nk, int d, float scale, float * scratch) {
+    attention_bf16_pack(k, ldk, v, ldv, nk, d, scratch);
+    attention_bf16_block(q, ldq, scratch, nk, o, ldo, nq, d, scale,
+                         scratch + pad16f(attention_bf16_kv_floats(nk, d)));
+}
+
+}  // namespace rfdetr::cpu
