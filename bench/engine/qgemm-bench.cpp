@@ -1,8 +1,10 @@
-// The int8 GEMM's kernels on the engine's int8 shapes (not a test): the float GEMM (its best kernel) and every
-// int8 kernel this CPU runs (AMX, AVX-512 VNNI, AVX-VNNI, AVX2) on each shape with the epilogue and LayerNorm prologue the model uses there, rows in
+// The int8 and bf16 GEMMs' kernels on the engine's int8/bf16 shapes (not a test): the float GEMM (its best kernel),
+// every int8 kernel this CPU runs (AMX, AVX-512 VNNI, AVX-VNNI, AVX2) and every bf16 kernel (bf16-amx,
+// bf16-avx512bf16, bgemm.h) on each shape with the epilogue and LayerNorm prologue the model uses there, rows in
 // the model's 1-thread row parts (4), the kernels interleaved repeat by repeat so a busy machine slows them
 // alike. Prints thread-CPU ms per shape (median of the repeats) and the per-forward total weighted by how
-// often each shape runs.   qgemm-bench [repeats]
+// often each shape runs.   qgemm-bench [repeats [kernel ...]]   (kernels: fp32 amx ... bf16-amx; default all)
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/qgemm.h"
 
@@ -56,12 +58,22 @@ int main(int argc, char ** argv) {
     for (const char * i : {"amx", "avx512vnni", "avxvnni", "avx2"}) {
         if (cpu::qgemm_select_isa(i)) isas.push_back(i);
     }
+    for (const char * i : {"amx", "avx512bf16"}) {
+        if (cpu::bgemm_select_isa(i)) isas.push_back(std::string("bf16-") + i);
+    }
+    if (argc > 2) {  // only the named kernels (for perf record)
+        std::vector<std::string> keep;
+        for (int i = 2; i < argc; ++i) {
+            if (std::find(isas.begin(), isas.end(), argv[i]) != isas.end()) keep.push_back(argv[i]);
+        }
+        isas = keep;
+    }
     if (!cpu::qgemm_amx_note().empty()) std::printf("qgemm-bench: %s\n", cpu::qgemm_amx_note().c_str());
-    std::printf("qgemm-bench: 1 thread, thread CPU ms per call (median of %d); fp32 = gemm_packed (%s), then the int8 kernels:",
+    std::printf("qgemm-bench: 1 thread, thread CPU ms per call (median of %d); fp32 = gemm_packed (%s), then the int8 and bf16 kernels:",
                 repeats, cpu::gemm_isa());
     for (const auto & i : isas) std::printf(" %s", i.c_str());
     std::printf("\n%-32s", "shape");
-    for (const auto & i : isas) std::printf(" %12s", i.c_str());
+    for (const auto & i : isas) std::printf(" %15s", i.c_str());
     std::printf("   x/forward\n");
     std::vector<double> total(isas.size(), 0.0);
     std::mt19937        rng(1);
@@ -75,6 +87,7 @@ int main(int argc, char ** argv) {
         for (auto & x : g) x = 1.0f + 0.5f * u(rng);
         const cpu::packed_weight fw = cpu::pack_weight(w.data(), s.n, s.k, s.k);
         const cpu::qweight       qw = cpu::quantize_weight(w.data(), s.n, s.k, s.k);
+        const cpu::bweight       bw = cpu::to_bweight(w.data(), s.n, s.k, s.k);
         const cpu::a_layernorm ln{g.data(), b.data(), 1e-6f};
         cpu::epilogue          e;
         e.kind  = s.kind;
@@ -83,8 +96,9 @@ int main(int argc, char ** argv) {
         std::vector<std::vector<double>> t(isas.size());
         for (int r = 0; r < repeats + 1; ++r) {
             for (size_t i = 0; i < isas.size(); ++i) {
-                const bool f32 = isas[i] == "fp32";
-                if (!f32) cpu::qgemm_select_isa(isas[i].c_str());
+                const bool f32 = isas[i] == "fp32", bf16 = isas[i].rfind("bf16-", 0) == 0;
+                if (bf16) cpu::bgemm_select_isa(isas[i].c_str() + 5);
+                else if (!f32) cpu::qgemm_select_isa(isas[i].c_str());
                 // Residual epilogues accumulate into c: reset it so every call sees finite inputs.
                 std::fill(c.begin(), c.end(), 0.5f);
                 const double t0 = thread_ms();
@@ -92,7 +106,9 @@ int main(int argc, char ** argv) {
                     const int r0 = s.m * p / 4, r1 = s.m * (p + 1) / 4;
                     const float * ap = a.data() + static_cast<size_t>(r0) * s.k;
                     float *       cp = c.data() + static_cast<size_t>(r0) * s.n;
-                    if (f32) {
+                    if (bf16) {
+                        cpu::bgemm_packed(r1 - r0, ap, s.k, bw, cp, s.n, e, scratch.data(), s.ln ? &ln : nullptr);
+                    } else if (f32) {
                         cpu::gemm_packed(r1 - r0, ap, s.k, fw, cp, s.n, e, scratch.data(), s.ln ? &ln : nullptr);
                     } else {
                         cpu::qgemm_packed(r1 - r0, ap, s.k, qw, cp, s.n, e, scratch.data(), s.ln ? &ln : nullptr);
@@ -106,12 +122,12 @@ int main(int argc, char ** argv) {
             std::sort(t[i].begin(), t[i].end());
             const double ms = t[i][t[i].size() / 2];
             total[i] += ms * s.per_forward;
-            std::printf(" %9.2f ms", ms);
+            std::printf(" %12.2f ms", ms);
         }
         std::printf("   x%d\n", s.per_forward);
     }
     std::printf("%-32s", "all these GEMMs of one forward");
-    for (double x : total) std::printf(" %9.1f ms", x);
+    for (double x : total) std::printf(" %12.1f ms", x);
     std::printf("\n");
     return 0;
 }

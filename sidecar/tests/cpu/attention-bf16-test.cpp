@@ -3,7 +3,8 @@
 // whose gaps hold NaN (a read outside a row poisons the result) and an output whose gaps hold a guard value
 // (a store outside a row fails):
 //   - exact: one key per query dominates its score row so every other P is (under bf16) negligible and that
-//     one is exactly 1: o is that key's v row rounded to bf16, bit for bit;
+//     one is exactly 1: o is that key's v row rounded to bf16, bit for bit; also with every real score far
+//     below the 0 a padded key would score (the row maximum must skip the padding);
 //   - random: against a double reference on the bf16-rounded q, k, v with P rounded to bf16, within the
 //     bound of what may round differently (the P values within 2^-14 of a bf16 rounding midpoint, each
 //     moving o by at most its ulp) plus the fp32 sums' rounding.
@@ -87,43 +88,63 @@ const int k_nq[] = {1, 15, 17, 33, 101};
 const int k_nk[] = {1, 31, 33, 101, 300};
 const int k_d[]  = {32, 64};
 
+// Keys: distinct +-1 sign vectors; query i = 512 x key t(i). Its score against t(i) is 512 d, against any other
+// key at most 512 (d - 2): after the scale (1/8 or 1) a gap of 128 or more, so exp gives 1 for t(i) and < 2e-38
+// for the rest (nothing at bf16 next to 1 and |v|). low: the last dimension holds k = 1 for every key and q =
+// -32768, so every real score is below -15000 while a padded key's would be 0: a row maximum taken over the
+// padding would underflow the whole row.
+void dominant_key_case(int nq, int nk, int d, bool low) {
+    head                  h(nq, nk, d);
+    std::mt19937          rng(static_cast<uint32_t>(nq * 1000 + nk * 10 + d));
+    const int             bits_used = low ? d - 1 : d;
+    const uint64_t        mask      = bits_used == 64 ? ~0ull : (1ull << bits_used) - 1;
+    std::vector<uint64_t> seen;
+    for (int j = 0; j < nk; ++j) {
+        uint64_t bits;
+        do bits = ((static_cast<uint64_t>(rng()) << 32) | rng()) & mask;
+        while (std::find(seen.begin(), seen.end(), bits) != seen.end());
+        seen.push_back(bits);
+        for (int c = 0; c < d; ++c) h.K(j, c) = (bits >> c) & 1 ? 1.0f : -1.0f;
+        if (low) h.K(j, d - 1) = 1.0f;
+    }
+    const std::vector<float> vals = random_vec(static_cast<size_t>(nk) * d, 7, 0.25f, 2.0f);
+    for (int j = 0; j < nk; ++j) {
+        for (int c = 0; c < d; ++c) h.V(j, c) = (c % 2 ? -1.0f : 1.0f) * vals[static_cast<size_t>(j) * d + c];
+    }
+    std::vector<int> target(nq);
+    for (int i = 0; i < nq; ++i) {
+        target[i] = (i * 7 + 3) % nk;
+        for (int c = 0; c < d; ++c) h.Q(i, c) = 512.0f * h.K(target[i], c);
+        if (low) h.Q(i, d - 1) = -32768.0f;
+    }
+    h.run();
+    h.check_guards();
+    for (int i = 0; i < nq; ++i) {
+        for (int c = 0; c < d; ++c) {
+            ASSERT_EQ(h.O(i, c), bf16(h.V(target[i], c))) << "query " << i << " column " << c << " (key " << target[i] << ")";
+        }
+    }
+}
+
 TEST_P(attention_bf16, one_dominant_key_gives_its_v_row_exactly) {
     for (int d : k_d) {
         for (int nk : k_nk) {
             for (int nq : k_nq) {
                 SCOPED_TRACE(std::string(GetParam()) + " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk) +
                              " d=" + std::to_string(d));
-                head h(nq, nk, d);
-                // Keys: distinct +-1 sign vectors; query i = 512 x key t(i). Its score against t(i) is
-                // 512 d, against any other key at most 512 (d - 2): after the scale (1/8 or 1) a gap of 128 or
-                // more, so exp gives 1 for t(i) and < 2e-38 for the rest (nothing at bf16 next to 1 and |v|).
-                std::mt19937 rng(static_cast<uint32_t>(nq * 1000 + nk * 10 + d));
-                std::vector<uint64_t> seen;
-                for (int j = 0; j < nk; ++j) {
-                    uint64_t bits;
-                    do bits = (static_cast<uint64_t>(rng()) << 32) | rng();
-                    while (std::find(seen.begin(), seen.end(), bits & ((d == 64) ? ~0ull : 0xFFFFFFFFull)) != seen.end());
-                    bits &= (d == 64) ? ~0ull : 0xFFFFFFFFull;
-                    seen.push_back(bits);
-                    for (int c = 0; c < d; ++c) h.K(j, c) = (bits >> c) & 1 ? 1.0f : -1.0f;
-                }
-                const std::vector<float> vals = random_vec(static_cast<size_t>(nk) * d, 7, 0.25f, 2.0f);
-                for (int j = 0; j < nk; ++j) {
-                    for (int c = 0; c < d; ++c) h.V(j, c) = (c % 2 ? -1.0f : 1.0f) * vals[static_cast<size_t>(j) * d + c];
-                }
-                std::vector<int> target(nq);
-                for (int i = 0; i < nq; ++i) {
-                    target[i] = (i * 7 + 3) % nk;
-                    for (int c = 0; c < d; ++c) h.Q(i, c) = 512.0f * h.K(target[i], c);
-                }
-                h.run();
-                h.check_guards();
-                for (int i = 0; i < nq; ++i) {
-                    for (int c = 0; c < d; ++c) {
-                        ASSERT_EQ(h.O(i, c), bf16(h.V(target[i], c))) << "query " << i << " column " << c << " (key "
-                                                                     << target[i] << ")";
-                    }
-                }
+                dominant_key_case(nq, nk, d, false);
+            }
+        }
+    }
+}
+
+TEST_P(attention_bf16, scores_far_below_zero_are_not_lost_to_the_padding) {
+    for (int d : k_d) {
+        for (int nk : k_nk) {
+            for (int nq : {1, 33}) {
+                SCOPED_TRACE(std::string(GetParam()) + " nq=" + std::to_string(nq) + " nk=" + std::to_string(nk) +
+                             " d=" + std::to_string(d));
+                dominant_key_case(nq, nk, d, true);
             }
         }
     }

@@ -104,6 +104,16 @@ TEST(cpu_engine, bf16_precision_names_its_kernel) {
     auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
     EXPECT_NE(e->device().find(std::string(", bf16 ") + rfdetr::cpu::bgemm_isa() + ")"), std::string::npos) << e->device();
     EXPECT_EQ(e->precision(), "bf16");
+    auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
+    rfdetr::output_buffers out(e->outputs());
+    e->forward(g.at("pixel_values").f32.data(), out);
+    const std::vector<float> & logits = out.values(0);
+    bool differs = false;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(logits[i]));
+        differs = differs || logits[i] != g.at("logits").f32[i];
+    }
+    EXPECT_TRUE(differs) << "bf16 gave the fp32 logits bit for bit: the bf16 GEMMs did not run";
 }
 
 // A kernel level without bf16 kernels (avx2) refuses bf16 before loading, naming the level and what runs; the

@@ -9,6 +9,7 @@
 // The RF-DETR Seg sizes take the same gates (90 % of their 100/200 proposals) and, on fp32's queries scoring
 // > 0.3 with fp32's top-k injected, their int8 masks (logit > 0 at R/4) against fp32's: mean IoU >= 0.95, min >= 0.8.
 // Fixtures or checkpoints missing are skips (failures under RFDETR_REQUIRE_ALL=1).
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "family-case.h"
 #include "golden-file.h"
@@ -66,11 +67,24 @@ std::vector<double> mask_iou(const std::vector<float> & a, const std::vector<flo
     return iou;
 }
 
-// One int8 forward against the golden's logits and boxes.
-void check(const std::string & label, const std::string & weights, const std::map<std::string, rfdetr::test::golden_tensor> & g) {
+// What a precision must keep of fp32's: the share of fp32's proposals its two-stage selects, and with fp32's
+// top-k injected the top-100 overlap and (bf16: issue 34's gate) the logits' PCC.
+struct gates {
+    double proposals = 0.9;
+    size_t top100    = 90;
+    double pcc       = -1.0;  // < 0: printed only
+};
+// bf16 measured: >= 98.5 % of the proposals, top-100 99-100, PCC >= 0.99997 on every case below (README.md, "bf16").
+gates gates_of(cpu::precision p) { return p == cpu::precision::bf16 ? gates{0.95, 95, 0.999} : gates{}; }
+
+// One int8 (or bf16) forward against the golden's logits and boxes.
+void check(const std::string & label, const std::string & weights, const std::map<std::string, rfdetr::test::golden_tensor> & g,
+           cpu::precision p = cpu::precision::int8) {
+    const char * pn = cpu::to_string(p);
+    const gates  gt = gates_of(p);
     auto       ck = rfdetr::checkpoint::open(weights);
-    cpu::model m(*ck, 0, cpu::precision::int8);
-    ASSERT_TRUE(m.int8());
+    cpu::model m(*ck, 0, p);
+    ASSERT_EQ(m.prec(), p);
     const int          Q = m.dims().queries, C = m.num_classes();
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
@@ -91,10 +105,13 @@ void check(const std::string & label, const std::string & weights, const std::ma
         const auto a = top100(il), b = top100(fl);
         size_t     ov = 0;
         for (size_t i : a) ov += b.count(i);
-        EXPECT_GE(common, (size_t)Q * 9 / 10) << label << ": the int8 two-stage selects other proposals";
-        EXPECT_GE(ov, 90u) << label << " with the fp32 top-k injected";
-        std::printf("int8 %-8s topk: same rank %zu/%d, same set %zu/%d; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
-                    label.c_str(), same, Q, common, Q, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
+        EXPECT_GE(common, (size_t)(Q * gt.proposals)) << label << ": the " << pn << " two-stage selects other proposals";
+        EXPECT_GE(ov, gt.top100) << label << " with the fp32 top-k injected";
+        if (gt.pcc >= 0) {
+            EXPECT_GE(pcc(il, fl), gt.pcc) << label << " logits with the fp32 top-k injected";
+        }
+        std::printf("%s %-8s topk: same rank %zu/%d, same set %zu/%d; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
+                    pn, label.c_str(), same, Q, common, Q, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
         if (m.segmentation()) {
             // The masks of fp32's queries scoring > 0.3, int8 (fp32's top-k injected) against fp32, at R/4: measured
             // mean IoU 0.965-0.978, min 0.85-0.92 on the four sizes; the same within 0.002 with the head in fp32 (the
@@ -111,8 +128,8 @@ void check(const std::string & label, const std::string & weights, const std::ma
             const auto   iou  = mask_iou(mi, mf, plane);
             const double mean = std::accumulate(iou.begin(), iou.end(), 0.0) / iou.size();
             const double low  = *std::min_element(iou.begin(), iou.end());
-            std::printf("int8 %-8s masks of %zu queries (fp32 > 0.3, fp32 top-k injected): IoU vs fp32 mean %.4f min %.4f, logits max-abs %.3g\n",
-                        label.c_str(), rows.size(), mean, low, max_abs(mi, mf));
+            std::printf("%s %-8s masks of %zu queries (fp32 > 0.3, fp32 top-k injected): IoU vs fp32 mean %.4f min %.4f, logits max-abs %.3g\n",
+                        pn, label.c_str(), rows.size(), mean, low, max_abs(mi, mf));
             EXPECT_GE(mean, k_mask_iou_mean) << label;
             EXPECT_GE(low, k_mask_iou_min) << label;
         }
@@ -124,8 +141,8 @@ void check(const std::string & label, const std::string & weights, const std::ma
     size_t     overlap = 0;
     for (size_t i : a) overlap += b.count(i);
     const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
-    std::printf("int8 %-8s top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
-                label.c_str(), overlap, ml, pcc(logits, gl), mbx, pcc(boxes, gb));
+    std::printf("%s %-8s top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
+                pn, label.c_str(), overlap, ml, pcc(logits, gl), mbx, pcc(boxes, gb));
     // Loose bounds (the fp32 engine is within 3e-5; int8 end to end measured 4.3-5.3 and 0.93-1.13, the
     // rank swaps): a broken int8 path gives NaN or unbounded values.
     EXPECT_LT(ml, 20.0) << label;
@@ -167,6 +184,55 @@ TEST_P(cpu_int8_seg, keeps_fp32s_proposals_top100_and_masks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(seg_sizes, cpu_int8_seg, ::testing::Values("nano", "small", "medium", "large"),
+                         [](const auto & info) { return info.param; });
+
+// bf16 (bgemm.h) on the same cases: issue 34's gates with fp32's top-k injected (top-100 >= 95, logits PCC >= 0.999).
+bool bf16_runs() {
+    std::string missing;
+    return cpu::bf16_supported(missing);
+}
+#define REQUIRE_BF16() \
+    if (!bf16_runs()) RFDETR_SKIP_OR_FAIL("this CPU has no AVX512-BF16 or AMX-BF16 (see /proc/cpuinfo's flags)")
+
+class cpu_bf16_base : public ::testing::TestWithParam<int> {};
+
+TEST_P(cpu_bf16_base, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
+    REQUIRE_BF16();
+    const std::string weights = rfdetr::test::test_weights_dir();
+    if (weights.empty()) RFDETR_SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
+    const auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-" + std::to_string(GetParam()) +
+                                             "/golden.safetensors");
+    check("case-" + std::to_string(GetParam()), weights, g, cpu::precision::bf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_bf16_base, ::testing::Values(1, 2, 3),
+                         [](const auto & info) { return "case_" + std::to_string(info.param); });
+
+class cpu_bf16_family : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(cpu_bf16_family, keeps_fp32s_proposals_and_top100_in_fp32s_order) {
+    REQUIRE_BF16();
+    const std::string why = rfdetr::test::family_missing(GetParam());
+    if (!why.empty()) RFDETR_SKIP_OR_FAIL(why);
+    const auto c = rfdetr::test::family_load(GetParam());
+    check(GetParam(), c.weights, c.golden, cpu::precision::bf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(sizes, cpu_bf16_family, ::testing::Values("nano", "small", "medium", "large"),
+                         [](const auto & info) { return info.param; });
+
+class cpu_bf16_seg : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(cpu_bf16_seg, keeps_fp32s_proposals_top100_and_masks) {
+    REQUIRE_BF16();
+    const std::string fix = rfdetr::test::seg_fixtures_dir(), weights = rfdetr::test::family_weights_dir("seg-" + GetParam());
+    if (fix.empty()) RFDETR_SKIP_OR_FAIL("no ../shared/fixtures/rfdetr-seg (set RFDETR_SEG_FIXTURES)");
+    if (!std::ifstream(weights + "/model.safetensors")) RFDETR_SKIP_OR_FAIL("no " + weights + " (run the synth_seg ctest fixture)");
+    check("seg-" + GetParam(), weights, rfdetr::test::read_golden(fix + "/" + GetParam() + "/case-1/golden.safetensors"),
+          cpu::precision::bf16);
+}
+
+INSTANTIATE_TEST_SUITE_P(seg_sizes, cpu_bf16_seg, ::testing::Values("nano", "small", "medium", "large"),
                          [](const auto & info) { return info.param; });
 
 }  // namespace

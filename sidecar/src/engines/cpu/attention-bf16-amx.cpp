@@ -1,10 +1,15 @@
 // attention-bf16-kernel.h's products on AMX tiles (tdpbf16ps). Only these functions carry the AMX target;
 // the dispatch in attention-bf16.cpp calls them only after attn_amx_bf16_usable().
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands as (maybe-)uninitialized (see qgemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "engines/cpu/attention-bf16-kernel.h"
 #include "engines/cpu/qgemm-amx.h"
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -36,7 +41,10 @@ RFDETR_AMX_BF16 void configure() {
 RFDETR_AMX_BF16 void release() { _tile_release(); }
 
 // s = qb K^T: per 32 keys, C[2 row tiles][2 key tiles] summed over d in steps of 32.
-RFDETR_AMX_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, int nkp, float * s, int lds) {
+RFDETR_AMX_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, int nkp, int nk, float * s, int lds,
+                            float * mx) {
+    __m512 acc[k_attn_rows];
+    for (auto & a : acc) a = _mm512_set1_ps(-INFINITY);
     memory_barrier();
     const long sq = static_cast<long>(d) * 2;
     const long ss = static_cast<long>(lds) * 4;
@@ -61,8 +69,10 @@ RFDETR_AMX_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, int
         _tile_stored(1, s + g + 16, ss);
         _tile_stored(2, s + static_cast<size_t>(k_rows) * lds + g, ss);
         _tile_stored(3, s + static_cast<size_t>(k_rows) * lds + g + 16, ss);
+        memory_barrier();
+        block_max(s + g, lds, nk - g, acc);
     }
-    memory_barrier();
+    for (int i = 0; i < k_attn_rows; ++i) mx[i] = _mm512_reduce_max_ps(acc[i]);
 }
 
 // o = P V: per 32 output columns, C[2 row tiles][2 column tiles] summed over the keys in steps of 32.

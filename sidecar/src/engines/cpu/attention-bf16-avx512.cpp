@@ -1,10 +1,15 @@
 // attention-bf16-kernel.h's products with AVX512-BF16 (vdpbf16ps: 16 fp32 lanes, each the sum of a bf16
 // pair's two products): a query's (or a probability row's) pair broadcast against a 16-wide row of packed
 // K (or V), 16 accumulators per step. Only these functions carry the AVX512-BF16 target.
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands as (maybe-)uninitialized (see qgemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "engines/cpu/attention-bf16-kernel.h"
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #define RFDETR_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
@@ -24,7 +29,10 @@ RFDETR_AVX512_BF16 inline __m512i pair(const uint16_t * x) {
 }
 
 // s = qb K^T, 8 queries x 32 keys per step of the d pairs.
-RFDETR_AVX512_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, int nkp, float * s, int lds) {
+RFDETR_AVX512_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, int nkp, int nk, float * s, int lds,
+                               float * mx) {
+    __m512 rmax[k_attn_rows];
+    for (auto & a : rmax) a = _mm512_set1_ps(-INFINITY);
     for (int g = 0; g < nkp; g += 32) {
         const uint16_t * k0 = kp + static_cast<size_t>(g) * d;
         const uint16_t * k1 = k0 + static_cast<size_t>(16) * d;
@@ -46,7 +54,9 @@ RFDETR_AVX512_BF16 void scores(const uint16_t * qb, int d, const uint16_t * kp, 
                 _mm512_storeu_ps(row + 16, acc[i][1]);
             }
         }
+        block_max(s + g, lds, nk - g, rmax);
     }
+    for (int i = 0; i < k_attn_rows; ++i) mx[i] = _mm512_reduce_max_ps(rmax[i]);
 }
 
 // o = P V, 16 / NC rows x NC column blocks of 16 per step of the key pairs (NC = d / 16 when d <= 64).

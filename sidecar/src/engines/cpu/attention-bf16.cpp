@@ -54,26 +54,25 @@ RFDETR_BF16 void pack_queries(const float * q, int ldq, int nq, int d, uint16_t 
     }
 }
 
-// 2^t for t <= 0, enough for bf16: t = n + f (n = round(t), |f| <= 1/2), 2^f by its degree-5 Taylor polynomial
-// (relative error < 1.2e-6, 1/3000 of a bf16 ulp), 2^n by vscalef (0 below 2^-149, no clamp needed). 9
-// operations against exp512's 17: the softmax was half of the AMX kernel's time with exp512 (README.md).
+// 2^t for t <= 0, enough for bf16: t = n + f (n = round(t), |f| <= 1/2), 2^f by the degree-4 polynomial through
+// the 5 Chebyshev nodes of [-1/2, 1/2] (relative error < 3.6e-6, 1/1000 of a bf16 ulp), 2^n by vscalef (0 below
+// 2^-149, no clamp needed). 8 operations against exp512's 17 (README.md, "Attention in bf16").
 RFDETR_BF16 inline __m512 exp2_bf16(__m512 t) {
     const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(t, n);
-    __m512       y = _mm512_set1_ps(1.333355815e-03f);
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.618129108e-03f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.550410866e-02f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402265070e-01f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931471806e-01f));
+    __m512       y = _mm512_set1_ps(9.666368365e-03f);
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.592197552e-02f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402234972e-01f));
+    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931210160e-01f));
     y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(y, n);
 }
 
-// P = exp(scale * (s - max)) = 2^(s log2(e) scale - max log2(e) scale) in bf16 for the first nk columns (0 up to
+// P = exp(scale * (s - mx)) = 2^(s log2(e) scale - mx log2(e) scale) in bf16 for the first nk columns (0 up to
 // nkp), and the sum of P as rounded. 32 columns per step: one vcvtne2ps2bf16 rounds both halves, and the
 // rounded values come back as floats with one AND (odd bf16 of each 32-bit pair) and one shift (even).
-RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nkp, float scale, uint16_t * p, int ldp,
-                              float * sums) {
+RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int rows, int nk, int nkp, float scale,
+                              uint16_t * p, int ldp, float * sums) {
     const float   c    = scale * 1.44269504088896341f;
     const __m512  vc   = _mm512_set1_ps(c);
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
@@ -81,9 +80,7 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, int rows, int nk, int nk
     for (int i = 0; i < rows; ++i) {
         const float * sr = s + sz(i, lds);
         uint16_t *    pr = p + sz(i, ldp);
-        __m512        mx = _mm512_set1_ps(-INFINITY);
-        for (int j = 0; j < nk; j += 16) mx = _mm512_mask_max_ps(mx, lanes(nk - j), mx, _mm512_loadu_ps(sr + j));
-        const __m512 m  = _mm512_set1_ps(-_mm512_reduce_max_ps(mx) * c);
+        const __m512  m  = _mm512_set1_ps(-mx[i] * c);
         __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
             const __m512  e0 = _mm512_maskz_mov_ps(l0, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
@@ -109,20 +106,46 @@ RFDETR_BF16 void store_rows(const float * acc, int d, const float * sum, int row
     }
 }
 
+// The 16 x 16 32-bit matrix r transposed in place: pairs, then 64-bit pairs within 128-bit lanes, then lanes.
+RFDETR_BF16 inline void transpose16(__m512i * r) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i]     = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) {
+        u[g]     = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    // u[4g + c] lane L: rows 4g..4g+3 of column 4L + c.
+    for (int c = 0; c < 4; ++c) {
+        const __m512i x0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), x1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c]      = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        r[8 + c]  = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+        r[4 + c]  = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+    }
+}
+
 RFDETR_BF16 void pack(const float * k, int ldk, const float * v, int ldv, int nk, int d, uint16_t * kp, uint16_t * vp) {
     const int nkp = pad32(nk);
-    // K: key j's pair r (32 bits) goes to [j / 16][r][j % 16]: a scatter of the row's pairs, 64 bytes apart.
-    const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                              _mm512_set1_epi32(16));
-    for (int j = 0; j < nkp; ++j) {
-        uint32_t * dst = reinterpret_cast<uint32_t *>(kp + sz(j / 16, 16 * d)) + j % 16;
+    // K: per 16 keys and 32 d, the keys' 16 pairs (32 bits each) as 16 rows, transposed so that row r holds pair
+    // r of the 16 keys (a 16-key block's [d/2][16][2]). A scatter per key took 20 % of a window head.
+    for (int j0 = 0; j0 < nkp; j0 += 16) {
         for (int c = 0; c < d; c += 32) {
-            __m512i pairs = _mm512_setzero_si512();
-            if (j < nk) {
-                const float * row = k + sz(j, ldk) + c;
-                pairs = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row));
+            __m512i r[16];
+            for (int i = 0; i < 16; ++i) {
+                const float * row = k + sz(std::min(j0 + i, nk - 1), ldk) + c;
+                r[i] = j0 + i < nk ? (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row))
+                                   : _mm512_setzero_si512();
             }
-            _mm512_i32scatter_epi32(dst + sz(c / 2, 16), stride, pairs, 4);
+            transpose16(r);
+            uint16_t * dst = kp + sz(j0, d) + sz(c / 2, 32);
+            for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + sz(i, 32), r[i]);
         }
     }
     // V: key pair (2j, 2j+1) of columns [c, c + 16) interleaved, one 64-byte row of block c / 16.
@@ -175,7 +198,7 @@ void attention_bf16_pack(const float * k, int ldk, const float * v, int ldv, int
 size_t attention_bf16_scratch_floats(int nk, int d) {
     const int nkp = pad32(nk);
     return pad16f(sz(k_attn_rows, nkp)) + pad16f(sz(k_attn_rows, nkp) / 2) + pad16f(sz(k_attn_rows, d) / 2) +
-           pad16f(sz(k_attn_rows, d)) + pad16f(k_attn_rows);
+           pad16f(sz(k_attn_rows, d)) + 2 * pad16f(k_attn_rows);
 }
 
 void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, float * o, int ldo, int nq, int d,
@@ -189,12 +212,13 @@ void attention_bf16_block(const float * q, int ldq, const float * kv, int nk, fl
     uint16_t * qb  = p + 2 * pad16f(sz(k_attn_rows, nkp) / 2);                        // [32][d] bf16
     float *    acc = reinterpret_cast<float *>(qb + 2 * pad16f(sz(k_attn_rows, d) / 2));  // [32][d] fp32
     float *    sum = acc + pad16f(sz(k_attn_rows, d));
+    float *    mx  = sum + pad16f(k_attn_rows);
     if (kr.begin) kr.begin();
     for (int i0 = 0; i0 < nq; i0 += k_attn_rows) {
         const int rows = std::min(k_attn_rows, nq - i0);
         pack_queries(q + sz(i0, ldq), ldq, rows, d, qb);
-        kr.scores(qb, d, kp, nkp, s, nkp);
-        softmax_rows(s, nkp, rows, nk, nkp, scale, p, nkp, sum);
+        kr.scores(qb, d, kp, nkp, nk, s, nkp, mx);
+        softmax_rows(s, nkp, mx, rows, nk, nkp, scale, p, nkp, sum);
         // Rows past `rows` of P are multiplied but never stored: zero keeps them finite.
         if (rows < k_attn_rows) std::memset(p + sz(rows, nkp), 0, sz(k_attn_rows - rows, nkp) * 2);
         kr.pv(p, nkp, vp, nkp, d, acc);

@@ -1,9 +1,23 @@
 #include "engines/cpu/bgemm.h"
 
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands as (maybe-)uninitialized (see qgemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "engines/cpu/bgemm-amx.h"
+#include "engines/cpu/bgemm-kernel.h"
 #include "engines/cpu/qgemm-amx.h"
 #include "engines/cpu/qgemm.h"
 
+#include <immintrin.h>
+
+#include "common/error.h"
+
+#include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 namespace rfdetr::cpu {
 
@@ -36,6 +50,85 @@ const char *& bactive() {
     return a;
 }
 
+inline int32_t load4(const uint16_t * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// ---- AVX512-BF16: R rows x 32 columns (2R zmm accumulators), one vdpbf16ps per row and half per k pair;
+// A packed [kp/2][mr][2] (a row's k pair is one broadcast dword), B the weight panel ----
+
+template <int R>
+RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int mr, const uint16_t * b, float * c, int ldc,
+                                    int ncols, const epilogue & e) {
+    __m512 c0[R], c1[R];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+    const uint16_t * ap = a;
+    const uint16_t * bp = b;
+    for (int q = 0; q < kh; ++q, ap += mr * 2, bp += 2 * k_gemm_nr) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 32);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; ++r) {
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(load4(ap + 2 * r));
+            c0[r]             = _mm512_dpbf16_ps(c0[r], av, b0);
+            c1[r]             = _mm512_dpbf16_ps(c1[r], av, b1);
+        }
+    }
+    // The sums leave the registers once (see qgemm.cpp's AVX-512 VNNI tile: the epilogue's branches reading the
+    // accumulators directly made GCC keep them on the stack in the k loop).
+    alignas(64) float t[R * 32];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+        _mm512_store_ps(t + r * 32, c0[r]);
+        _mm512_store_ps(t + r * 32 + 16, c1[r]);
+    }
+    store_rows_f32(t, R, c, ldc, ncols, e);
+}
+
+using btile_fn = void (*)(int, const uint16_t *, int, const uint16_t *, float *, int, int, const epilogue &);
+
+template <int... R> constexpr std::array<btile_fn, 15> make_btiles(std::integer_sequence<int, R...>) {
+    return {nullptr, &btile_avx512<R + 1>...};
+}
+constexpr int k_bmr = 14;  // rows per tile: 28 accumulators + 2 weight vectors + the broadcast in 32 zmm
+const std::array<btile_fn, 15> k_btiles = make_btiles(std::make_integer_sequence<int, k_bmr>{});
+
+// row x (k floats) rounded to bf16 into the tile layout: dword g (k pair) of row i at dst[g * mr * 2 + 2 i].
+RFDETR_AVX512BF16 void pack_row_pairs(const float * x, int k, int kp, uint16_t * tmp, uint16_t * dst, int mr) {
+    round_row_bf16(x, k, tmp, kp);
+    for (int g = 0; g < kp / 2; ++g) std::memcpy(dst + static_cast<size_t>(g) * mr * 2, tmp + 2 * g, 4);
+}
+
+void bgemm_avx512(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln) {
+    const int mr = k_bmr, k = w.k, kp = w.kp;
+    const int mc = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_ba_block_bytes / (2 * kp))) / mr * mr);
+    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 14 k): [bf16 rows: mc * kp][rounded row: kp][LN row: k]
+    uint16_t * ba  = reinterpret_cast<uint16_t *>(scratch);
+    uint16_t * tmp = ba + static_cast<size_t>(mc) * kp;
+    float *    row = reinterpret_cast<float *>(tmp + kp);
+    const int  panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
+    for (int m0 = 0; m0 < m; m0 += mc) {
+        const int rows = std::min(mc, m - m0);
+        for (int i = 0; i < rows; ++i) {
+            const float * x = b_a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
+            pack_row_pairs(x, k, kp, tmp, ba + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 2, mr);
+        }
+        for (int p = 0; p < panels; ++p) {
+            const int      j0    = p * k_gemm_nr;
+            const epilogue ep    = epilogue_from_column(e, j0);
+            const int      ncols = std::min(k_gemm_nr, w.n - j0);
+            for (int i0 = 0; i0 < rows; i0 += mr) {
+                const int n = std::min(mr, rows - i0);
+                k_btiles[n](kp / 2, ba + static_cast<size_t>(i0) * kp, mr, w.panel(p),
+                            c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 const char * bgemm_best_isa() {
@@ -55,10 +148,6 @@ bool bgemm_select_isa(const char * name) {
     return false;
 }
 
-packed_weight pack_weight_as(precision p, const float * w, int n, int k, int ldw) {
-    return p == precision::int8 ? pack_weight_int8(w, n, k, ldw) : pack_weight(w, n, k, ldw);
-}
-
 bool bf16_supported(std::string & missing) {
     if (std::strcmp(bgemm_isa(), "none") != 0) {
         missing.clear();
@@ -68,6 +157,51 @@ bool bf16_supported(std::string & missing) {
                   ? "AVX512-BF16 or AMX-BF16 instructions"
                   : "the bf16 kernels, which the RFDETR_CPU_ISA level excludes (avx512 or amx include them)";
     return false;
+}
+
+bweight to_bweight(const float * w, int n, int k, int ldw) {
+    bweight b;
+    b.n              = n;
+    b.k              = k;
+    b.kp             = (k + k_bk_tile - 1) / k_bk_tile * k_bk_tile;
+    const int panels = (n + k_gemm_nr - 1) / k_gemm_nr;
+    b.data.assign(static_cast<size_t>(panels) * b.kp * k_gemm_nr, 0);
+    for (int j = 0; j < n; ++j) {
+        const float * wr = w + static_cast<size_t>(j) * ldw;
+        uint16_t *    p  = b.data.data() + static_cast<size_t>(j / k_gemm_nr) * b.kp * k_gemm_nr + (j % k_gemm_nr) * 2;
+        for (int kk = 0; kk < k; ++kk) p[static_cast<size_t>(kk / 2) * 2 * k_gemm_nr + kk % 2] = bf16_round(wr[kk]);
+    }
+    return b;
+}
+
+packed_weight pack_weight_bf16(const float * w, int n, int k, int ldw) {
+    packed_weight pw;
+    pw.n = n;
+    pw.k = k;
+    pw.b = std::make_shared<const bweight>(to_bweight(w, n, k, ldw));
+    return pw;
+}
+
+packed_weight pack_weight_as(precision p, const float * w, int n, int k, int ldw) {
+    switch (p) {
+        case precision::int8: return pack_weight_int8(w, n, k, ldw);
+        case precision::bf16: return pack_weight_bf16(w, n, k, ldw);
+        case precision::fp32: break;
+    }
+    return pack_weight(w, n, k, ldw);
+}
+
+void bgemm_packed(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln) {
+    const char * isa = bgemm_isa();
+    if (std::strcmp(isa, "amx") == 0) {
+        bgemm_amx(m, a, lda, w, c, ldc, e, scratch, ln);
+    } else if (std::strcmp(isa, "avx512bf16") == 0) {
+        bgemm_avx512(m, a, lda, w, c, ldc, e, scratch, ln);
+    } else {
+        throw error("bgemm_packed: no bf16 kernel runs here (bgemm_isa() is \"none\": this CPU or the RFDETR_CPU_ISA "
+                    "level lacks AVX512-BF16 and AMX-BF16); check bf16_supported() before packing bf16 weights");
+    }
 }
 
 }  // namespace rfdetr::cpu

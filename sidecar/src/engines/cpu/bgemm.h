@@ -7,9 +7,56 @@
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/precision.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rfdetr::cpu {
+
+// Numerics (one definition for every kernel; bgemm_ref is its plain-loop form):
+//   operands  bf16(x): round to nearest even, NaN kept (quiet), fp32 denormals to signed zero (what
+//             vcvtne2ps2bf16 does, and what tdpbf16ps/vdpbf16ps do to denormal inputs anyway);
+//   output    t[i,j] = sum over k pairs of bf16(a[i,k]) * bf16(w[j,k]), each product exact in fp32, the sum in fp32
+//             (the kernels' own order: exact when every partial sum is exact in fp32), then gemm.h's epilogue.
+inline uint16_t bf16_round(float x) {
+    uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN, quieted
+    if ((u & 0x7f800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);        // zero, denormal
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float bf16_to_float(uint16_t h) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float          x;
+    __builtin_memcpy(&x, &u, 4);
+    return x;
+}
+
+// k per AMX step: a bf16 A tile row is 64 bytes = 32 k; a B tile is 16 k pairs of 16 columns.
+constexpr int k_bk_tile = 32;
+
+// A weight [n, k] as ceil(n/32) panels of [kp/2][32][2] bf16 (2 consecutive k per column, the vdpbf16ps pair),
+// zero-padded. The panel is also the AMX B operand as it stands: its rows are 128 bytes, columns 0-15 in the
+// first 64 and 16-31 in the second, so a 16-row load at stride 128 is a VNNI-2 B tile of 16 columns (qweight's
+// trick). kp pads k to a multiple of 32 so the AMX kernel needs no k tail.
+struct bweight {
+    std::vector<uint16_t> data;
+    int                   n = 0, k = 0;
+    int                   kp = 0;  // k rounded up to k_bk_tile
+    const uint16_t *      panel(int p) const { return data.data() + static_cast<size_t>(p) * kp * k_gemm_nr; }
+};
+bweight to_bweight(const float * w, int n, int k, int ldw);
+// The same as a packed_weight (gemm.h) carrying only the bf16 form: gemm_packed runs it through bgemm_packed.
+packed_weight pack_weight_bf16(const float * w, int n, int k, int ldw);
+
+// c[m, n] (ldc) = epi(bf16(LN?(a)) * bf16(w)^T); scratch as gemm_packed's (gemm_scratch_floats(k)). Only while
+// bgemm_isa() is not "none" (bf16_supported()).
+void bgemm_packed(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln = nullptr);
+
+// The plain-loop form (tests only): rounds `a` (already LayerNormed, if any) to bf16, sums the products of the
+// packed weight in double, and applies the epilogue in scalar float to float(sum).
+void bgemm_ref(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e);
 
 // Which bf16 kernel runs: "amx", "avx512bf16", or "none" (this CPU, or the RFDETR_CPU_ISA level, has neither).
 const char * bgemm_isa();
@@ -24,7 +71,7 @@ const char * bgemm_best_isa();
 bool bf16_supported(std::string & missing);
 
 // A weight [n, k] (row stride ldw) packed for gemm_packed in precision p: float (pack_weight), int8
-// (pack_weight_int8) or bf16. Until the bf16 kernels land, bf16 packs (and runs) the float form.
+// (pack_weight_int8) or bf16 (pack_weight_bf16).
 packed_weight pack_weight_as(precision p, const float * w, int n, int k, int ldw);
 
 }  // namespace rfdetr::cpu

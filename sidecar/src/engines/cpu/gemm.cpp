@@ -6,6 +6,7 @@
 
 #include "engines/cpu/gemm-epilogue.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/cpu/simd-math.h"
 
@@ -315,6 +316,10 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
                  float * scratch, const a_layernorm * ln) {
     if (w.q) {
         qgemm_packed(m, a, lda, *w.q, c, ldc, e, scratch, ln);
+        return;
+    }
+    if (w.b) {
+        bgemm_packed(m, a, lda, *w.b, c, ldc, e, scratch, ln);
         return;
     }
     const isa_kernels & isa = *active();

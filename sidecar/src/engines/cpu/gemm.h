@@ -21,12 +21,15 @@ const char * gemm_isa();
 bool gemm_select_isa(const char * name);
 
 struct qweight;  // qgemm.h
+struct bweight;  // bgemm.h
 
 // A torch Linear weight [n, k] (row stride ldw) as ceil(n/32) panels of [k][32] floats, zero-padded; or,
-// when q is set (the int8 precision), only its int8 form (data empty) and gemm_packed runs qgemm_packed.
+// when q is set (the int8 precision), only its int8 form (data empty) and gemm_packed runs qgemm_packed; or,
+// when b is set (bf16), only its bf16 form and gemm_packed runs bgemm_packed.
 struct packed_weight {
     std::vector<float>             data;
     std::shared_ptr<const qweight> q;
+    std::shared_ptr<const bweight> b;
     int                            n = 0, k = 0;
     const float *      panel(int p) const { return data.data() + static_cast<size_t>(p) * k * k_gemm_nr; }
 };

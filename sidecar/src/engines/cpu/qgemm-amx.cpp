@@ -46,7 +46,9 @@ inline void memory_barrier() { __asm__ volatile("" ::: "memory"); }
 // (palette at 0, the u16 bytes per row of tile t at 16 + 2t, its rows at 48 + t): the intrinsic reads it
 // through its own struct type, and stores through another struct type were dropped as dead under strict
 // aliasing (the tiles stayed unconfigured: #UD on the first tilezero).
-RFDETR_AMX void tiles_configure() {
+}  // namespace
+
+RFDETR_AMX void amx_tiles_configure() {
     alignas(64) uint8_t cfg[64] = {};
     cfg[0] = 1;
     for (int t = 0; t < 8; ++t) {
@@ -56,6 +58,8 @@ RFDETR_AMX void tiles_configure() {
     memory_barrier();
     _tile_loadconfig(cfg);
 }
+
+namespace {
 
 // t[32][32] int32 (rows 16-31 only when Two) = sum over kt steps of 64 k of a[rows][64 bytes] (row stride
 // lda bytes) x b (a weight panel, [16 k groups][32 columns][4] per step, rows of 128 bytes).
@@ -93,7 +97,6 @@ RFDETR_AMX void block_sums(const uint8_t * a, int lda, const int8_t * b, int kt,
     memory_barrier();
 }
 
-RFDETR_AMX void tiles_release() { _tile_release(); }
 
 // quantize_row's numerics (the same max, the same x * (127 / max) rounded to nearest even and clamped, u8 =
 // q + 128) on 16 floats per step, writing the row contiguously up to kpad bytes (q = 0 past k): the AMX A
@@ -129,6 +132,8 @@ RFDETR_AVX512 void store_block(const int32_t * t, int rows, const float * sa, co
 }
 
 }  // namespace
+
+RFDETR_AMX void amx_tiles_release() { _tile_release(); }
 
 bool amx_tile_permission(std::string & why) {
     static const std::pair<bool, std::string> state = []() -> std::pair<bool, std::string> {
@@ -169,7 +174,7 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
     float *   row = sa + mc;
     const int panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
     alignas(64) int32_t t[32 * 32];
-    tiles_configure();
+    amx_tiles_configure();
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
@@ -197,7 +202,7 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
         }
     }
     // Back to the initial tile state: the kernel then skips the 8 KB of tile data on every context switch.
-    tiles_release();
+    amx_tiles_release();
 }
 
 }  // namespace rfdetr::cpu

@@ -15,6 +15,12 @@ namespace rfdetr::cpu {
 // The int8 (qgemm_amx) and bf16 (bgemm-amx.cpp) AMX kernels share it.
 bool amx_tile_permission(std::string & why);
 
+// This thread's tile configuration, palette 1: all eight tiles 16 rows x 64 bytes (the int8 and bf16 kernels'
+// shape), and back to the initial tile state (the kernel then skips the 8 KB of tile data on context switches).
+// Only after amx_tile_permission() returned true on a CPU with AMX-TILE.
+void amx_tiles_configure();
+void amx_tiles_release();
+
 // Whether the AMX kernel can run in this process: the CPU has AMX-TILE, AMX-INT8 and AVX-512F (the epilogue),
 // and Linux granted the tile-data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), requested once,
 // on the first call, for the whole process). On a CPU with AMX that the OS refused, `why` says so.

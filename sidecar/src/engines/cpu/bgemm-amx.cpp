@@ -1,0 +1,112 @@
+#include "engines/cpu/bgemm-amx.h"
+
+// GCC 12 reports its own AVX-512 intrinsics' undefined operands as (maybe-)uninitialized (see qgemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "engines/cpu/bgemm-kernel.h"
+#include "engines/cpu/qgemm-amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+// Only this file's functions carry the AMX-BF16 target; bgemm.cpp calls here only when the CPU has it.
+#define RFDETR_AMX_BF16 __attribute__((target("avx512f,amx-tile,amx-bf16")))
+
+namespace rfdetr::cpu {
+
+namespace {
+
+constexpr int k_tile_rows = 16;  // rows of an A or C tile (and k pairs of a B tile)
+constexpr int k_tile_b    = 64;  // bytes per tile row
+
+// The tile instructions are asm statements that do not tell the compiler which memory they read or write:
+// a compiler barrier orders them against the ordinary stores of the bf16 rows and loads of the sums.
+inline void memory_barrier() { __asm__ volatile("" ::: "memory"); }
+
+// t[32][32] fp32 (rows 16-31 only when Two) = sum over kt steps of 32 k of a[rows][32 bf16] (row stride lda
+// bytes) x b (a weight panel, [16 k pairs][32 columns][2] per step, rows of 128 bytes). Tiles as the int8
+// kernel's (amx_tiles_configure): tmm0-3 the 2 x 2 C block, tmm4-5 two A row tiles, tmm6-7 the panel's halves.
+template <bool Two>
+RFDETR_AMX_BF16 void block_sums(const uint16_t * a, int lda, const uint16_t * b, int kt, float * t) {
+    constexpr long k_panel_row = 2 * 2 * k_gemm_nr;  // bytes per k pair of a weight panel
+    _tile_zero(0);
+    _tile_zero(1);
+    if (Two) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    const long      sa = lda;
+    const uint8_t * a8 = reinterpret_cast<const uint8_t *>(a);
+    const uint8_t * b8 = reinterpret_cast<const uint8_t *>(b);
+    for (int q = 0; q < kt; ++q) {
+        const uint8_t * ap = a8 + static_cast<size_t>(q) * k_tile_b;
+        const uint8_t * bp = b8 + static_cast<size_t>(q) * k_tile_rows * k_panel_row;
+        _tile_loadd(4, ap, sa);
+        _tile_loadd(6, bp, k_panel_row);
+        _tile_loadd(7, bp + k_tile_b, k_panel_row);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (Two) {
+            _tile_loadd(5, ap + static_cast<size_t>(k_tile_rows) * lda, sa);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    constexpr long k_t_row = 4 * 32;  // bytes per row of t
+    _tile_stored(0, t, k_t_row);
+    _tile_stored(1, t + 16, k_t_row);
+    if (Two) {
+        _tile_stored(2, t + 16 * 32, k_t_row);
+        _tile_stored(3, t + 16 * 32 + 16, k_t_row);
+    }
+    memory_barrier();
+}
+
+}  // namespace
+
+void bgemm_amx(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
+               float * scratch, const a_layernorm * ln) {
+    const int k    = w.k;
+    const int kp   = w.kp;
+    const int kt   = kp / k_bk_tile;  // 32-k steps
+    const int rowb = kp * 2;          // bytes per bf16 row
+    const int mc   = std::max(32, static_cast<int>(std::min<size_t>(1024, k_ba_block_bytes / rowb)) / 32 * 32);
+    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 28 k): [64-byte aligned bf16 rows: mc * kp][LN row: k]
+    uint16_t * ba  = reinterpret_cast<uint16_t *>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+    float *    row = reinterpret_cast<float *>(ba + static_cast<size_t>(mc) * kp);
+    const int  panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
+    alignas(64) float t[32 * 32];
+    amx_tiles_configure();
+    for (int m0 = 0; m0 < m; m0 += mc) {
+        const int rows = std::min(mc, m - m0);
+        for (int i = 0; i < rows; ++i) {
+            const float * x = b_a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
+            round_row_bf16(x, k, ba + static_cast<size_t>(i) * kp, kp);
+        }
+        // The last A tile's rows past `rows` are read but never stored: zeros keep them defined.
+        const int rows_tiled = (rows + k_tile_rows - 1) / k_tile_rows * k_tile_rows;
+        std::memset(ba + static_cast<size_t>(rows) * kp, 0, static_cast<size_t>(rows_tiled - rows) * rowb);
+        memory_barrier();
+        for (int p = 0; p < panels; ++p) {
+            const int      j0    = p * k_gemm_nr;
+            const epilogue ep    = epilogue_from_column(e, j0);
+            const int      ncols = std::min(k_gemm_nr, w.n - j0);
+            for (int i0 = 0; i0 < rows; i0 += 32) {
+                const int n = std::min(32, rows - i0);
+                if (n > k_tile_rows) {
+                    block_sums<true>(ba + static_cast<size_t>(i0) * kp, rowb, w.panel(p), kt, t);
+                } else {
+                    block_sums<false>(ba + static_cast<size_t>(i0) * kp, rowb, w.panel(p), kt, t);
+                }
+                store_rows_f32(t, n, c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+            }
+        }
+    }
+    amx_tiles_release();
+}
+
+}  // namespace rfdetr::cpu
