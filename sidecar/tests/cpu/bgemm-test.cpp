@@ -7,6 +7,7 @@
 #include "engines/cpu/bgemm-kernel.h"
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/kernels.h"
+#include "common/error.h"
 
 #include "gemm-case.h"
 #include "random-vec.h"
@@ -138,6 +139,51 @@ TEST_P(cpu_bgemm, exact_operands_give_the_exact_sums_bit_for_bit) { check_all_si
 
 TEST_P(cpu_bgemm, random_operands_are_within_the_fp32_summation_bound) { check_all_sizes(false); }
 
+// The MLP's bf16 hand-off gives the fp32 path's numbers bit for bit: fc1 to bf16 rows = bf16_round of fc1's fp32
+// rows (guards around them untouched), and fc2 from those rows = fc2 from the fp32 rows (which it rounds alike).
+TEST_P(cpu_bgemm, bf16_handoff_equals_the_fp32_round_trip_bit_for_bit) {
+    constexpr uint16_t k_g16 = 0xBEEF;
+    // h = 59: a partial last panel (27 columns: both halves masked) of bf16 columns (fc1 only: fc2 needs h a multiple of 32)
+    for (int h : {96, 59}) {
+    for (int m : {1, 15, 16, 31, 32, 33, 63, 100, 300, 1100}) {  // 1100: two row blocks (1024 at k = 96)
+        for (auto kind : {cpu::epi::store, cpu::epi::bias, cpu::epi::bias_relu, cpu::epi::bias_gelu}) {
+            SCOPED_TRACE(std::string(cpu::bgemm_isa()) + " m=" + std::to_string(m) + " h=" + std::to_string(h) +
+                         " epi=" + std::to_string(static_cast<int>(kind)));
+            const int          k = 45, n = 37, ldh = h + 8;  // fc1 [h, k], fc2 [n, h]
+            gemm_case          t(m, h, k, kind, 70);
+            const auto         w2   = rfdetr::test::random_vec(static_cast<size_t>(n) * h, 71);
+            const auto         b2   = rfdetr::test::random_vec(n, 72);
+            const cpu::bweight fc1  = cpu::to_bweight(t.w.data(), h, k, k);
+            const cpu::bweight fc2  = cpu::to_bweight(w2.data(), n, h, h);
+            if (h % 32 && m > 100) continue;
+            std::vector<float> scr(cpu::gemm_scratch_floats(std::max(k, h)));
+            std::vector<float> hf(static_cast<size_t>(m) * ldh, 0.0f);
+            cpu::bgemm_packed(m, t.a.data(), t.lda, fc1, hf.data(), ldh, t.e, scr.data(), &t.ln);
+            std::vector<uint16_t> hb(static_cast<size_t>(m + 2) * ldh, k_g16);
+            cpu::bgemm_packed_to_bf16(m, t.a.data(), t.lda, fc1, hb.data() + ldh, ldh, t.e, scr.data(), &t.ln);
+            for (int i = -1; i <= m; ++i) {
+                for (int j = 0; j < ldh; ++j) {
+                    const uint16_t got = hb[static_cast<size_t>(i + 1) * ldh + j];
+                    if (i < 0 || i == m || j >= h) {
+                        ASSERT_EQ(got, k_g16) << "store outside the bf16 rows at row " << i << " column " << j;
+                    } else {
+                        ASSERT_EQ(got, cpu::bf16_round(hf[static_cast<size_t>(i) * ldh + j])) << "row " << i << " column " << j;
+                    }
+                }
+            }
+            if (h % 32) continue;
+            cpu::epilogue e2;
+            e2.kind = cpu::epi::bias;
+            e2.bias = b2.data();
+            std::vector<float> want(static_cast<size_t>(m) * n), got(static_cast<size_t>(m) * n);
+            cpu::bgemm_packed(m, hf.data(), ldh, fc2, want.data(), n, e2, scr.data());
+            cpu::bgemm_packed_from_bf16(m, hb.data() + ldh, ldh, fc2, got.data(), n, e2, scr.data());
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "fc2 output " << i;
+        }
+    }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(kernel, cpu_bgemm, ::testing::Values("amx", "avx512bf16"),
                          [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param); });
 
@@ -177,6 +223,29 @@ TEST(cpu_bgemm_round, weight_panels_hold_the_rounded_weights_in_pairs_zero_padde
             const uint16_t got = b.panel(j / 32)[static_cast<size_t>(kk / 2) * 64 + (j % 32) * 2 + kk % 2];
             ASSERT_EQ(got, j < n && kk < k ? cpu::bf16_round(w[static_cast<size_t>(j) * k + kk]) : 0) << j << "," << kk;
         }
+    }
+}
+
+TEST(cpu_bgemm_round, bf16_rows_need_whole_k_steps_and_bf16_outputs_take_no_residual) {
+    std::string missing;
+    if (!cpu::bf16_supported(missing)) RFDETR_SKIP_OR_FAIL("this CPU has no bf16 kernel: " + missing);
+    const std::vector<float> w(static_cast<size_t>(8) * 40, 0.5f);
+    const cpu::bweight       b = cpu::to_bweight(w.data(), 8, 40, 40);
+    std::vector<float>       scr(cpu::gemm_scratch_floats(40)), c(8);
+    std::vector<uint16_t>    a(64, 0);
+    try {
+        cpu::bgemm_packed_from_bf16(1, a.data(), 64, b, c.data(), 8, cpu::epilogue{}, scr.data());
+        ADD_FAILURE() << "k = 40 accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("k = 40 is not a multiple of 32"), std::string::npos) << e.what();
+    }
+    cpu::epilogue e;
+    e.kind = cpu::epi::bias_residual;
+    try {
+        cpu::bgemm_packed_to_bf16(1, c.data(), 40, b, a.data(), 8, e, scr.data());
+        ADD_FAILURE() << "a residual epilogue into bf16 accepted";
+    } catch (const rfdetr::error & e) {
+        EXPECT_NE(std::string(e.what()).find("reads c"), std::string::npos) << e.what();
     }
 }
 

@@ -68,8 +68,8 @@ RFDETR_AMX_BF16 void block_sums(const uint16_t * a, int lda, const uint16_t * b,
 
 }  // namespace
 
-void bgemm_amx(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
-               float * scratch, const a_layernorm * ln) {
+void bgemm_amx(int m, const float * af, const uint16_t * ab, int lda, const bweight & w, float * cf, uint16_t * cb,
+               int ldc, const epilogue & e, float * scratch, const a_layernorm * ln) {
     const int k    = w.k;
     const int kp   = w.kp;
     const int kt   = kp / k_bk_tile;  // 32-k steps
@@ -83,26 +83,43 @@ void bgemm_amx(int m, const float * a, int lda, const bweight & w, float * c, in
     amx_tiles_configure();
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
-        for (int i = 0; i < rows; ++i) {
-            const float * x = b_a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
-            round_row_bf16(x, k, ba + static_cast<size_t>(i) * kp, kp);
+        // The A rows of this block: ours, rounded here, or the caller's bf16 rows read in place in whole 32-row
+        // slices, the rows after the last whole slice copied into ours (tiles read rows past m, never store them).
+        int own0 = 0;  // rows from own0 on are in ba (at their own index)
+        if (af) {
+            for (int i = 0; i < rows; ++i) {
+                const float * x = b_a_row(af + static_cast<size_t>(m0 + i) * lda, row, k, ln);
+                round_row_bf16(x, k, ba + static_cast<size_t>(i) * kp, kp);
+            }
+        } else {
+            own0 = rows / 32 * 32;
+            for (int i = own0; i < rows; ++i) {
+                std::memcpy(ba + static_cast<size_t>(i) * kp, ab + static_cast<size_t>(m0 + i) * lda, rowb);
+            }
         }
         // The last A tile's rows past `rows` are read but never stored: zeros keep them defined.
         const int rows_tiled = (rows + k_tile_rows - 1) / k_tile_rows * k_tile_rows;
         std::memset(ba + static_cast<size_t>(rows) * kp, 0, static_cast<size_t>(rows_tiled - rows) * rowb);
         memory_barrier();
-        for (int p = 0; p < panels; ++p) {
-            const int      j0    = p * k_gemm_nr;
-            const epilogue ep    = epilogue_from_column(e, j0);
-            const int      ncols = std::min(k_gemm_nr, w.n - j0);
-            for (int i0 = 0; i0 < rows; i0 += 32) {
-                const int n = std::min(32, rows - i0);
+        for (int i0 = 0; i0 < rows; i0 += 32) {
+            const int n = std::min(32, rows - i0);
+            for (int p = 0; p < panels; ++p) {
+                const int      j0    = p * k_gemm_nr;
+                const epilogue ep    = epilogue_from_column(e, j0);
+                const int      ncols = std::min(k_gemm_nr, w.n - j0);
+                const bool       in_place = !af && i0 < own0;
+                const int        ldab     = in_place ? lda * 2 : rowb;
+                const uint16_t * as = in_place ? ab + static_cast<size_t>(m0 + i0) * lda : ba + static_cast<size_t>(i0) * kp;
                 if (n > k_tile_rows) {
-                    block_sums<true>(ba + static_cast<size_t>(i0) * kp, rowb, w.panel(p), kt, t);
+                    block_sums<true>(as, ldab, w.panel(p), kt, t);
                 } else {
-                    block_sums<false>(ba + static_cast<size_t>(i0) * kp, rowb, w.panel(p), kt, t);
+                    block_sums<false>(as, ldab, w.panel(p), kt, t);
                 }
-                store_rows_f32(t, n, c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+                if (cf) {
+                    store_rows_f32(t, n, cf + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+                } else {
+                    store_rows_bf16(t, n, cb + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+                }
             }
         }
     }

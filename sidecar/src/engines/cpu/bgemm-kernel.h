@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#define RFDETR_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define RFDETR_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace rfdetr::cpu {
 
@@ -46,6 +46,22 @@ RFDETR_AVX512 inline void store_rows_f32(const float * t, int rows, float * c, i
         float * cr = c + static_cast<size_t>(r) * ldc;
         _mm512_mask_storeu_ps(cr, m0, epi512(_mm512_load_ps(t + r * 32), cr, e, 0, m0));
         if (m1) _mm512_mask_storeu_ps(cr + 16, m1, epi512(_mm512_load_ps(t + r * 32 + 16), cr + 16, e, 16, m1));
+    }
+}
+
+// The same rows through the epilogue (kinds without a c input: store, bias, bias_relu, bias_gelu), rounded to bf16
+// (bf16_round, by vcvtneps2bf16) into c[r * ldc + j]: the A rows of the next GEMM, half the bytes of fp32.
+RFDETR_AVX512BF16 inline void store_rows_bf16(const float * t, int rows, uint16_t * c, int ldc, int ncols,
+                                              const epilogue & e) {
+    const __mmask16 m0 = cols_mask_lo(ncols), m1 = cols_mask_hi(ncols);
+    for (int r = 0; r < rows; ++r) {
+        uint16_t *   cr = c + static_cast<size_t>(r) * ldc;
+        const __m512 v0 = epi512(_mm512_load_ps(t + r * 32), nullptr, e, 0, m0);
+        _mm256_mask_storeu_epi16(cr, m0, (__m256i)_mm512_cvtneps_pbh(v0));
+        if (m1) {
+            const __m512 v1 = epi512(_mm512_load_ps(t + r * 32 + 16), nullptr, e, 16, m1);
+            _mm256_mask_storeu_epi16(cr + 16, m1, (__m256i)_mm512_cvtneps_pbh(v1));
+        }
     }
 }
 

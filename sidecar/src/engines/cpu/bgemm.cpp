@@ -60,8 +60,8 @@ inline int32_t load4(const uint16_t * p) {
 // A packed [kp/2][mr][2] (a row's k pair is one broadcast dword), B the weight panel ----
 
 template <int R>
-RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int mr, const uint16_t * b, float * c, int ldc,
-                                    int ncols, const epilogue & e) {
+RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int mr, const uint16_t * b, float * c, uint16_t * cb,
+                                    int ldc, int ncols, const epilogue & e) {
     __m512 c0[R], c1[R];
 #pragma GCC unroll 14
     for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
@@ -84,10 +84,14 @@ RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int mr, const ui
         _mm512_store_ps(t + r * 32, c0[r]);
         _mm512_store_ps(t + r * 32 + 16, c1[r]);
     }
-    store_rows_f32(t, R, c, ldc, ncols, e);
+    if (c) {
+        store_rows_f32(t, R, c, ldc, ncols, e);
+    } else {
+        store_rows_bf16(t, R, cb, ldc, ncols, e);
+    }
 }
 
-using btile_fn = void (*)(int, const uint16_t *, int, const uint16_t *, float *, int, int, const epilogue &);
+using btile_fn = void (*)(int, const uint16_t *, int, const uint16_t *, float *, uint16_t *, int, int, const epilogue &);
 
 template <int... R> constexpr std::array<btile_fn, 15> make_btiles(std::integer_sequence<int, R...>) {
     return {nullptr, &btile_avx512<R + 1>...};
@@ -95,14 +99,14 @@ template <int... R> constexpr std::array<btile_fn, 15> make_btiles(std::integer_
 constexpr int k_bmr = 14;  // rows per tile: 28 accumulators + 2 weight vectors + the broadcast in 32 zmm
 const std::array<btile_fn, 15> k_btiles = make_btiles(std::make_integer_sequence<int, k_bmr>{});
 
-// row x (k floats) rounded to bf16 into the tile layout: dword g (k pair) of row i at dst[g * mr * 2 + 2 i].
-RFDETR_AVX512BF16 void pack_row_pairs(const float * x, int k, int kp, uint16_t * tmp, uint16_t * dst, int mr) {
-    round_row_bf16(x, k, tmp, kp);
-    for (int g = 0; g < kp / 2; ++g) std::memcpy(dst + static_cast<size_t>(g) * mr * 2, tmp + 2 * g, 4);
+// A bf16 row (kp elements) into the tile layout: dword g (k pair) of row i at dst[g * mr * 2 + 2 i].
+void pack_row_pairs(const uint16_t * x, int kp, uint16_t * dst, int mr) {
+    for (int g = 0; g < kp / 2; ++g) std::memcpy(dst + static_cast<size_t>(g) * mr * 2, x + 2 * g, 4);
 }
 
-void bgemm_avx512(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
-                  float * scratch, const a_layernorm * ln) {
+// bgemm_amx's contract (A fp32 af or bf16 ab, c fp32 cf or bf16 cb) on the AVX512-BF16 register tile.
+void bgemm_avx512(int m, const float * af, const uint16_t * ab, int lda, const bweight & w, float * cf, uint16_t * cb,
+                  int ldc, const epilogue & e, float * scratch, const a_layernorm * ln) {
     const int mr = k_bmr, k = w.k, kp = w.kp;
     const int mc = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_ba_block_bytes / (2 * kp))) / mr * mr);
     // scratch (gemm_scratch_floats(k) floats, >= 96 K + 14 k): [bf16 rows: mc * kp][rounded row: kp][LN row: k]
@@ -113,8 +117,9 @@ void bgemm_avx512(int m, const float * a, int lda, const bweight & w, float * c,
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
-            const float * x = b_a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
-            pack_row_pairs(x, k, kp, tmp, ba + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 2, mr);
+            const uint16_t * xb = ab ? ab + static_cast<size_t>(m0 + i) * lda : tmp;
+            if (!ab) round_row_bf16(b_a_row(af + static_cast<size_t>(m0 + i) * lda, row, k, ln), k, tmp, kp);
+            pack_row_pairs(xb, kp, ba + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 2, mr);
         }
         for (int p = 0; p < panels; ++p) {
             const int      j0    = p * k_gemm_nr;
@@ -122,8 +127,9 @@ void bgemm_avx512(int m, const float * a, int lda, const bweight & w, float * c,
             const int      ncols = std::min(k_gemm_nr, w.n - j0);
             for (int i0 = 0; i0 < rows; i0 += mr) {
                 const int n = std::min(mr, rows - i0);
-                k_btiles[n](kp / 2, ba + static_cast<size_t>(i0) * kp, mr, w.panel(p),
-                            c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+                const size_t o = static_cast<size_t>(m0 + i0) * ldc + j0;
+                k_btiles[n](kp / 2, ba + static_cast<size_t>(i0) * kp, mr, w.panel(p), cf ? cf + o : nullptr,
+                            cf ? nullptr : cb + o, ldc, ncols, ep);
             }
         }
     }
@@ -191,17 +197,44 @@ packed_weight pack_weight_as(precision p, const float * w, int n, int k, int ldw
     return pack_weight(w, n, k, ldw);
 }
 
-void bgemm_packed(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
-                  float * scratch, const a_layernorm * ln) {
+namespace {
+
+void bgemm_run(int m, const float * af, const uint16_t * ab, int lda, const bweight & w, float * cf, uint16_t * cb,
+               int ldc, const epilogue & e, float * scratch, const a_layernorm * ln) {
     const char * isa = bgemm_isa();
     if (std::strcmp(isa, "amx") == 0) {
-        bgemm_amx(m, a, lda, w, c, ldc, e, scratch, ln);
+        bgemm_amx(m, af, ab, lda, w, cf, cb, ldc, e, scratch, ln);
     } else if (std::strcmp(isa, "avx512bf16") == 0) {
-        bgemm_avx512(m, a, lda, w, c, ldc, e, scratch, ln);
+        bgemm_avx512(m, af, ab, lda, w, cf, cb, ldc, e, scratch, ln);
     } else {
         throw error("bgemm_packed: no bf16 kernel runs here (bgemm_isa() is \"none\": this CPU or the RFDETR_CPU_ISA "
                     "level lacks AVX512-BF16 and AMX-BF16); check bf16_supported() before packing bf16 weights");
     }
+}
+
+}  // namespace
+
+void bgemm_packed(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
+                  float * scratch, const a_layernorm * ln) {
+    bgemm_run(m, a, nullptr, lda, w, c, nullptr, ldc, e, scratch, ln);
+}
+
+void bgemm_packed_to_bf16(int m, const float * a, int lda, const bweight & w, uint16_t * c, int ldc, const epilogue & e,
+                          float * scratch, const a_layernorm * ln) {
+    if (e.kind != epi::store && e.kind != epi::bias && e.kind != epi::bias_relu && e.kind != epi::bias_gelu) {
+        throw error("bgemm_packed_to_bf16: epilogue " + std::to_string(static_cast<int>(e.kind)) +
+                    " reads c; only store, bias, bias_relu and bias_gelu write bf16 rows");
+    }
+    bgemm_run(m, a, nullptr, lda, w, nullptr, c, ldc, e, scratch, ln);
+}
+
+void bgemm_packed_from_bf16(int m, const uint16_t * a, int lda, const bweight & w, float * c, int ldc,
+                            const epilogue & e, float * scratch) {
+    if (w.k != w.kp) {
+        throw error("bgemm_packed_from_bf16: k = " + std::to_string(w.k) + " is not a multiple of " +
+                    std::to_string(k_bk_tile) + "; bf16 A rows need whole 32-k steps (use bgemm_packed on fp32 rows)");
+    }
+    bgemm_run(m, nullptr, a, lda, w, c, nullptr, ldc, e, scratch, nullptr);
 }
 
 }  // namespace rfdetr::cpu

@@ -54,6 +54,15 @@ packed_weight pack_weight_bf16(const float * w, int n, int k, int ldw);
 void bgemm_packed(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e,
                   float * scratch, const a_layernorm * ln = nullptr);
 
+// The MLP's hand-off in bf16 (fc1 -> fc2 without an fp32 round trip; the same numbers, since fc2 would round its
+// rows to bf16 anyway): bgemm_packed_to_bf16 writes bf16(epi(...)) rows (e.kind store, bias, bias_relu or bias_gelu:
+// no c input), and bgemm_packed_from_bf16 reads A as bf16 rows of w.k elements (lda elements apart) with w.k a
+// multiple of k_bk_tile (throws otherwise). Same scratch as bgemm_packed.
+void bgemm_packed_to_bf16(int m, const float * a, int lda, const bweight & w, uint16_t * c, int ldc, const epilogue & e,
+                          float * scratch, const a_layernorm * ln = nullptr);
+void bgemm_packed_from_bf16(int m, const uint16_t * a, int lda, const bweight & w, float * c, int ldc,
+                            const epilogue & e, float * scratch);
+
 // The plain-loop form (tests only): rounds `a` (already LayerNormed, if any) to bf16, sums the products of the
 // packed weight in double, and applies the epilogue in scalar float to float(sum).
 void bgemm_ref(int m, const float * a, int lda, const bweight & w, float * c, int ldc, const epilogue & e);

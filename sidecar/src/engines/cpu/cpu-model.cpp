@@ -177,24 +177,26 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     proj_ln_g_ = w(k_prj + "1.weight");
     proj_ln_b_ = w(k_prj + "1.bias");
 
-    // Two-stage (group 0) and decoder
-    enc_w_     = packed("transformer.enc_output.0.weight");
+    // Two-stage (group 0) and decoder. The two-stage heads, the reference-point head and the class/box heads run
+    // in bf16 under precision::bf16 but stay float under int8 (README.md, "bf16": measured within the gates).
+    const bool heads = prec_ == precision::bf16;
+    enc_w_     = packed("transformer.enc_output.0.weight", 0, -1, heads);
     enc_b_     = w("transformer.enc_output.0.bias");
     enc_ln_g_  = w("transformer.enc_output_norm.0.weight");
     enc_ln_b_  = w("transformer.enc_output_norm.0.bias");
-    enc_cls_w_ = packed("transformer.enc_out_class_embed.0.weight");
+    enc_cls_w_ = packed("transformer.enc_out_class_embed.0.weight", 0, -1, heads);
     enc_cls_b_ = w("transformer.enc_out_class_embed.0.bias");
     for (int i = 0; i < 3; ++i) {
         const std::string p = "transformer.enc_out_bbox_embed.0.layers." + std::to_string(i);
-        enc_box_w_[i]       = packed(p + ".weight");
+        enc_box_w_[i]       = packed(p + ".weight", 0, -1, heads);
         enc_box_b_[i]       = w(p + ".bias");
         const std::string q = "bbox_embed.layers." + std::to_string(i);
-        box_w_[i]           = packed(q + ".weight");
+        box_w_[i]           = packed(q + ".weight", 0, -1, heads);
         box_b_[i]           = w(q + ".bias");
     }
     for (int i = 0; i < 2; ++i) {
         const std::string p = "transformer.decoder.ref_point_head.layers." + std::to_string(i);
-        rph_w_[i]           = packed(p + ".weight");
+        rph_w_[i]           = packed(p + ".weight", 0, -1, heads);
         rph_b_[i]           = w(p + ".bias");
     }
     query_feat_ = w("query_feat.weight");
@@ -232,7 +234,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     value_w_    = pack_concat(value_parts, d_.dim, d_.dim, true);
     dec_norm_g_ = w("transformer.decoder.norm.weight");
     dec_norm_b_ = w("transformer.decoder.norm.bias");
-    cls_w_      = packed("class_embed.weight");
+    cls_w_      = packed("class_embed.weight", 0, -1, heads);
     cls_b_      = w("class_embed.bias");
     if (ckpt.variant().arch.segment()) build_mask_head();
 
@@ -247,7 +249,12 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     h_.resize(sz(d_.tokens, d_.vit_dim));
     qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
     ctx_.resize(sz(d_.tokens, d_.vit_dim));
-    mlp_.resize(sz(d_.tokens, d_.mlp_dim));
+    // bf16 with whole 32-k steps: the MLP's hidden rows live as bf16 only (the fp32 buffer stays unused).
+    if (prec_ == precision::bf16 && d_.mlp_dim % k_bk_tile == 0) {
+        mlp_b_.resize(sz(d_.tokens, d_.mlp_dim));
+    } else {
+        mlp_.resize(sz(d_.tokens, d_.mlp_dim));
+    }
     // Attention scratch per thread: the largest of a window head (its keys packed in place), a global
     // query block, and a decoder head.
     att_scratch_stride_ = std::max({attention_head_scratch_floats(d_.win_tok, d_.head_dim),
@@ -415,12 +422,13 @@ void model::run_embed(const float * px) {
     std::memcpy(embeddings_.data(), x_.data(), embeddings_.size() * 4);
 }
 
-// Rows of a row part that go through proj, fc1 and fc2 together. int8: 64, so that fc1's output (64 x 1536
+// Rows of a row part that go through proj, fc1 and fc2 together. int8 and bf16: 64, so that fc1's output (64 x 1536
 // floats, 384 KB at Base) is still in L2 when fc2 reads it back, instead of a whole part's (up to 2.5 MB at 1
 // thread) going out to memory and back; the int8 weights streamed once per chunk are 1.3 MB. Measured on the
 // int8 forward (1 thread, CPU ms, alternating, load 7-10): whole parts 341/313, 32 rows 311/321, 64 rows
-// 309/310, 128 rows 341/328. fp32 keeps whole parts: its weights are 4x larger.
-int model::mlp_chunk_rows(int rows) const { return prec_ == precision::int8 ? 64 : rows; }
+// 309/310, 128 rows 341/328; bf16 (fc1's output handed over as bf16 rows): whole parts 301/303, 64 rows 296/298.
+// fp32 keeps whole parts: its weights are 4x larger.
+int model::mlp_chunk_rows(int rows) const { return prec_ == precision::fp32 ? rows : 64; }
 
 // The ViT attention of one block in bf16, the fp32 path's tasks: a global block packs each head's K and V once,
 // then one task per (head, 64-query block); a windowed block one task per (window, head).
@@ -499,14 +507,22 @@ void model::run_vit() {
         pool_.parallel_for(parts, [&](int p, int thread) {
             int r0, r1;
             row_range(d_.tokens, parts, p, r0, r1);
-            float *   hid  = mlp_.data() + sz(r0, d_.mlp_dim);
-            float *   scr  = gemm_scratch(thread);
+            float *   scr   = gemm_scratch(thread);
             const int chunk = mlp_chunk_rows(r1 - r0);
             for (int c0 = r0; c0 < r1; c0 += chunk) {
                 const int rows = std::min(chunk, r1 - c0);
                 float *   x    = x_.data() + sz(c0, d_.vit_dim);
                 gemm_packed(rows, ctx_.data() + sz(c0, d_.vit_dim), d_.vit_dim, blk.proj, x, d_.vit_dim,
                             with_bias(epi::bias_scale_add, blk.proj_b, blk.ls1), scr);
+                if (!mlp_b_.empty()) {  // bf16: the GELU output handed to fc2 as bf16 rows (bgemm.h), no fp32 round trip
+                    uint16_t * hb = mlp_b_.data() + sz(r0, d_.mlp_dim);
+                    bgemm_packed_to_bf16(rows, x, d_.vit_dim, *blk.fc1.b, hb, d_.mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b),
+                                         scr, &ln2);
+                    bgemm_packed_from_bf16(rows, hb, d_.mlp_dim, *blk.fc2.b, x, d_.vit_dim,
+                                           with_bias(epi::bias_scale_add, blk.fc2_b, blk.ls2), scr);
+                    continue;
+                }
+                float * hid = mlp_.data() + sz(r0, d_.mlp_dim);
                 gemm_packed(rows, x, d_.vit_dim, blk.fc1, hid, d_.mlp_dim, with_bias(epi::bias_gelu, blk.fc1_b), scr, &ln2);
                 gemm_packed(rows, hid, d_.mlp_dim, blk.fc2, x, d_.vit_dim, with_bias(epi::bias_scale_add, blk.fc2_b, blk.ls2),
                             scr);

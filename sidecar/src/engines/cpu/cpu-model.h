@@ -53,8 +53,9 @@ class model {
   public:
     // ckpt must outlive the model (the weights that are not repacked are read in place). int8: the weight
     // GEMMs of the patch embedding, the ViT blocks, the projector and the decoder layers run in int8 (qgemm.h);
-    // the two-stage and final heads, the reference-point head and everything else stay float. bf16: the same
-    // GEMMs in bf16 (bgemm.h); the caller checks bf16_supported() first.
+    // the two-stage and final heads, the reference-point head and everything else stay float. bf16: those
+    // GEMMs and the two-stage, reference-point and class/box heads' in bf16 (bgemm.h); the caller checks
+    // bf16_supported() first.
     model(const checkpoint & ckpt, int threads, precision p = precision::fp32);
 
     // pixel_values f32 [3,S,S] (S = dims().input); logits [Q, num_classes]; boxes [Q, 4] (Q = dims().queries).
@@ -159,6 +160,7 @@ class model {
 
     // buffers
     std::vector<float>   pos_embed_, cols_, embeddings_, x_, h_, qkv_, ctx_, mlp_, att_scratch_, taps_;
+    std::vector<uint16_t> mlp_b_;        // bf16: the MLP's hidden rows (bgemm.h's hand-off), else empty
     std::vector<float>   gemm_scratch_;  // per thread: gemm_scratch_stride_ floats
     std::vector<float>   keys_;          // a global block's keys, packed per head
     size_t               att_scratch_stride_ = 0;
