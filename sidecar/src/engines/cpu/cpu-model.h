@@ -116,6 +116,7 @@ class model {
     packed_weight packed(const std::string & name, int r0 = 0, int n = -1, bool quant = false);
     packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant = false);
     int           row_parts(int m) const;
+    int           mlp_chunk_rows(int rows) const;
     static void   row_range(int m, int parts, int p, int & r0, int & r1);
     float *       gemm_scratch(int thread) { return gemm_scratch_.data() + gemm_scratch_stride_ * thread; }
     float *       att_scratch(int thread) { return att_scratch_.data() + att_scratch_stride_ * thread; }

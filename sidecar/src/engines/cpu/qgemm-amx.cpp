@@ -185,12 +185,12 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
         const int rows_tiled = (rows + k_tile_rows - 1) / k_tile_rows * k_tile_rows;
         std::memset(qa + static_cast<size_t>(rows) * kpad, 128, static_cast<size_t>(rows_tiled - rows) * kpad);
         memory_barrier();
-        for (int p = 0; p < panels; ++p) {
-            const int      j0    = p * k_gemm_nr;
-            const epilogue ep    = epilogue_from_column(e, j0);
-            const int      ncols = std::min(k_gemm_nr, w.n - j0);
-            for (int i0 = 0; i0 < rows; i0 += 32) {
-                const int n = std::min(32, rows - i0);
+        for (int i0 = 0; i0 < rows; i0 += 32) {
+            const int n = std::min(32, rows - i0);
+            for (int p = 0; p < panels; ++p) {
+                const int      j0    = p * k_gemm_nr;
+                const epilogue ep    = epilogue_from_column(e, j0);
+                const int      ncols = std::min(k_gemm_nr, w.n - j0);
                 if (n > k_tile_rows) {
                     block_sums<true>(qa + static_cast<size_t>(i0) * kpad, kpad, w.panel(p), kt, t);
                 } else {
