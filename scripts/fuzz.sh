@@ -21,10 +21,22 @@ nice_cmd=(nice -n "${RFDETR_FUZZ_NICE:-15}")
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 build_all() {
-  command -v clang++ >/dev/null || {
-    echo "fuzz: clang++ is not installed; run:  apt-get install -y clang   (it brings libclang-rt-*-dev, libFuzzer's runtime)" >&2
-    exit 1
-  }
+  # Debian's clang, and libclang-rt-dev: libFuzzer's and the sanitizers' runtimes (only a Recommends of clang's).
+  local missing=() p
+  for p in clang libclang-rt-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "fuzz: installing ${missing[*]}" >&2
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
+    else
+      echo "fuzz: missing ${missing[*]} (clang and libFuzzer's runtime); run:  sudo apt-get install -y ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
   if [ ! -f "$build/CMakeCache.txt" ]; then
     CXX=clang++ cmake -S sidecar -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRFDETR_BUILD_FUZZ=ON \
       -DRFDETR_BUILD_TESTS=OFF -DRFDETR_WERROR=OFF >/dev/null
