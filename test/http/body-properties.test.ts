@@ -33,32 +33,42 @@ function fullPath(body: Buffer): { fields: Record<string, unknown>; image: Buffe
   }
 }
 
-// ---- JSON bodies: members in any order, keys spelled plainly or with \u escapes, odd whitespace, nesting, then
-// ---- an optional mutation (a cut, an inserted or replaced byte, a BOM).
-const b64Value = fc.oneof(
-  fc.uint8Array({ minLength: 1, maxLength: 48 }).map((b) => Buffer.from(b).toString('base64')),
-  fc.uint8Array({ minLength: 1, maxLength: 48 }).map((b) => Buffer.from(b).toString('base64url')),
-  fc.stringMatching(/^[A-Za-z0-9+/=_\-\n \\]{0,24}$/),
-  fc.uint8Array({ minLength: 3, maxLength: 30 }).map((b) => `data:image/png;base64,${Buffer.from(b).toString('base64')}`),
+// ---- JSON bodies: mostly the plain case the fast path takes ({"image": "<base64>", ...} with the image member at
+// ---- the top level), its value's text edited with JSON escapes and non-base64 characters, other members (keys
+// ---- spelled plainly or with \u escapes, nesting, odd whitespace) around it; then an optional mutation (a cut, an
+// ---- inserted or replaced byte, a BOM). One body in five is a batch ({"images": [...]}), one looser (any members).
+const b64Text = fc.uint8Array({ minLength: 1, maxLength: 48 }).chain((b) => {
+  const plain = Buffer.from(b).toString('base64');
+  const edit = fc.tuple(fc.nat(), fc.constantFrom('-', '_', '=', '\\/', '\\u0041', '\\n', ' ', 'A', '==', '\\\\'));
+  return fc.oneof({ weight: 2, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(edit, { minLength: 1, maxLength: 2 }) }).map((edits) =>
+    edits.reduce((t, [at, e]) => { const i = at % (t.length + 1); return t.slice(0, i) + e + t.slice(i + (e.length === 1 && at % 2 ? 1 : 0)); }, plain));
+});
+const imageValue = fc.oneof(
+  { weight: 4, arbitrary: b64Text.map((t) => `"${t}"`) },
+  { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 30 }).map((b) => `"${Buffer.from(b).toString('base64url')}"`) },
+  { weight: 1, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 30 }).map((b) => `"data:image/png;base64,${Buffer.from(b).toString('base64')}"`) },
+  { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 1 }).map((v) => JSON.stringify(v) ?? 'null') },
 );
 const escapeKey = (k: string, mask: number) => [...k].map((c, i) => ((mask >> i) & 1 ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : c)).join('');
-const key = fc.tuple(fc.constantFrom('image', 'images', 'image_url', 'threshold', 'classes', 'x'), fc.nat(0xff)).map(([k, m]) => ({ k, m }));
-const ws = fc.constantFrom('', ' ', '\n', '\t', '\r\n  ');
-const valueFor = (k: string): fc.Arbitrary<string> =>
-  k === 'image' ? b64Value.map((s) => JSON.stringify(s).replace(/\\\\/g, '\\'))
-  : k === 'images' ? fc.array(b64Value, { maxLength: 4 }).map((a) => JSON.stringify(a))
-  : fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v) ?? 'null');
-const member = key.chain(({ k, m }) => fc.tuple(ws, valueFor(k), ws).map(([a, v, b]) => `${a}"${m & 1 ? escapeKey(k, m >> 1) : k}"${b}:${a}${v}`));
-const jsonBody = fc.tuple(fc.array(member, { maxLength: 5 }), ws, fc.boolean()).map(([members, pad, nest]) => {
+const ws = fc.constantFrom('', '', ' ', '\n', '\t', '\r\n  ');
+const keyText = fc.tuple(fc.constantFrom('image', 'images', 'image_url', 'threshold', 'classes', 'x'), fc.nat(0xff)).map(([k, m]) => (m & 1 ? escapeKey(k, m >> 1) : k));
+const otherValue = fc.oneof(fc.jsonValue({ maxDepth: 2 }).map((v) => JSON.stringify(v) ?? 'null'), imageValue, fc.array(imageValue, { maxLength: 3 }).map((a) => `[${a.join(',')}]`));
+const member = (k: fc.Arbitrary<string>, v: fc.Arbitrary<string>) => fc.tuple(ws, k, ws, v).map(([a, kk, b, vv]) => `${a}"${kk}"${b}:${a}${vv}`);
+const plainBody = fc.tuple(fc.array(member(keyText, otherValue), { maxLength: 3 }), member(fc.constant('image'), imageValue), fc.array(member(keyText, otherValue), { maxLength: 3 }), ws)
+  .map(([before, image, after, pad]) => `${pad}{${[...before, image, ...after].join(',')}}${pad}`);
+const looseBody = fc.tuple(fc.array(member(keyText, otherValue), { maxLength: 5 }), fc.boolean()).map(([members, nest]) => {
   const inner = `{${members.join(',')}}`;
-  return `${pad}${nest ? `{"wrap":${inner},${members.slice(0, 1).join('')}}` : inner}${pad}`.replace(',}', '}');
+  return nest ? `{"wrap":${inner}${members.length ? `,${members[0]}` : ''}}` : inner;
 });
+const batchBody = fc.tuple(fc.array(member(keyText, otherValue), { maxLength: 3 }), member(fc.constant('images'), fc.array(b64Text.map((t) => `"${t}"`), { maxLength: 4 }).map((a) => `[${a.join(',')}]`)), fc.array(member(keyText, otherValue), { maxLength: 3 }))
+  .map(([before, images, after]) => `{${[...before, images, ...after].join(',')}}`);
+const jsonBody = fc.oneof({ weight: 3, arbitrary: plainBody }, { weight: 1, arbitrary: batchBody }, { weight: 1, arbitrary: looseBody });
 const mutation = fc.oneof(
-  fc.constant((s: Buffer) => s),
-  fc.nat().map((n) => (s: Buffer) => s.subarray(0, n % (s.length + 1))),
-  fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })).map(([n, c]) => (s: Buffer) => Buffer.concat([s.subarray(0, n % (s.length + 1)), Buffer.from([c]), s.subarray(n % (s.length + 1))])),
-  fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })).map(([n, c]) => (s: Buffer) => { const b = Buffer.from(s); if (b.length) b[n % b.length] = c; return b; }),
-  fc.constant((s: Buffer) => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), s])),
+  { weight: 4, arbitrary: fc.constant((s: Buffer) => s) },
+  { weight: 1, arbitrary: fc.nat().map((n) => (s: Buffer) => s.subarray(0, n % (s.length + 1))) },
+  { weight: 1, arbitrary: fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })).map(([n, c]) => (s: Buffer) => Buffer.concat([s.subarray(0, n % (s.length + 1)), Buffer.from([c]), s.subarray(n % (s.length + 1))])) },
+  { weight: 1, arbitrary: fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })).map(([n, c]) => (s: Buffer) => { const b = Buffer.from(s); if (b.length) b[n % b.length] = c; return b; }) },
+  { weight: 1, arbitrary: fc.constant((s: Buffer) => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), s])) },
 );
 const hostileJson = fc.tuple(jsonBody, mutation).map(([t, m]) => m(Buffer.from(t)));
 
