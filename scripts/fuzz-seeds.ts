@@ -8,7 +8,8 @@
 //   config-fuzz          their config.json files and the embedded COCO config, as [variant][classes-1][text]
 //   shm-fuzz             one valid reference per slot and a few wrong ones, in the target's FuzzedDataProvider layout
 // Run: node --import tsx scripts/fuzz-seeds.ts  (needs sidecar/build/rfdetr-synth). Regression inputs of past
-// findings live beside the seeds as finding-*.bin and are kept.
+// findings (finding-*) and the inputs merged from long runs (`TARGET -merge=1 sidecar/fuzz/corpus/TARGET
+// sidecar/build-fuzz/corpus/TARGET`, named by their SHA-1) live beside the seeds and are kept.
 import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -22,7 +23,8 @@ const corpus = path.join(root, 'sidecar/fuzz/corpus');
 function reset(target: string): string {
   const dir = path.join(corpus, target);
   fs.mkdirSync(dir, { recursive: true });
-  for (const f of fs.readdirSync(dir)) if (!f.startsWith('finding-')) fs.rmSync(path.join(dir, f));
+  // Kept: finding-* (past findings) and the 40-hex-digit inputs libFuzzer's -merge=1 added from long runs.
+  for (const f of fs.readdirSync(dir)) if (!f.startsWith('finding-') && !/^[0-9a-f]{40}$/.test(f)) fs.rmSync(path.join(dir, f));
   return dir;
 }
 
