@@ -7,6 +7,7 @@
 #include "protocol/protocol.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -64,6 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         rfdetr::message m2;
         auto            r2 = rfdetr::decode_payload(once.data() + rfdetr::k_frame_header, once.size() - rfdetr::k_frame_header, m2);
         if (r2.error != rfdetr::wire_error::WIRE_ERROR_NONE) {
+            std::fprintf(stderr, "protocol-fuzz: the re-encoded frame does not decode: %s\n", r2.message.c_str());
             __builtin_trap();  // our own encoding must decode
         }
         std::vector<uint8_t> twice;
