@@ -137,7 +137,10 @@ decode_result decode_payload(const uint8_t * payload, size_t size, message & out
         }
         for (uint32_t j = 0; j < i; j++) {
             const auto & prev = root.via.map.ptr[j].key;
-            if (prev.via.str.size == k.via.str.size && std::memcmp(prev.via.str.ptr, k.via.str.ptr, k.via.str.size) == 0) {
+            // An empty key's ptr is null in msgpack-cxx, and memcmp(nullptr, ..., 0) is undefined behaviour
+            // (protocol-fuzz found two empty keys): sizes first, bytes only when there are some.
+            if (prev.via.str.size == k.via.str.size &&
+                (k.via.str.size == 0 || std::memcmp(prev.via.str.ptr, k.via.str.ptr, k.via.str.size) == 0)) {
                 return fail(wire_error::WIRE_ERROR_FRAME, 0, "key '" + as_string(k) + "' appears twice");
             }
         }

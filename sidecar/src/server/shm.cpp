@@ -1,5 +1,7 @@
 #include "server/shm.h"
 
+#include "protocol/protocol.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -170,6 +172,12 @@ std::string shm_slots::resolve(const std::string & name, uint64_t offset, uint64
         }
         return "image_shm.name '" + name + "' is not one of this connection's slots (" + known +
                "); send shm_attach on this connection and use the names it returned";
+    }
+    // The sides first: with them at most 8192, width*height*3 cannot wrap (a reference of 2^63 x 2 pixels and
+    // length 0 would otherwise match), and no reference describes an image the protocol forbids.
+    if (width < 1 || height < 1 || width > k_max_image_side || height > k_max_image_side) {
+        return "image_shm describes a " + std::to_string(width) + "x" + std::to_string(height) +
+               " image; expected width and height from 1 to " + std::to_string(k_max_image_side);
     }
     if (length != width * height * 3) {
         return "image_shm.length is " + std::to_string(length) + "; expected " + std::to_string(width) + "*" +

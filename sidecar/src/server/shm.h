@@ -43,7 +43,8 @@ class shm_slots {
     const std::vector<std::string> & paths() const { return paths_; }
 
     // Turns a reference into the mapped bytes, or returns what is wrong with it: a name that is not one of
-    // this connection's slots, a range outside the slot file, a length other than width*height*3.
+    // this connection's slots, a side outside 1..8192, a range outside the slot file, a length other than
+    // width*height*3.
     // `keep` holds the mapping alive until the job that reads it is done, even after the connection left.
     // The first reference unlinks every slot file: the client opened them all before sending one, so from
     // then on nothing is left behind even if the process is killed.

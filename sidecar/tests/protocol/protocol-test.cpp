@@ -200,6 +200,17 @@ TEST(protocol, duplicate_keys_are_a_frame_error) {
     EXPECT_NE(r.message.find("appears twice"), std::string::npos) << r.message;
 }
 
+TEST(protocol, two_empty_keys_are_a_duplicate_without_undefined_behaviour) {
+    // {"":"", "":"", "id":1}, reduced from protocol-fuzz's finding (sidecar/fuzz/corpus/protocol-fuzz/
+    // finding-protocol-empty-keys): an empty key's bytes are a null pointer, which the duplicate check handed to
+    // memcmp. Only UBSan sees that (scripts/ctest-sanitized.sh); the answer must be the duplicate-key error.
+    const uint8_t payload[] = {0x83, 0xa0, 0xa0, 0xa0, 0xa0, 0xa2, 'i', 'd', 0x01};
+    message m;
+    auto    r = rfdetr::decode_payload(payload, sizeof(payload), m);
+    EXPECT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_FRAME);
+    EXPECT_NE(r.message.find("key '' appears twice"), std::string::npos) << r.message;
+}
+
 TEST(protocol, deep_nesting_is_refused_without_recursion) {
     std::vector<uint8_t> payload(100000, 0x91);  // fixarray(1) nested 100000 deep
     payload.push_back(0x01);

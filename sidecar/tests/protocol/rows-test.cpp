@@ -141,6 +141,23 @@ TEST(protocol_rows, select_round_trips_after_the_image_with_its_keys_in_order) {
     EXPECT_NE(std::string(f.begin(), f.end()).find("\xa6select\x82"), std::string::npos);
 }
 
+TEST(protocol_rows, a_negative_integral_threshold_round_trips_for_the_server_to_refuse) {
+    // protocol-fuzz (sidecar/fuzz/corpus/protocol-fuzz/finding-protocol-negative-threshold): msgpack-cxx writes the
+    // double -1.0 as the integer -1, which the codec refused as "not a number", so a decoded select did not decode
+    // again. A negative integer is a number; its range is the server's to refuse (dispatch.cpp, E_FIELD).
+    for (const double thr : {-1.0, -4294967296.0}) {
+        message m          = infer_with_select();
+        m.select.threshold = thr;
+        m.select.class_thresholds[0].second = thr;
+        message              d;
+        std::vector<uint8_t> f;
+        const auto           r = round_trip(m, d, f);
+        ASSERT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_NONE) << r.message;
+        EXPECT_EQ(d.select.threshold, thr);
+        EXPECT_EQ(d.select.class_thresholds[0].second, thr);
+    }
+}
+
 TEST(protocol_rows, a_malformed_select_is_a_field_error_naming_what_was_expected) {
     message d;
     // {id: 5, op: infer, pixel_values: bin(4), select: <sel>}
