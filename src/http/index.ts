@@ -38,6 +38,10 @@
 //   docs.ts              GET /docs (Swagger UI from the package)
 //   timeline.ts          one request's stage marks → Server-Timing and the timeline record
 //   model-identity.ts    the name and id the server gives the loaded variant
+//   served-models.ts     a request's model name → a model served (the one seam several models widen)
+//   compat-roboflow.ts   Roboflow Inference's routes (inference-sdk) on the /predict pipeline
+//   compat-deepstack.ts  DeepStack / CodeProject.AI's detection routes on the /predict pipeline
+//   compat-openapi.ts    those routes in /openapi.json
 //   index.ts             this map and the public surface
 export { createServer, MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity, type CreateServerOptions, type ListenResult, type RfdetrServer, type WeightsInfo } from './server.ts';
 export { READY_MESSAGE, LOG_LEVELS, createJsonLogger, isLogLevel, type LogLevel, type Logger } from './log.ts';

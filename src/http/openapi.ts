@@ -6,6 +6,7 @@ import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { COMPONENTS } from './schema.ts';
 import { DEFAULT_VIDEO_LIMITS } from './video-limits.ts';
 import { VIDEO_COMPONENTS } from './video-schema.ts';
+import { compatPaths } from './compat-openapi.ts';
 
 export interface OpenApiLimits {
   maxImageBytes: number;
@@ -19,6 +20,9 @@ export interface OpenApiLimits {
 export const ROUTES = {
   '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
   '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST', '/predict/video': 'POST',
+  // Roboflow Inference's and DeepStack's APIs (compat-roboflow.ts, compat-deepstack.ts).
+  '/model/registry': 'GET', '/model/add': 'POST', '/infer/object_detection': 'POST', '/infer/instance_segmentation': 'POST',
+  '/v1/vision/detection': 'POST', '/v1/vision/custom/list': 'POST',
 } as const satisfies Record<string, 'GET' | 'POST'>;
 
 const ref = (name: keyof typeof COMPONENTS | keyof typeof VIDEO_COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
@@ -185,6 +189,8 @@ export function buildOpenApi(l: OpenApiLimits): object {
           },
         },
       },
+      // The clients of other servers (SERVING.md, "Clients of other servers").
+      ...compatPaths(),
     },
     components: {
       schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,
