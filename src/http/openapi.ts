@@ -77,7 +77,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs).`,
+      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs). Roboflow Inference's routes (/model/registry, /model/add, /infer/*) and DeepStack / CodeProject.AI's (/v1/vision/*) serve those servers' clients unchanged, on the same queue, budgets and keys (their api_key query parameter or body field is checked against the same keys); their bodies and errors are those APIs' shapes.`,
     },
     // Either scheme, or none when the server runs without keys.
     security: [{ bearer: [] }, { apiKey: [] }, {}],
