@@ -200,7 +200,11 @@ export function createBodyReader(limits: BodyLimits) {
     return readDecoded(req, enc, limit, tooLarge, onDecoded);
   }
 
-  async function readJson(req: Request, res: Response, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+  /**
+   * A JSON body into req.body: its bytes when it is utf-8 (returns true; an encoded one inflated, each chunk
+   * counted by `onDecoded`), else express.json's parse (returns false).
+   */
+  async function receiveJson(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<boolean> {
     // A decoded body is bytes like a utf-8 one (its charset, if any, is not re-decoded).
     const encoded = readEncoded(req, 'json', onDecoded);
     const utf8 = encoded !== null || isUtf8Json(req);
@@ -216,6 +220,17 @@ export function createBodyReader(limits: BodyLimits) {
         throw fromParserError(e, limits, 'json');
       }
     }
+    return utf8;
+  }
+
+  /** A JSON body parsed to a value, read as /predict's is (the routes of other servers' APIs). */
+  async function readJsonValue(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<unknown> {
+    const utf8 = await receiveJson(req, res, onDecoded);
+    return utf8 && Buffer.isBuffer(req.body) ? parseJsonBytes(req.body) : req.body;
+  }
+
+  async function readJson(req: Request, res: Response, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+    const utf8 = await receiveJson(req, res, onDecoded);
     if (utf8 && Buffer.isBuffer(req.body)) {
       const quick = extractJsonImage(req.body, limits.maxImageBytes);
       if (quick && !('images' in quick.fields) && !('image_url' in quick.fields)) {
@@ -288,11 +303,13 @@ export function createBodyReader(limits: BodyLimits) {
    * `onDecoded(n)` sees each chunk a Content-Encoding inflates to (the memory budget); what it throws ends the read.
    * `admissible(n)` is asked before a batch's n images are decoded from base64; what it throws ends the read.
    */
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+  async function readPredictBody(req: Request, res: Response, form: BodyForm, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
     if (form === 'json') return readJson(req, res, onDecoded, admissible);
     if (form === 'raw') return readRaw(req, res, onDecoded);
     return readMultipartBody(req, limits, PREDICT_FIELDS, (fields, file) => predictInputOf(fields, file, limits));
-  };
+  }
+  /** The reader called as /predict's; `jsonValue` reads a JSON body the same way, parsed to a value. */
+  return Object.assign(readPredictBody, { jsonValue: readJsonValue });
 }
 
 /**

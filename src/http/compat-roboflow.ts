@@ -78,15 +78,10 @@ function imageOf(v: unknown, maxImageBytes: number): Buffer {
 }
 
 /** The JSON body of /infer/*: the key checked, the model resolved, the fields mapped onto /predict's. */
-function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask }): PredictDialect['readBody'] {
-  const json = express.json({ limit: o.limits.maxBodyBytes, strict: false, type: () => true });
-  return async (req, res) => {
-    try {
-      await runParser(json, req, res);
-    } catch (e) {
-      throw fromParserError(e, o.limits, 'json');
-    }
-    const body: unknown = req.body;
+function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask; readJson: JsonReader }): PredictDialect['readBody'] {
+  return async (req, res, form, onDecoded) => {
+    if (form !== 'json') throw new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected Content-Type application/json for ${req.path} but received ${JSON.stringify(req.headers['content-type'] ?? 'none')}: send {"model_id": "…", "image": {"type": "base64", "value": "…"}}`);
+    const body = await o.readJson(req, res, onDecoded);
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw schemaError('the request body', 'a JSON object like {"model_id": "…", "image": {"type": "base64", "value": "…"}}', body);
     }
@@ -156,7 +151,11 @@ export function roboflowResponseOf(r: PredictResponse, task: ModelTask): object 
   return out;
 }
 
+/** Reads a JSON body as /predict's is (Content-Encoding inflated and counted by `onDecoded`), parsed to a value. */
+export type JsonReader = (req: Request, res: Response, onDecoded?: (n: number) => void) => Promise<unknown>;
+
 export interface RoboflowRouteDeps {
+  readJson: JsonReader;
   models: ModelResolver;
   keys: ApiKeys;
   limits: BodyLimits;
@@ -193,7 +192,7 @@ export function registerRoboflowRoutes(app: Express, d: RoboflowRouteDeps): void
   });
   for (const [path, task] of [['/infer/object_detection', 'object-detection'], ['/infer/instance_segmentation', 'instance-segmentation']] as const) {
     const dialect: PredictDialect = {
-      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task }),
+      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task, readJson: d.readJson }),
       respond: (r) => roboflowResponseOf(r, task),
       errors: d.errors,
     };

@@ -241,9 +241,10 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
   };
   const timelines = new Timelines();
+  const bodyReader = createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes });
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
-    readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
+    readBody: bodyReader,
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward,
@@ -256,7 +257,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   // The clients of other servers, on the same pipeline (admission, budgets, fair share, deadline, engine).
   const models = createModelResolver(modelSource(opts.model), () => backend.info?.task, () => inputSizeOf(backend.info));
   const compat = { models, keys: apiKeys, limits: { maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }, handlePredict };
-  registerRoboflowRoutes(app, { ...compat, errors: roboflowErrors });
+  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, errors: roboflowErrors });
   registerDeepstackRoutes(app, { ...compat, errors: deepstackErrors });
   const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
   const videoUploads = new VideoUploads({

@@ -2,6 +2,7 @@
 // answer equal to /predict's for the same image, the error shape and statuses, the api_key field, and the
 // admission they share with /predict. The real client runs against a real server in scripts/compat-clients.sh.
 import { test } from 'node:test';
+import zlib from 'node:zlib';
 import assert from 'node:assert/strict';
 import { ApiKeys } from '../../src/http/auth.ts';
 import { modelIdentityOf } from '../../src/http/model-identity.ts';
@@ -70,6 +71,10 @@ test('roboflow: /infer/object_detection answers /predict\'s detections in Robofl
     const few = await call(s.url, '/infer/object_detection', { model_id: 'rf-detr-base', image: { type: 'base64', value: png() }, confidence: 0.9, class_filter: ['cat'] });
     const fewOurs = await postJson(s.url, { image: png(), threshold: 0.9, classes: ['cat'], max_detections: 300 });
     assert.deepEqual(few.json.predictions.map((p: any) => [p.class, p.confidence]), fewOurs.json.detections.map((d: any) => [d.label, d.score]));
+    // A gzip body is read as /predict's is: inflated with its size capped and counted in the memory budget.
+    const gz = await fetch(`${s.url}/infer/object_detection`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: new Uint8Array(zlib.gzipSync(JSON.stringify({ model_id: ID, image: { type: 'base64', value: png() } }))) });
+    assert.equal(gz.status, 200);
+    assert.deepEqual(((await gz.json()) as any).predictions.map((p: any) => p.confidence), rf.json.predictions.map((p: any) => p.confidence));
   } finally {
     await s.stop();
   }
@@ -117,6 +122,11 @@ test('roboflow: bad requests get Roboflow\'s error shape ({message}) and their s
       assert.match(r.json.message, message);
       assert.equal(r.json.detail, undefined, 'not /predict\'s shape');
     }
+    const form = new FormData();
+    form.append('model_id', ID);
+    const multipart = await fetch(`${s.url}/infer/object_detection`, { method: 'POST', body: form });
+    assert.equal(multipart.status, 415);
+    assert.match(((await multipart.json()) as any).message, /Expected Content-Type application\/json for \/infer\/object_detection/);
     const seg = await call(s.url, '/infer/instance_segmentation', { model_id: ID, image: img });
     assert.equal(seg.status, 400);
     assert.match(seg.json.message, /object-detection model, which has no masks: post it to \/infer\/object_detection/);
