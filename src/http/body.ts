@@ -7,12 +7,12 @@
 import { isUtf8 } from 'node:buffer';
 import type { Request, Response } from 'express';
 import express from 'express';
-import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import { bodyEncodingOf, readDecoded } from './content-encoding.ts';
 import { countBatchImages, extractJsonImage } from './json-image.ts';
 import { MAX_BATCH_IMAGES } from './schema.ts';
-import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
+import { readMultipartBody } from './multipart-body.ts';
+import { base64DecodedLength, bodyTooLarge, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -48,14 +48,6 @@ export interface BatchInput {
 export interface BodyLimits {
   maxImageBytes: number;
   maxBodyBytes: number;
-}
-
-function bodyTooLarge(limit: number, received?: number): RfdetrError {
-  return new RfdetrError(
-    'E_BODY_TOO_LARGE',
-    `request body${received !== undefined ? ` is ${received} bytes, which` : ''} exceeds the ${limit}-byte limit: a request carries one image of at most 32 MB (its base64 form fits this limit); send the image as multipart or a raw image/* body, or shrink it`,
-    { limit },
-  );
 }
 
 /** Maps errors thrown by express's body parsers (http-errors with a `type`) onto the error table. */
@@ -310,105 +302,6 @@ export function createBodyReader(limits: BodyLimits) {
   }
   /** The reader called as /predict's; `jsonValue` reads a JSON body the same way, parsed to a value. */
   return Object.assign(readPredictBody, { jsonValue: readJsonValue });
-}
-
-/**
- * A multipart/form-data body: at most one file part, named "image", and each of `fieldNames` at most once, given
- * to `accept` (which gives the input or throws what is wrong with it).
- */
-export function readMultipartBody(req: Request, limits: BodyLimits, fieldNames: readonly string[], accept: (fields: Record<string, unknown>, file: Buffer | undefined) => PredictInput): Promise<PredictInput> {
-  return new Promise((resolve, reject) => {
-    const enc = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-    if (enc !== 'identity') {
-      reject(new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected no Content-Encoding for a multipart/form-data body but received ${JSON.stringify(enc)}: send it uncompressed, or use a JSON body`));
-      return;
-    }
-    let bb: busboy.Busboy;
-    try {
-      bb = busboy({
-        headers: req.headers,
-        // Each field at most once, plus the image part.
-        limits: { files: 1, fields: fieldNames.length, parts: fieldNames.length + 1, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
-      });
-    } catch (e) {
-      reject(new RfdetrError('E_SCHEMA', `multipart body cannot be parsed (${(e as Error).message}): expected multipart/form-data with a boundary`));
-      return;
-    }
-    const fields: Record<string, unknown> = {};
-    let file: Buffer | undefined;
-    let failure: Error | undefined;
-    let received = 0;
-    let done = false;
-    const fail = (e: Error) => {
-      if (!failure) failure = e;
-    };
-    const finish = () => {
-      if (done) return;
-      done = true;
-      req.off('data', count);
-      if (failure) return reject(failure);
-      try {
-        resolve(accept(fields, file));
-      } catch (e) {
-        reject(e);
-      }
-    };
-    const count = (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > limits.maxBodyBytes && !done) {
-        done = true;
-        req.unpipe(bb);
-        req.off('data', count);
-        reject(bodyTooLarge(limits.maxBodyBytes));
-      }
-    };
-    req.on('data', count);
-    bb.on('file', (name, stream) => {
-      if (name !== 'image') {
-        fail(new RfdetrError('E_SCHEMA', `Expected the file part to be named "image" but received a file part named ${JSON.stringify(name)}`));
-        stream.resume();
-        return;
-      }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on('data', (c: Buffer) => {
-        size += c.length;
-        chunks.push(c);
-      });
-      stream.on('limit', () => fail(imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes, 'bytes')));
-      // A part cut off before its closing boundary errors on the part's stream as well as on busboy: without
-      // this listener that error would be unhandled and take the process down.
-      stream.on('error', (e: Error) => {
-        fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data whose "image" part ends with the closing boundary`));
-        finish();
-      });
-      stream.on('end', () => {
-        if (!stream.truncated) file = Buffer.concat(chunks, size);
-      });
-    });
-    bb.on('field', (name, value, info) => {
-      if (info.valueTruncated) fail(bodyTooLarge(limits.maxBodyBytes));
-      if (name in fields) fail(new RfdetrError('E_SCHEMA', `field ${JSON.stringify(name)} is given twice: expected each field at most once`));
-      fields[name] = value;
-    });
-    bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-    bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${fieldNames.length} fields (${fieldNames.join(', ')}) but received more`)));
-    bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${fieldNames.length + 1} parts in the multipart body but received more`)));
-    bb.on('error', (e: Error) => {
-      fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
-      finish();
-    });
-    bb.on('close', finish);
-    req.on('error', (e: Error) => {
-      fail(new RfdetrError('E_ABORTED', `the request stream failed while the body was received (${e.message})`));
-      finish();
-    });
-    req.on('aborted', () => {
-      fail(new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body'));
-      finish();
-    });
-    req.pipe(bb);
-  });
 }
 
 /** /predict's multipart input: its fields, and the image as a file part or a base64 text field. */

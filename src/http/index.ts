@@ -29,6 +29,7 @@
 //   video-limits.ts      the /predict/video limits and their defaults
 //   video-schema.ts      the /predict/video options and line schemas
 //   body.ts              the three /predict body forms (JSON, multipart, raw) → image bytes and fields
+//   multipart-body.ts    a multipart/form-data body (busboy): the image file part and the named fields, capped
 //   json-image.ts        the JSON body's image parsed without a string of the whole body
 //   content-encoding.ts  a body's Content-Encoding, inflated with its size capped
 //   params.ts            the /predict fields validated, the class filter resolved

@@ -143,3 +143,12 @@ export function imageTooLargeError(bytes: number, maxBytes: number, form: 'base6
     { bytes, max_bytes: maxBytes },
   );
 }
+
+/** The JSON or multipart body is over its cap (sized for a 32 MB image in base64). */
+export function bodyTooLarge(limit: number, received?: number): RfdetrError {
+  return new RfdetrError(
+    'E_BODY_TOO_LARGE',
+    `request body${received !== undefined ? ` is ${received} bytes, which` : ''} exceeds the ${limit}-byte limit: a request carries one image of at most 32 MB (its base64 form fits this limit); send the image as multipart or a raw image/* body, or shrink it`,
+    { limit },
+  );
+}
