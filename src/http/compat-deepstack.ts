@@ -1,7 +1,7 @@
 // The DeepStack / CodeProject.AI object-detection API that NVRs (Blue Iris, Agent DVR) and Home Assistant's
 // deepstack-python client call, on the /predict pipeline (predict.ts with a PredictDialect):
 //   POST /v1/vision/detection            multipart: `image` (file), `min_confidence` (0..1, default 0.4),
-//   POST /v1/vision/custom/{model}        `api_key` → {success: true, predictions: [{label, confidence, x_min,
+//   POST /v1/vision/custom/{model}        `api_key` (others ignored) → {success: true, predictions: [{label, confidence, x_min,
 //                                         y_min, x_max, y_max}] (integer pixels), count, message, inferenceMs,
 //                                         processMs, moduleId, command, code: 200}
 //   GET|POST /v1/vision/custom/list      {success: true, models: [ids]}
@@ -23,8 +23,13 @@ import type { ModelResolver } from './served-models.ts';
 
 /** DeepStack's server-side default for min_confidence (deepstack-python sends its own, 0.45). */
 export const DEEPSTACK_DEFAULT_MIN_CONFIDENCE = 0.4;
-/** The form fields these routes take besides the image (each at most once). */
+/** The form fields these routes read besides the image (each at most once). */
 const FIELDS = ['min_confidence', 'api_key'] as const;
+/**
+ * Fields a request may carry in all: the others are ignored, as DeepStack's and CodeProject.AI's servers ignore
+ * fields they do not know (an NVR may send its own); the cap bounds the parse.
+ */
+const MAX_FIELDS = 16;
 
 export function isDeepstackPath(path: string): boolean {
   return path === '/v1/vision/detection' || /^\/v1\/vision\/custom\/[^/]+$/.test(path);
@@ -40,8 +45,6 @@ export function deepstackErrorBody(e: ErrorFacts): object {
 
 function inputOf(fields: Record<string, unknown>, file: Buffer | undefined, res: Response, keys: ApiKeys): PredictInput {
   checkBodyKey(keys, res, fields.api_key);
-  const unknown = Object.keys(fields).find((k) => !(FIELDS as readonly string[]).includes(k));
-  if (unknown !== undefined) throw schemaError(unknown, `only the fields ${FIELDS.join(', ')} beside the image file`, fields[unknown]);
   if (file === undefined) throw schemaError('image', 'a file part named "image" (PNG or JPEG bytes)', undefined);
   if (file.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'the image part is empty (0 bytes): expected PNG or JPEG bytes');
   const raw = fields.min_confidence;
@@ -82,7 +85,7 @@ export function registerDeepstackRoutes(app: Express, d: DeepstackRouteDeps): vo
   const respond = (r: PredictResponse) => deepstackResponseOf(r);
   const readBody = (model: () => void): PredictDialect['readBody'] => async (req, res, form) => {
     if (form !== 'multipart') throw new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected Content-Type multipart/form-data (an "image" file part) for ${req.path} but received ${JSON.stringify(req.headers['content-type'] ?? 'none')}`);
-    const input = await readMultipartBody(req, d.limits, ['image', ...FIELDS], (fields, file) => inputOf(fields, file, res, d.keys));
+    const input = await readMultipartBody(req, d.limits, ['image', ...FIELDS], (fields, file) => inputOf(fields, file, res, d.keys), MAX_FIELDS);
     model();
     return input;
   };

@@ -8,10 +8,11 @@ import type { BodyLimits, PredictInput } from './body.ts';
 import { bodyTooLarge, imageTooLargeError } from './params.ts';
 
 /**
- * A multipart/form-data body: at most one file part, named "image", and each of `fieldNames` at most once, given
- * to `accept` (which gives the input or throws what is wrong with it).
+ * A multipart/form-data body: at most one file part, named "image", and at most `maxFields` fields (by default
+ * as many as `fieldNames`, the fields the route reads), each at most once, given to `accept` (which gives the
+ * input or throws what is wrong with it).
  */
-export function readMultipartBody(req: Request, limits: BodyLimits, fieldNames: readonly string[], accept: (fields: Record<string, unknown>, file: Buffer | undefined) => PredictInput): Promise<PredictInput> {
+export function readMultipartBody(req: Request, limits: BodyLimits, fieldNames: readonly string[], accept: (fields: Record<string, unknown>, file: Buffer | undefined) => PredictInput, maxFields = fieldNames.length): Promise<PredictInput> {
   return new Promise((resolve, reject) => {
     const enc = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
     if (enc !== 'identity') {
@@ -23,7 +24,7 @@ export function readMultipartBody(req: Request, limits: BodyLimits, fieldNames: 
       bb = busboy({
         headers: req.headers,
         // Each field at most once, plus the image part.
-        limits: { files: 1, fields: fieldNames.length, parts: fieldNames.length + 1, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
+        limits: { files: 1, fields: maxFields, parts: maxFields + 1, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
       });
     } catch (e) {
       reject(new RfdetrError('E_SCHEMA', `multipart body cannot be parsed (${(e as Error).message}): expected multipart/form-data with a boundary`));
@@ -87,8 +88,8 @@ export function readMultipartBody(req: Request, limits: BodyLimits, fieldNames: 
       fields[name] = value;
     });
     bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-    bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${fieldNames.length} fields (${fieldNames.join(', ')}) but received more`)));
-    bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${fieldNames.length + 1} parts in the multipart body but received more`)));
+    bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${maxFields} fields (${fieldNames.join(', ')}${maxFields > fieldNames.length ? ', and others ignored' : ''}) but received more`)));
+    bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${maxFields + 1} parts in the multipart body but received more`)));
     bb.on('error', (e: Error) => {
       fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
       finish();
