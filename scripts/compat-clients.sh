@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real clients of other servers against a real `rfdetr serve` (SERVING.md, "Clients of other servers"):
-# Roboflow's inference-sdk 1.8.3 with supervision's Detections.from_inference, and Home Assistant's
+# Roboflow's inference-sdk 1.8.3 with supervision 0.30.9's Detections.from_inference, and Home Assistant's
 # deepstack-python 0.9, on synthetic checkpoints (a Base with API keys on; a Seg Nano for instance
 # segmentation). test/python/compat_clients.py checks their detections equal /predict's for the same images.
 # Needs python3 with venv and the registry (PyPI); not part of npm test. CI runs it (.ci/run).
@@ -18,7 +18,7 @@ trap cleanup EXIT
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import inference_sdk, supervision, deepstack' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q inference-sdk==1.8.3 supervision deepstack-python==0.9
+  "$venv/bin/pip" install -q inference-sdk==1.8.3 supervision==0.30.9 deepstack-python==0.9
 fi
 [ "$("$venv/bin/python" -c 'import inference_sdk; print(inference_sdk.__version__)')" = 1.8.3 ] || { echo "compat-clients: $venv does not hold inference-sdk 1.8.3: remove it and rerun" >&2; exit 1; }
 
