@@ -16,7 +16,7 @@ import { RfdetrError } from '../errors.ts';
 import type { PredictResponse } from '../detect/pipeline.ts';
 import { checkBodyKey, type ApiKeys } from './auth.ts';
 import { fromParserError, runParser, type BodyLimits, type PredictInput } from './body.ts';
-import { decodeBase64Image, parsePredictParams, schemaError } from './params.ts';
+import { classFilterOf, decodeBase64Image, parsePredictParams, schemaError } from './params.ts';
 import type { PredictDialect } from './predict-context.ts';
 import type { ErrorFacts, ErrorResponder } from './respond.ts';
 import { route } from './request-log.ts';
@@ -78,7 +78,7 @@ function imageOf(v: unknown, maxImageBytes: number): Buffer {
 }
 
 /** The JSON body of /infer/*: the key checked, the model resolved, the fields mapped onto /predict's. */
-function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask; readJson: JsonReader }): PredictDialect['readBody'] {
+function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask; readJson: JsonReader; labels: () => readonly string[] }): PredictDialect['readBody'] {
   return async (req, res, form, onDecoded) => {
     if (form !== 'json') throw new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected Content-Type application/json for ${req.path} but received ${JSON.stringify(req.headers['content-type'] ?? 'none')}: send {"model_id": "…", "image": {"type": "base64", "value": "…"}}`);
     const body = await o.readJson(req, res, onDecoded);
@@ -99,6 +99,8 @@ function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys:
     if (classes !== undefined && classes !== null && (!Array.isArray(classes) || classes.length === 0 || !classes.every((c) => typeof c === 'string' && c !== ''))) {
       throw schemaError('class_filter', 'a non-empty list of class names', classes);
     }
+    // Checked here too, so a name the model lacks is named as the client sent it (class_filter[i]).
+    if (classes) classFilterOf(classes as string[], o.labels(), 'class_filter');
     if (b.visualize_predictions !== undefined && b.visualize_predictions !== null && typeof b.visualize_predictions !== 'boolean') {
       throw schemaError('visualize_predictions', 'a boolean', b.visualize_predictions);
     }
@@ -156,6 +158,8 @@ export type JsonReader = (req: Request, res: Response, onDecoded?: (n: number) =
 
 export interface RoboflowRouteDeps {
   readJson: JsonReader;
+  /** The model's labels (class_filter's names). */
+  labels: () => readonly string[];
   models: ModelResolver;
   keys: ApiKeys;
   limits: BodyLimits;
@@ -192,7 +196,7 @@ export function registerRoboflowRoutes(app: Express, d: RoboflowRouteDeps): void
   });
   for (const [path, task] of [['/infer/object_detection', 'object-detection'], ['/infer/instance_segmentation', 'instance-segmentation']] as const) {
     const dialect: PredictDialect = {
-      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task, readJson: d.readJson }),
+      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task, readJson: d.readJson, labels: d.labels }),
       respond: (r) => roboflowResponseOf(r, task),
       errors: d.errors,
     };

@@ -16,13 +16,13 @@ for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, Pr
 /** The fields a /predict request may carry, in schema order (each body form names them in its errors). */
 export const PREDICT_FIELDS: readonly string[] = Object.keys(PredictRequest.properties);
 
-/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither. */
-export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[]): Set<number> | undefined {
+/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither (as `field`). */
+export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[], field = 'classes'): Set<number> | undefined {
   if (classes === undefined) return undefined;
   const { ids, unknown, known } = resolveClassList(classes, labels);
   if (unknown.length) {
     const first = classes.indexOf(unknown[0]!);
-    throw schemaError(`classes[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
+    throw schemaError(`${field}[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
   }
   return ids;
 }

@@ -257,7 +257,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   // The clients of other servers, on the same pipeline (admission, budgets, fair share, deadline, engine).
   const models = createModelResolver(modelSource(opts.model), () => backend.info?.task, () => inputSizeOf(backend.info));
   const compat = { models, keys: apiKeys, limits: { maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }, handlePredict };
-  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, errors: roboflowErrors });
+  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, labels, errors: roboflowErrors });
   registerDeepstackRoutes(app, { ...compat, errors: deepstackErrors });
   const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
   const videoUploads = new VideoUploads({

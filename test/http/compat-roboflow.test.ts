@@ -112,6 +112,7 @@ test('roboflow: bad requests get Roboflow\'s error shape ({message}) and their s
       [{ image: img }, 422, 'E_SCHEMA', /for model_id/],
       [{ model_id: ID, image: img, confidence: 2 }, 422, 'E_SCHEMA', /for confidence but received 2/],
       [{ model_id: ID, image: img, class_filter: 'cat' }, 422, 'E_SCHEMA', /class_filter/],
+      [{ model_id: ID, image: img, class_filter: ['cat', 'unicorn'] }, 422, 'E_SCHEMA', /for class_filter\[1\] but received "unicorn"/],
       [{ model_id: ID, image: { type: 'base64', value: 'not base64!' } }, 400, 'E_IMAGE_UNDECODABLE', /not valid base64/],
       ['{"model_id": ', 422, 'E_SCHEMA', /not valid JSON/],
     ];
