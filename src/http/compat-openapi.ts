@@ -11,7 +11,11 @@ const str = { type: 'string' };
 
 const RoboflowError = {
   type: 'object', required: ['message'],
-  properties: { message: { type: 'string', description: 'what was wrong and what to do (inference-sdk shows it)' }, error_type: { type: 'string', description: "this server's error code (E_…)" } },
+  properties: {
+    message: { type: 'string', description: 'what was wrong and what to do (inference-sdk shows it)' },
+    error_type: { type: 'string', description: "this server's error code (E_…)" },
+    detail: { type: 'array', description: "422 only: FastAPI's validation list, as Roboflow's server answers a field that fails its schema", items: { type: 'object', required: ['type', 'loc', 'msg'], properties: { type: str, loc: { type: 'array', items: { type: ['string', 'integer'] } }, msg: str } } },
+  },
 };
 const DeepstackError = {
   type: 'object', required: ['success', 'error'],

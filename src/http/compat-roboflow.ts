@@ -37,9 +37,18 @@ export function isRoboflowPath(path: string): boolean {
   return path in ROBOFLOW_ROUTES;
 }
 
-/** Roboflow's error body: `message` (what its client shows), plus this server's code and request id. */
+/**
+ * Roboflow's error body: `message` (what its client shows), plus this server's code and request id. A 422 also
+ * carries FastAPI's validation list (`detail: [{type, loc, msg}]`), the body Roboflow's server gives a field
+ * that fails its schema, for code that reads that.
+ */
 export function roboflowErrorBody(e: ErrorFacts): object {
   const body: Record<string, unknown> = { message: e.message, error_type: e.code };
+  if (e.status === 422) {
+    const field = typeof e.details?.field === 'string' ? e.details.field : undefined;
+    const loc = ['body', ...(field && !field.includes(' ') ? field.split(/[.[\]]+/).filter((p) => p !== '').map((p) => (/^\d+$/.test(p) ? Number(p) : p)) : [])];
+    body.detail = [{ type: 'value_error', loc, msg: e.message }];
+  }
   if (e.details) for (const [k, v] of Object.entries(e.details)) if (!(k in body) && k !== 'wireCode' && k !== 'type') body[k] = v;
   body.request_id = e.requestId;
   return body;
