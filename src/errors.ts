@@ -19,6 +19,7 @@ export const ERRORS = {
   E_URL_NOT_ALLOWED: { status: 403, message: 'image_url is not allowed' },
   E_URL_FETCH: { status: 502, message: 'image_url could not be fetched' },
   E_NOT_FOUND: { status: 404, message: 'no such route' },
+  E_MODEL_NOT_FOUND: { status: 404, message: 'no such model on this server' },
   E_METHOD_NOT_ALLOWED: { status: 405, message: 'method not allowed on this route' },
   E_STARTING: { status: 503, message: 'the model is starting', retryAfter: true },
   E_QUEUE_FULL: { status: 503, message: 'the request queue is full', retryAfter: true },

@@ -64,7 +64,7 @@ function parseDevices(v: string): number[] | 'all' {
 
 export function serveCommand(ctx: CliContext): Command {
   const cmd = new Command('serve')
-    .description('serve the model over HTTP (POST /predict, POST /predict/video, probes, metrics) with a supervised sidecar')
+    .description('serve the model over HTTP (POST /predict, POST /predict/video, probes, metrics; Roboflow- and DeepStack-compatible routes) with a supervised sidecar')
     .addOption(new Option('--host <host>', 'address to listen on').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'TCP port').argParser(intParser(0, 65535)).default(DEFAULT_PORT))
     .addOption(new Option('--queue-size <n>', 'images admitted but not yet on the engine, over all clients (one client: half); more → 503 (default 32)').argParser(intParser(1, 100_000)))
@@ -92,7 +92,7 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'));
   addEngineOptions(cmd);
   return cmd
-    .addHelpText('after', `${EXIT_HELP}\n\nSIGTERM/SIGINT drain and exit 0. Without weights (no --weights, no cache, no Hub) serve exits 1 listing what it tried.`)
+    .addHelpText('after', `${EXIT_HELP}\n\nSIGTERM/SIGINT drain and exit 0. Without weights (no --weights, no cache, no Hub) serve exits 1 listing what it tried.\n\nClients of other servers work unchanged on the same queue, budgets and API keys: Roboflow's inference-sdk (GET /model/registry, POST /infer/object_detection, /infer/instance_segmentation; model_id: the /v1/models id or e.g. rf-detr-base) and DeepStack / CodeProject.AI clients (POST /v1/vision/detection, /v1/vision/custom/{model}); their api_key field is checked against --api-key-file / RFDETR_API_KEYS. SERVING.md, "Clients of other servers".`)
     .action(async (f: ServeFlags) => {
       // --engine and --precision are checked before the server's modules load, so that a usage error answers
       // at once. An external sidecar runs whatever engine and precision it was started with.

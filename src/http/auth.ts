@@ -1,6 +1,7 @@
 // API keys: when the operator gives any (--api-key-file FILE, one key per line, re-read on reload(); or the
 // RFDETR_API_KEYS environment variable, keys separated by commas or whitespace), every route except the
-// probes needs `Authorization: Bearer KEY` or `X-API-Key: KEY` (exactly one of them: both → 401); /metrics and /docs (with /openapi.json) are
+// probes needs `Authorization: Bearer KEY` or `X-API-Key: KEY` (exactly one of them: both → 401), or on the
+// routes of other servers' APIs (Roboflow, DeepStack) their clients' `api_key` query parameter or body field; /metrics and /docs (with /openapi.json) are
 // open only when the operator says so. Keys are compared as SHA-256 digests with timingSafeEqual, against
 // every key (no early exit), so neither the time nor the length of the comparison tells a guess apart. A key
 // is never logged or echoed: a client is named by a digest prefix (`key:1a2b3c4d`).
@@ -115,8 +116,33 @@ export interface AuthOptions {
   openMetrics?: boolean;
   /** /docs and /openapi.json answer without a key. */
   openDocs?: boolean;
+  /**
+   * Routes of other servers' APIs whose clients send the key as `api_key` (src/http/compat-*.ts): in the query
+   * string (checked here), else in the body (checked by the route once it has read the body: checkBodyKey).
+   */
+  keyFieldRoutes?: (path: string) => boolean;
   /** Answers an error (the server's error responder). */
   send: (res: Response, err: RfdetrError) => void;
+}
+
+function keyMissing(apiKeyField: boolean): RfdetrError {
+  return new RfdetrError('E_UNAUTHORIZED', `this server requires an API key: send it as "Authorization: Bearer KEY" or "X-API-Key: KEY"${apiKeyField ? ', or as the api_key field' : ''}`);
+}
+
+function keyInvalid(): RfdetrError {
+  return new RfdetrError('E_UNAUTHORIZED', 'the API key is not valid on this server: check the key, or ask the operator for one');
+}
+
+/**
+ * The key a route of keyFieldRoutes found in its body (`api_key`), when the request carried none in a header or
+ * the query string: sets res.locals.apiKeyId, or throws E_UNAUTHORIZED (401).
+ */
+export function checkBodyKey(keys: ApiKeys, res: Response, value: unknown): void {
+  if (!keys.enabled || res.locals.apiKeyId !== undefined) return;
+  if (typeof value !== 'string' || value === '') throw keyMissing(true);
+  const id = keys.match(value);
+  if (id === null) throw keyInvalid();
+  res.locals.apiKeyId = id;
 }
 
 /** Express middleware: sets res.locals.apiKeyId, or answers 401 with WWW-Authenticate. */
@@ -129,14 +155,17 @@ export function requireApiKey(o: AuthOptions) {
       res.setHeader('WWW-Authenticate', 'Bearer realm="rfdetr", error="invalid_request"');
       return o.send(res, new RfdetrError('E_UNAUTHORIZED', 'the request carries two API keys, "Authorization: Bearer …" and "X-API-Key: …": expected exactly one; send the key in one of the two headers'));
     }
-    const id = key === undefined ? null : o.keys.match(key);
+    const field = o.keyFieldRoutes?.(req.path) === true;
+    // A client of another server's API sends `api_key` as a query parameter, or in the body (checked there).
+    const queried = field && key === undefined ? req.query.api_key : undefined;
+    if (field && key === undefined && typeof queried !== 'string') return next();
+    const presented = key ?? (queried as string | undefined);
+    const id = presented === undefined ? null : o.keys.match(presented);
     if (id !== null) {
       res.locals.apiKeyId = id;
       return next();
     }
-    res.setHeader('WWW-Authenticate', `Bearer realm="rfdetr"${key === undefined ? '' : ', error="invalid_token"'}`);
-    o.send(res, new RfdetrError('E_UNAUTHORIZED', key === undefined
-      ? 'this server requires an API key: send it as "Authorization: Bearer KEY" or "X-API-Key: KEY"'
-      : 'the API key is not valid on this server: check the key, or ask the operator for one'));
+    res.setHeader('WWW-Authenticate', `Bearer realm="rfdetr"${presented === undefined ? '' : ', error="invalid_token"'}`);
+    o.send(res, presented === undefined ? keyMissing(field) : keyInvalid());
   };
 }

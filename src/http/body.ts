@@ -7,12 +7,12 @@
 import { isUtf8 } from 'node:buffer';
 import type { Request, Response } from 'express';
 import express from 'express';
-import busboy from 'busboy';
 import { RfdetrError, isRfdetrError } from '../errors.ts';
 import { bodyEncodingOf, readDecoded } from './content-encoding.ts';
 import { countBatchImages, extractJsonImage } from './json-image.ts';
 import { MAX_BATCH_IMAGES } from './schema.ts';
-import { base64DecodedLength, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
+import { readMultipartBody } from './multipart-body.ts';
+import { base64DecodedLength, bodyTooLarge, decodeBase64Image, imageTooLargeError, parsePredictBatchJson, parsePredictJson, parsePredictUrlJson, parsePredictParams, PREDICT_FIELDS, schemaError, type PredictParams } from './params.ts';
 
 /**
  * Body cap for JSON and multipart: a 32 MB image is 44,739,244 base64 characters, 45.9 M wrapped at 76
@@ -50,16 +50,8 @@ export interface BodyLimits {
   maxBodyBytes: number;
 }
 
-function bodyTooLarge(limit: number, received?: number): RfdetrError {
-  return new RfdetrError(
-    'E_BODY_TOO_LARGE',
-    `request body${received !== undefined ? ` is ${received} bytes, which` : ''} exceeds the ${limit}-byte limit: a request carries one image of at most 32 MB (its base64 form fits this limit); send the image as multipart or a raw image/* body, or shrink it`,
-    { limit },
-  );
-}
-
 /** Maps errors thrown by express's body parsers (http-errors with a `type`) onto the error table. */
-function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): Error {
+export function fromParserError(e: unknown, limits: BodyLimits, form: 'json' | 'raw'): Error {
   if (isRfdetrError(e)) return e;
   const err = e as { type?: string; message?: string; length?: number; limit?: number };
   switch (err.type) {
@@ -111,7 +103,7 @@ function parseJsonBytes(bytes: Buffer): unknown {
   }
 }
 
-function runParser(mw: express.RequestHandler, req: Request, res: Response): Promise<void> {
+export function runParser(mw: express.RequestHandler, req: Request, res: Response): Promise<void> {
   return new Promise((resolve, reject) => {
     mw(req, res, (err?: unknown) => (err ? reject(err) : resolve()));
   });
@@ -200,7 +192,11 @@ export function createBodyReader(limits: BodyLimits) {
     return readDecoded(req, enc, limit, tooLarge, onDecoded);
   }
 
-  async function readJson(req: Request, res: Response, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+  /**
+   * A JSON body into req.body: its bytes when it is utf-8 (returns true; an encoded one inflated, each chunk
+   * counted by `onDecoded`), else express.json's parse (returns false).
+   */
+  async function receiveJson(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<boolean> {
     // A decoded body is bytes like a utf-8 one (its charset, if any, is not re-decoded).
     const encoded = readEncoded(req, 'json', onDecoded);
     const utf8 = encoded !== null || isUtf8Json(req);
@@ -216,6 +212,17 @@ export function createBodyReader(limits: BodyLimits) {
         throw fromParserError(e, limits, 'json');
       }
     }
+    return utf8;
+  }
+
+  /** A JSON body parsed to a value, read as /predict's is (the routes of other servers' APIs). */
+  async function readJsonValue(req: Request, res: Response, onDecoded?: (n: number) => void): Promise<unknown> {
+    const utf8 = await receiveJson(req, res, onDecoded);
+    return utf8 && Buffer.isBuffer(req.body) ? parseJsonBytes(req.body) : req.body;
+  }
+
+  async function readJson(req: Request, res: Response, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+    const utf8 = await receiveJson(req, res, onDecoded);
     if (utf8 && Buffer.isBuffer(req.body)) {
       const quick = extractJsonImage(req.body, limits.maxImageBytes);
       if (quick && !('images' in quick.fields) && !('image_url' in quick.fields)) {
@@ -284,118 +291,30 @@ export function createBodyReader(limits: BodyLimits) {
     return { image, params, form: 'raw' };
   }
 
-  function readMultipart(req: Request): Promise<PredictInput> {
-    return new Promise((resolve, reject) => {
-      const enc = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
-      if (enc !== 'identity') {
-        reject(new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected no Content-Encoding for a multipart/form-data body but received ${JSON.stringify(enc)}: send it uncompressed, or use a JSON body`));
-        return;
-      }
-      let bb: busboy.Busboy;
-      try {
-        bb = busboy({
-          headers: req.headers,
-          // Each field at most once, plus the image part.
-          limits: { files: 1, fields: PREDICT_FIELDS.length, parts: PREDICT_FIELDS.length + 1, fileSize: limits.maxImageBytes, fieldSize: limits.maxBodyBytes },
-        });
-      } catch (e) {
-        reject(new RfdetrError('E_SCHEMA', `multipart body cannot be parsed (${(e as Error).message}): expected multipart/form-data with a boundary`));
-        return;
-      }
-      const fields: Record<string, unknown> = {};
-      let file: Buffer | undefined;
-      let failure: Error | undefined;
-      let received = 0;
-      let done = false;
-      const fail = (e: Error) => {
-        if (!failure) failure = e;
-      };
-      const finish = () => {
-        if (done) return;
-        done = true;
-        req.off('data', count);
-        if (failure) return reject(failure);
-        try {
-          const params = parsePredictParams(fields, true);
-          let image: Buffer;
-          if (file !== undefined) {
-            if (file.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'the image part is empty (0 bytes): expected PNG or JPEG bytes');
-            image = file;
-          } else if (typeof fields.image === 'string') {
-            image = decodeBase64Image(fields.image, limits.maxImageBytes);
-          } else {
-            throw schemaError('image', 'a file part named "image" (PNG or JPEG bytes) or a base64 text field "image"', undefined);
-          }
-          resolve({ image, params, form: 'multipart' });
-        } catch (e) {
-          reject(e);
-        }
-      };
-      const count = (chunk: Buffer) => {
-        received += chunk.length;
-        if (received > limits.maxBodyBytes && !done) {
-          done = true;
-          req.unpipe(bb);
-          req.off('data', count);
-          reject(bodyTooLarge(limits.maxBodyBytes));
-        }
-      };
-      req.on('data', count);
-      bb.on('file', (name, stream) => {
-        if (name !== 'image') {
-          fail(new RfdetrError('E_SCHEMA', `Expected the file part to be named "image" but received a file part named ${JSON.stringify(name)}`));
-          stream.resume();
-          return;
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        stream.on('data', (c: Buffer) => {
-          size += c.length;
-          chunks.push(c);
-        });
-        stream.on('limit', () => fail(imageTooLargeError(limits.maxImageBytes + 1, limits.maxImageBytes, 'bytes')));
-        // A part cut off before its closing boundary errors on the part's stream as well as on busboy: without
-        // this listener that error would be unhandled and take the process down.
-        stream.on('error', (e: Error) => {
-          fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data whose "image" part ends with the closing boundary`));
-          finish();
-        });
-        stream.on('end', () => {
-          if (!stream.truncated) file = Buffer.concat(chunks, size);
-        });
-      });
-      bb.on('field', (name, value, info) => {
-        if (info.valueTruncated) fail(bodyTooLarge(limits.maxBodyBytes));
-        if (name in fields) fail(new RfdetrError('E_SCHEMA', `field ${JSON.stringify(name)} is given twice: expected each field at most once`));
-        fields[name] = value;
-      });
-      bb.on('filesLimit', () => fail(new RfdetrError('E_SCHEMA', 'Expected exactly one file part ("image") but received more than one')));
-      bb.on('fieldsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${PREDICT_FIELDS.length} fields (${PREDICT_FIELDS.join(', ')}) but received more`)));
-      bb.on('partsLimit', () => fail(new RfdetrError('E_SCHEMA', `Expected at most ${PREDICT_FIELDS.length + 1} parts in the multipart body but received more`)));
-      bb.on('error', (e: Error) => {
-        fail(new RfdetrError('E_SCHEMA', `multipart body is malformed (${e.message}): expected multipart/form-data with an "image" file part`));
-        finish();
-      });
-      bb.on('close', finish);
-      req.on('error', (e: Error) => {
-        fail(new RfdetrError('E_ABORTED', `the request stream failed while the body was received (${e.message})`));
-        finish();
-      });
-      req.on('aborted', () => {
-        fail(new RfdetrError('E_ABORTED', 'the client closed the connection while sending the body'));
-        finish();
-      });
-      req.pipe(bb);
-    });
-  }
-
   /**
    * `onDecoded(n)` sees each chunk a Content-Encoding inflates to (the memory budget); what it throws ends the read.
    * `admissible(n)` is asked before a batch's n images are decoded from base64; what it throws ends the read.
    */
-  return async function readPredictBody(req: Request, res: Response, form: BodyForm, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
+  async function readPredictBody(req: Request, res: Response, form: BodyForm, onDecoded?: (n: number) => void, admissible?: (images: number) => void): Promise<PredictInput | BatchInput | UrlInput> {
     if (form === 'json') return readJson(req, res, onDecoded, admissible);
     if (form === 'raw') return readRaw(req, res, onDecoded);
-    return readMultipart(req);
-  };
+    return readMultipartBody(req, limits, PREDICT_FIELDS, (fields, file) => predictInputOf(fields, file, limits));
+  }
+  /** The reader called as /predict's; `jsonValue` reads a JSON body the same way, parsed to a value. */
+  return Object.assign(readPredictBody, { jsonValue: readJsonValue });
+}
+
+/** /predict's multipart input: its fields, and the image as a file part or a base64 text field. */
+function predictInputOf(fields: Record<string, unknown>, file: Buffer | undefined, limits: BodyLimits): PredictInput {
+  const params = parsePredictParams(fields, true);
+  let image: Buffer;
+  if (file !== undefined) {
+    if (file.length === 0) throw new RfdetrError('E_IMAGE_UNDECODABLE', 'the image part is empty (0 bytes): expected PNG or JPEG bytes');
+    image = file;
+  } else if (typeof fields.image === 'string') {
+    image = decodeBase64Image(fields.image, limits.maxImageBytes);
+  } else {
+    throw schemaError('image', 'a file part named "image" (PNG or JPEG bytes) or a base64 text field "image"', undefined);
+  }
+  return { image, params, form: 'multipart' };
 }

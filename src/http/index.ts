@@ -29,6 +29,7 @@
 //   video-limits.ts      the /predict/video limits and their defaults
 //   video-schema.ts      the /predict/video options and line schemas
 //   body.ts              the three /predict body forms (JSON, multipart, raw) → image bytes and fields
+//   multipart-body.ts    a multipart/form-data body (busboy): the image file part and the named fields, capped
 //   json-image.ts        the JSON body's image parsed without a string of the whole body
 //   content-encoding.ts  a body's Content-Encoding, inflated with its size capped
 //   params.ts            the /predict fields validated, the class filter resolved
@@ -38,6 +39,10 @@
 //   docs.ts              GET /docs (Swagger UI from the package)
 //   timeline.ts          one request's stage marks → Server-Timing and the timeline record
 //   model-identity.ts    the name and id the server gives the loaded variant
+//   served-models.ts     a request's model name → a model served (the one seam several models widen)
+//   compat-roboflow.ts   Roboflow Inference's routes (inference-sdk) on the /predict pipeline
+//   compat-deepstack.ts  DeepStack / CodeProject.AI's detection routes on the /predict pipeline
+//   compat-openapi.ts    those routes in /openapi.json
 //   index.ts             this map and the public surface
 export { createServer, MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity, type CreateServerOptions, type ListenResult, type RfdetrServer, type WeightsInfo } from './server.ts';
 export { READY_MESSAGE, LOG_LEVELS, createJsonLogger, isLogLevel, type LogLevel, type Logger } from './log.ts';

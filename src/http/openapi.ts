@@ -6,6 +6,7 @@ import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 import { COMPONENTS } from './schema.ts';
 import { DEFAULT_VIDEO_LIMITS } from './video-limits.ts';
 import { VIDEO_COMPONENTS } from './video-schema.ts';
+import { compatPaths } from './compat-openapi.ts';
 
 export interface OpenApiLimits {
   maxImageBytes: number;
@@ -19,6 +20,9 @@ export interface OpenApiLimits {
 export const ROUTES = {
   '/health': 'GET', '/tt-liveness': 'GET', '/ready': 'GET', '/v1/health': 'GET', '/v1/models': 'GET',
   '/info': 'GET', '/metrics': 'GET', '/openapi.json': 'GET', '/docs': 'GET', '/predict': 'POST', '/predict/video': 'POST',
+  // Roboflow Inference's and DeepStack's APIs (compat-roboflow.ts, compat-deepstack.ts).
+  '/model/registry': 'GET', '/model/add': 'POST', '/infer/object_detection': 'POST', '/infer/instance_segmentation': 'POST',
+  '/v1/vision/detection': 'POST', '/v1/vision/custom/list': 'POST',
 } as const satisfies Record<string, 'GET' | 'POST'>;
 
 const ref = (name: keyof typeof COMPONENTS | keyof typeof VIDEO_COMPONENTS) => ({ $ref: `#/components/schemas/${name}` });
@@ -73,7 +77,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs).`,
+      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs). Roboflow Inference's routes (/model/registry, /model/add, /infer/*) and DeepStack / CodeProject.AI's (/v1/vision/*) serve those servers' clients unchanged, on the same queue, budgets and keys (their api_key query parameter or body field is checked against the same keys); their bodies and errors are those APIs' shapes.`,
     },
     // Either scheme, or none when the server runs without keys.
     security: [{ bearer: [] }, { apiKey: [] }, {}],
@@ -185,6 +189,8 @@ export function buildOpenApi(l: OpenApiLimits): object {
           },
         },
       },
+      // The clients of other servers (SERVING.md, "Clients of other servers").
+      ...compatPaths(),
     },
     components: {
       schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,

@@ -16,13 +16,13 @@ for (const schema of [PredictRequest, PredictUrlRequest, BatchPredictRequest, Pr
 /** The fields a /predict request may carry, in schema order (each body form names them in its errors). */
 export const PREDICT_FIELDS: readonly string[] = Object.keys(PredictRequest.properties);
 
-/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither. */
-export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[]): Set<number> | undefined {
+/** The `classes` of a request as class ids of `labels`, or the 422 naming the items that are neither (as `field`). */
+export function classFilterOf(classes: PredictParams['classes'], labels: readonly string[], field = 'classes'): Set<number> | undefined {
   if (classes === undefined) return undefined;
   const { ids, unknown, known } = resolveClassList(classes, labels);
   if (unknown.length) {
     const first = classes.indexOf(unknown[0]!);
-    throw schemaError(`classes[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
+    throw schemaError(`${field}[${first}]`, `a class id 0..${labels.length - 1} or a label name of this model (${someNames(known)}; case-insensitive)`, unknown[0]);
   }
   return ids;
 }
@@ -141,5 +141,14 @@ export function imageTooLargeError(bytes: number, maxBytes: number, form: 'base6
     'E_IMAGE_TOO_LARGE',
     `image is too large: ${bytes} bytes${form === 'base64' ? ' after base64 decoding' : ''}; the limit is ${maxBytes} bytes (${maxBytes / 2 ** 20} MiB): send a smaller or re-encoded image`,
     { bytes, max_bytes: maxBytes },
+  );
+}
+
+/** The JSON or multipart body is over its cap (sized for a 32 MB image in base64). */
+export function bodyTooLarge(limit: number, received?: number): RfdetrError {
+  return new RfdetrError(
+    'E_BODY_TOO_LARGE',
+    `request body${received !== undefined ? ` is ${received} bytes, which` : ''} exceeds the ${limit}-byte limit: a request carries one image of at most 32 MB (its base64 form fits this limit); send the image as multipart or a raw image/* body, or shrink it`,
+    { limit },
   );
 }

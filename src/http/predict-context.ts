@@ -5,7 +5,7 @@ import type { Request, Response } from 'express';
 import type { DecodeOptions, RgbImage } from '../image/decode.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import type { UrlFetcher } from '../image/fetch-url.ts';
-import type { PredictTiming } from '../detect/pipeline.ts';
+import type { PredictResponse, PredictTiming } from '../detect/pipeline.ts';
 import type { Admission } from './admission.ts';
 import type { bodyFormOf, BatchInput, PredictInput, UrlInput } from './body.ts';
 import type { EngineQueue } from './engine-queue.ts';
@@ -51,4 +51,18 @@ export interface RunContext {
   holdUntilSent: (release: () => void) => void;
   /** Each image's stage times, for the stage histograms once the response is out (off the response's path). */
   stageTimes: PredictTiming[];
+}
+
+/**
+ * Another server's API served by this pipeline (src/http/compat-*.ts): how its request becomes /predict's input
+ * (one image), how /predict's answer becomes its response, and its error shape. The admission, budgets, fair
+ * share, deadline and engine are /predict's own.
+ */
+export interface PredictDialect {
+  /** Reads the request into /predict's input (one image), in place of PredictDeps.readBody. */
+  readBody: PredictDeps['readBody'];
+  /** The response for an image's /predict answer. */
+  respond: (response: PredictResponse, res: Response) => object;
+  /** Errors in the API's own shape. */
+  errors: ErrorResponder;
 }

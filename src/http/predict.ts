@@ -20,7 +20,7 @@ import { deadlineError } from './engine-queue.ts';
 import type { Stage } from './metrics.ts';
 import { inferenceError } from './respond.ts';
 import type { Timeline } from './timeline.ts';
-import type { PredictDeps, RunContext } from './predict-context.ts';
+import type { PredictDeps, PredictDialect, RunContext } from './predict-context.ts';
 import { createFrameDetector, type ServerFrame } from './frame-detector.ts';
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
@@ -44,7 +44,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   const detectFrame = createFrameDetector(d);
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string, readBody: PredictDeps['readBody']): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
     const form = bodyFormOf(req);
     tl.form = form;
     const body = admission.enterBody(client);
@@ -71,7 +71,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     req.once('end', onEnd);
     try {
       // A compressed body is counted as it arrives and again as it inflates.
-      const input = await Promise.race([d.readBody(req, res, form, (n) => body.bytes.add(n * cost), (n) => admission.check(client, n)), refused, abortedBy(signal)]);
+      const input = await Promise.race([readBody(req, res, form, (n) => body.bytes.add(n * cost), (n) => admission.check(client, n)), refused, abortedBy(signal)]);
       const parsedAt = performance.now();
       tl.mark('parsed', parsedAt);
       // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms).
@@ -89,8 +89,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
   }
 
-  async function run(req: Request, res: Response, r: RunContext, timeline: Timeline): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal, timeline, r.client);
+  async function run(req: Request, res: Response, r: RunContext, timeline: Timeline, dialect: PredictDialect | undefined): Promise<object> {
+    const { input, bytes } = await receiveBody(req, res, r.signal, timeline, r.client, dialect?.readBody ?? d.readBody);
     let params: DetectParams & { fast_decode?: boolean };
     let places: QueuePlaces;
     try {
@@ -112,7 +112,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         const { response } = outcomes[0]!.result!;
         res.locals.timing = response.timing_ms;
         res.locals.numDetections = response.num_detections;
-        return response;
+        return dialect ? dialect.respond(response, res) : response;
       }
       if (r.signal.aborted) throw r.signal.reason;
       return { results: outcomes.map((o) => (o.result ? o.result.response : imageErrorBody(o.error))) };
@@ -166,10 +166,12 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }
   }
 
-  return async function handlePredict(req: Request, res: Response): Promise<void> {
+  /** `dialect`: another server's API on this pipeline (its body, response and errors); absent: /predict's own. */
+  return async function handlePredict(req: Request, res: Response, dialect?: PredictDialect): Promise<void> {
     const t0: number = res.locals.t0;
+    const errors = dialect?.errors ?? d.errors;
     const refuse = d.engineState.notServing();
-    if (refuse) return d.errors.send(res, refuse);
+    if (refuse) return errors.send(res, refuse);
     const timeline = d.timelines.begin(t0);
     res.once('finish', () => timeline.mark('finished'));
     const ended = () => {
@@ -189,7 +191,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     }, Math.max(0, deadlineAt - performance.now()));
     try {
       const client = d.clientOf(req, res);
-      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), stageTimes }, timeline), abortedBy(abort.signal)]);
+      const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), stageTimes }, timeline, dialect), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
         if (d.engineState.draining) res.setHeader('Connection', 'close');
         const text = JSON.stringify(body);
@@ -209,7 +211,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
         if (res.writableFinished) timeline.mark('finished');
       }
     } catch (e) {
-      if (!res.destroyed) d.errors.send(res, e);
+      if (!res.destroyed) errors.send(res, e);
     } finally {
       clearTimeout(deadlineTimer);
       for (const t of stageTimes) d.metrics.observeStages(t as unknown as Record<Stage, number>);

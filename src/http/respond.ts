@@ -10,11 +10,29 @@ export interface ErrorResponder {
   send(res: Response, err: unknown): void;
 }
 
+/** An error as the response body says it; the status and headers are the table's whatever the shape. */
+export interface ErrorFacts {
+  code: ErrorCode;
+  status: number;
+  message: string;
+  details: Record<string, unknown> | undefined;
+  requestId: unknown;
+}
+
+/** This API's error body: `{detail, code, …details, request_id}`. */
+export function rfdetrErrorBody(e: ErrorFacts): object {
+  const body: Record<string, unknown> = { detail: e.message, code: e.code };
+  if (e.details) for (const [k, v] of Object.entries(e.details)) if (!(k in body)) body[k] = v;
+  body.request_id = e.requestId;
+  return body;
+}
+
 /**
  * `retryAfterS(code)` gives the Retry-After seconds for a retryable code; `closeAfter()` says whether the
- * connection should close after any error (while draining).
+ * connection should close after any error (while draining); `shape` words the body (another server's API has
+ * its own error shape, src/http/compat-*.ts).
  */
-export function createErrorResponder(retryAfterS: (code: ErrorCode) => number, closeAfter: () => boolean): ErrorResponder {
+export function createErrorResponder(retryAfterS: (code: ErrorCode) => number, closeAfter: () => boolean, shape: (e: ErrorFacts) => object = rfdetrErrorBody): ErrorResponder {
   return {
     send(res, err) {
       if (res.headersSent) {
@@ -37,10 +55,7 @@ export function createErrorResponder(retryAfterS: (code: ErrorCode) => number, c
       // connection: the next request on it would start in the middle of this one's body.
       if (closeAfter() || !res.req.complete) res.setHeader('Connection', 'close');
       res.locals.errorCode = code;
-      const body: Record<string, unknown> = { detail: message, code };
-      if (details) for (const [k, v] of Object.entries(details)) if (!(k in body)) body[k] = v;
-      body.request_id = res.locals.requestId;
-      res.status(ERRORS[code].status).json(body);
+      res.status(ERRORS[code].status).json(shape({ code, status: ERRORS[code].status, message, details, requestId: res.locals.requestId }));
     },
   };
 }

@@ -31,6 +31,10 @@ import { openVideo } from '../video/source.ts';
 import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
+import { createModelResolver } from './served-models.ts';
+import { isRoboflowPath, registerRoboflowRoutes, roboflowErrorBody } from './compat-roboflow.ts';
+import { deepstackErrorBody, isDeepstackPath, registerDeepstackRoutes } from './compat-deepstack.ts';
+import { inputSizeOf } from '../detect/pipeline.ts';
 import { requestLog, route } from './request-log.ts';
 import { Timelines, type TimelineRecord } from './timeline.ts';
 
@@ -179,6 +183,10 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     ? Math.max(1, Math.ceil(((admission.queued + engine.inFlight + 1) * (forwardEwmaMs || 1000)) / 1000))
     : STARTING_RETRY_AFTER_S;
   const errors = createErrorResponder(retryAfterS, () => engineState.draining);
+  // Other servers' APIs answer errors in their own shape, from the key check to the 404 (compat-*.ts).
+  const roboflowErrors = createErrorResponder(retryAfterS, () => engineState.draining, roboflowErrorBody);
+  const deepstackErrors = createErrorResponder(retryAfterS, () => engineState.draining, deepstackErrorBody);
+  const errorsFor = (path: string) => (isRoboflowPath(path) ? roboflowErrors : isDeepstackPath(path) ? deepstackErrors : errors);
   const labels = (): readonly string[] => backend.info?.labels?.length ? backend.info.labels : opts.labels ?? [];
 
   const app = express();
@@ -192,7 +200,11 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const common = [
     requestLog(logger, metrics),
     connectionGuard({ maxInFlight: opts.maxRequestsPerConnection ?? 2, sendTimeoutMs: opts.sendTimeoutMs ?? 30_000, send: (res, e) => errors.send(res, e) }),
-    requireApiKey({ keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs, send: (res, e) => errors.send(res, e) }),
+    requireApiKey({
+      keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs,
+      keyFieldRoutes: (path) => isRoboflowPath(path) || isDeepstackPath(path),
+      send: (res, e) => errorsFor(res.req.path).send(res, e),
+    }),
   ];
   for (const mw of common) app.use(mw);
 
@@ -229,9 +241,10 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
   };
   const timelines = new Timelines();
+  const bodyReader = createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes });
   const handlePredict = createPredictHandler({
     backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
-    readBody: createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }),
+    readBody: bodyReader,
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
     onForward,
@@ -241,6 +254,11 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   }, active);
   const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
   app.post('/predict', ...predictRoute);
+  // The clients of other servers, on the same pipeline (admission, budgets, fair share, deadline, engine).
+  const models = createModelResolver(modelSource(opts.model), () => backend.info?.task, () => inputSizeOf(backend.info));
+  const compat = { models, keys: apiKeys, limits: { maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }, handlePredict };
+  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, labels, errors: roboflowErrors });
+  registerDeepstackRoutes(app, { ...compat, errors: deepstackErrors });
   const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
   const videoUploads = new VideoUploads({
     maxUploads: videoLimits.maxUploads, clientUploads: videoLimits.clientUploads,
@@ -276,8 +294,8 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     }
     errors.send(res, new RfdetrError('E_NOT_FOUND', `no route ${req.method} ${req.path}: the routes are ${Object.entries(METHODS).map(([p, m]) => `${m} ${p}`).join(', ')} (see GET /openapi.json)`));
   });
-  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    errors.send(res, err);
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    errorsFor(req.path).send(res, err);
   });
 
   const { listen, drain } = createLifecycle({
