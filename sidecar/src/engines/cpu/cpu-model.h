@@ -50,7 +50,7 @@ struct model_dims {
 model_dims dims_of(const model_arch & arch);
 
 // The precision of the projector's convs in a model at precision p: p, except under int8, where they run in bf16 if
-// a bf16 GEMM kernel runs (bf16_supported) and in fp32 if not: their int8 rounding was most of int8's logit error.
+// a bf16 GEMM kernel runs (bf16_supported) and in fp32 if not: their int8 rounding was over half of int8's logit error.
 precision projector_precision(precision p);
 
 class model {
