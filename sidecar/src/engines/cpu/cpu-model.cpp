@@ -113,8 +113,8 @@ bool attention_in_bf16(precision p) {
 }  // namespace
 
 // int8's projector convs in bf16 (fp32 without a bf16 kernel): of int8's layer groups run one at a time in bf16, they
-// took the Base case-2 logits PCC with fp32's top-k held from 0.99897 to 0.99955, the next best group (the ViT qkv)
-// to 0.99901 (README.md, "int8"). In bf16 they cost the AMX int8 forward nothing measurable.
+// took the Base case-2 logits PCC with fp32's top-k held from 0.99898 to 0.99956, the next best group (the ViT fc1)
+// to 0.99905 (README.md, "int8"). In bf16 they cost the AMX int8 forward nothing measurable.
 precision projector_precision(precision p) {
     std::string missing;
     if (p != precision::int8) return p;
