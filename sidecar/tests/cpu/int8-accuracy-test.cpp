@@ -3,14 +3,19 @@
 // rank has its own learned query embedding, so a swap of two near-tied proposal scores changes whole output
 // rows: on these synthetic checkpoints any weight rounding (even 13-bit per channel, measured) reorders
 // most ranks. So the gates separate the two: the int8 two-stage must select >= 270 of fp32's 300 proposals,
-// and with fp32's top-k order injected the top-100 flattened logits (../shared/peers/int8_peers.py's
-// measure) must share >= 90 with fp32's. The end-to-end overlap with the golden, max-abs and PCC per head
-// are printed (README.md, "int8", has them), with loose max-abs bounds that only a broken path exceeds.
+// and with fp32's top-k order injected (issue 34's gates) the top-100 flattened logits
+// (../shared/peers/int8_peers.py's measure) must share >= 95 with fp32's and the logits' PCC be >= 0.999.
+// int8 runs its projector convs in bf16, or in fp32 on a CPU without bf16 (cpu-model.h, projector_precision):
+// the cpu_int8_no_bf16 suites run that form here with the bf16 kernels switched off. The end-to-end overlap
+// with the golden, max-abs and PCC per head are printed (README.md, "int8", has them), with loose max-abs
+// bounds that only a broken path exceeds.
 // The RF-DETR Seg sizes take the same gates (90 % of their 100/200 proposals) and, on fp32's queries scoring
 // > 0.3 with fp32's top-k injected, their int8 masks (logit > 0 at R/4) against fp32's: mean IoU >= 0.95, min >= 0.8.
 // Fixtures or checkpoints missing are skips (failures under RFDETR_REQUIRE_ALL=1).
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
+#include "engines/cpu/gemm.h"
+#include "engines/cpu/qgemm.h"
 #include "family-case.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
@@ -68,15 +73,17 @@ std::vector<double> mask_iou(const std::vector<float> & a, const std::vector<flo
 }
 
 // What a precision must keep of fp32's: the share of fp32's proposals its two-stage selects, and with fp32's
-// top-k injected the top-100 overlap and (bf16: issue 34's gate) the logits' PCC.
+// top-k injected issue 34's gates, the top-100 overlap and the logits' PCC.
 struct gates {
-    double proposals = 0.9;
-    size_t top100    = 90;
-    double pcc       = -1.0;  // < 0: printed only
+    double proposals;
+    size_t top100;
+    double pcc;
 };
 // bf16 measured (bf16 GEMMs and, on AMX, the bf16 attention): >= 98 % of the proposals, top-100 98-100, PCC >= 0.99994
 // on every case below (README.md, "bf16", "Attention in bf16").
-gates gates_of(cpu::precision p) { return p == cpu::precision::bf16 ? gates{0.95, 95, 0.999} : gates{}; }
+// int8 measured (README.md, "int8"): >= 96 % of the proposals; top-100 97-99 and PCC >= 0.99974 with 8-bit weights and
+// the projector convs in bf16 or fp32 (Base case-2 0.99898 with 7-bit weights and the convs in int8).
+gates gates_of(cpu::precision p) { return p == cpu::precision::bf16 ? gates{0.95, 95, 0.999} : gates{0.9, 95, 0.999}; }
 
 // One int8 (or bf16) forward against the golden's logits and boxes.
 void check(const std::string & label, const std::string & weights, const std::map<std::string, rfdetr::test::golden_tensor> & g,
@@ -86,6 +93,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
     auto       ck = rfdetr::checkpoint::open(weights);
     cpu::model m(*ck, 0, p);
     ASSERT_EQ(m.prec(), p);
+    ASSERT_EQ(m.projector_prec(), cpu::projector_precision(p));
     const int          Q = m.dims().queries, C = m.num_classes();
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
@@ -108,15 +116,14 @@ void check(const std::string & label, const std::string & weights, const std::ma
         for (size_t i : a) ov += b.count(i);
         EXPECT_GE(common, (size_t)(Q * gt.proposals)) << label << ": the " << pn << " two-stage selects other proposals";
         EXPECT_GE(ov, gt.top100) << label << " with the fp32 top-k injected";
-        if (gt.pcc >= 0) {
-            EXPECT_GE(pcc(il, fl), gt.pcc) << label << " logits with the fp32 top-k injected";
-        }
+        EXPECT_GE(pcc(il, fl), gt.pcc) << label << " logits with the fp32 top-k injected";
         std::printf("%s %-8s topk: same rank %zu/%d, same set %zu/%d; fp32 top-k injected: top100 %zu, logits max-abs %.3g pcc %.6f boxes max-abs %.3g\n",
                     pn, label.c_str(), same, Q, common, Q, ov, max_abs(il, fl), pcc(il, fl), max_abs(ib, fb));
         if (m.segmentation()) {
             // The masks of fp32's queries scoring > 0.3, int8 (fp32's top-k injected) against fp32, at R/4: measured
-            // mean IoU 0.965-0.978, min 0.85-0.92 on the four sizes; the same within 0.002 with the head in fp32 (the
-            // int8 backbone and decoder dominate). A broken head gives ~0.5.
+            // mean IoU 0.985-0.989, min 0.94-0.97 on the four sizes (0.965-0.978 and 0.85-0.92 with 7-bit weights and
+            // the projector in int8; the same within 0.002 with the head in fp32: the backbone dominates). A broken
+            // head gives ~0.5.
             std::vector<uint32_t> rows;
             for (int q = 0; q < Q; ++q) {
                 if (*std::max_element(fl.begin() + (size_t)q * C, fl.begin() + (size_t)(q + 1) * C) > std::log(0.3 / 0.7)) rows.push_back(q);
@@ -142,8 +149,9 @@ void check(const std::string & label, const std::string & weights, const std::ma
     size_t     overlap = 0;
     for (size_t i : a) overlap += b.count(i);
     const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
-    std::printf("%s %-8s top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
-                pn, label.c_str(), overlap, ml, pcc(logits, gl), mbx, pcc(boxes, gb));
+    std::printf("%s %-8s (projector convs %s, attention %s) top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
+                pn, label.c_str(), cpu::to_string(m.projector_prec()), m.bf16_attention() ? "bf16" : "fp32", overlap, ml,
+                pcc(logits, gl), mbx, pcc(boxes, gb));
     // Loose bounds (the fp32 engine is within 3e-5; int8 end to end measured 4.3-5.3 and 0.93-1.13, the
     // rank swaps): a broken int8 path gives NaN or unbounded values.
     EXPECT_LT(ml, 20.0) << label;
@@ -186,6 +194,45 @@ TEST_P(cpu_int8_seg, keeps_fp32s_proposals_top100_and_masks) {
 
 INSTANTIATE_TEST_SUITE_P(seg_sizes, cpu_int8_seg, ::testing::Values("nano", "small", "medium", "large"),
                          [](const auto & info) { return info.param; });
+
+// int8 as a CPU without bf16 runs it (an AVX-512 VNNI CPU such as Ice Lake: the projector convs and the attention in
+// fp32), with this CPU's bf16 kernels switched off; the int8 kernels give the same int32 sums on every ISA. The kernels
+// this CPU picks by default are selected again afterwards.
+class cpu_int8_no_bf16 : public ::testing::Test {
+  protected:
+    std::string f32_ = cpu::gemm_isa(), i8_ = cpu::qgemm_isa(), b16_ = cpu::bgemm_isa();
+    void        SetUp() override {
+        if (!cpu::gemm_select_isa("avx512") || !cpu::qgemm_select_isa("avx512vnni")) {
+            RFDETR_SKIP_OR_FAIL("this CPU lacks the AVX-512 and AVX-512 VNNI kernels (see /proc/cpuinfo's flags)");
+        }
+        ASSERT_TRUE(cpu::bgemm_select_isa("none"));
+        ASSERT_EQ(cpu::projector_precision(cpu::precision::int8), cpu::precision::fp32);
+    }
+    void TearDown() override {
+        cpu::gemm_select_isa(f32_.c_str());
+        cpu::qgemm_select_isa(i8_.c_str());
+        cpu::bgemm_select_isa(b16_.c_str());
+    }
+};
+
+TEST_F(cpu_int8_no_bf16, base_cases_keep_fp32s_proposals_and_top100_in_fp32s_order) {
+    const std::string weights = rfdetr::test::test_weights_dir();
+    if (weights.empty()) RFDETR_SKIP_OR_FAIL("no seed-1 checkpoint (the synth_seed1 ctest fixture)");
+    for (int c : {1, 2, 3}) {
+        const auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-" + std::to_string(c) +
+                                                 "/golden.safetensors");
+        check("case-" + std::to_string(c), weights, g);
+    }
+}
+
+TEST_F(cpu_int8_no_bf16, family_sizes_keep_fp32s_proposals_and_top100_in_fp32s_order) {
+    for (const char * size : {"nano", "small", "medium", "large"}) {
+        const std::string why = rfdetr::test::family_missing(size);
+        if (!why.empty()) RFDETR_SKIP_OR_FAIL(why);
+        const auto c = rfdetr::test::family_load(size);
+        check(size, c.weights, c.golden);
+    }
+}
 
 // bf16 (bgemm.h) on the same cases: issue 34's gates with fp32's top-k injected (top-100 >= 95, logits PCC >= 0.999).
 bool bf16_runs() {

@@ -115,9 +115,10 @@ TEST(cpu_qgemm, amx_kernel_matches_reference_on_odd_sizes) {
     check_all_sizes();
 }
 
-// The int32 sums themselves: integer activations with a +-127 in every row and integer weights with a +-63 in
+// The int32 sums themselves: integer activations with a +-127 in every row and integer weights with a +-127 in
 // every channel quantise to themselves with scales of exactly 1, so each output is float(sum_k a w), exact
-// below 2^24 (here at most 127 * 63 * 1000), and must equal the integer product computed here in int64.
+// below 2^24 (here at most 127 * 127 * 1000), and must equal the integer product computed here in int64. Row 0
+// and channel 0 at the extremes are the pairs that would saturate vpmaddubsw's int16 fed the u8 rows directly.
 class cpu_qgemm_sums : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(cpu_qgemm_sums, equal_the_exact_integer_products) {
@@ -140,9 +141,10 @@ TEST_P(cpu_qgemm_sums, equal_the_exact_integer_products) {
                 // Row 0 and channel 0 at the extremes (the largest sums, every u8 at 255 or 1); every other row
                 // and channel gets its one full-range value so its scale is exactly 1.
                 for (int kk = 0; kk < k; ++kk) a[kk] = (kk % 3 == 0) ? -127.0f : 127.0f;
-                for (int kk = 0; kk < k; ++kk) w[kk] = (kk % 3 == 0) ? -63.0f : 63.0f;
+                const float wm = static_cast<float>(cpu::k_qw_max);
+                for (int kk = 0; kk < k; ++kk) w[kk] = (kk % 3 == 0) ? -wm : wm;
                 for (int i = 1; i < m; ++i) a[static_cast<size_t>(i) * k + (i % k)] = (i % 2) ? 127.0f : -127.0f;
-                for (int j = 1; j < n; ++j) w[static_cast<size_t>(j) * k + (j % k)] = (j % 2) ? -63.0f : 63.0f;
+                for (int j = 1; j < n; ++j) w[static_cast<size_t>(j) * k + (j % k)] = (j % 2) ? -wm : wm;
                 const cpu::qweight qw = cpu::quantize_weight(w.data(), n, k, k);
                 std::vector<float> c(static_cast<size_t>(m) * n), scratch(cpu::gemm_scratch_floats(k));
                 cpu::qgemm_packed(m, a.data(), k, qw, c.data(), n, cpu::epilogue{}, scratch.data());

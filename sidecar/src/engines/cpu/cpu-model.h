@@ -49,11 +49,16 @@ struct model_dims {
 // Throws rfdetr::error for a variant this engine does not run (a multi-level projector).
 model_dims dims_of(const model_arch & arch);
 
+// The precision of the projector's convs in a model at precision p: p, except under int8, where they run in bf16 if
+// a bf16 GEMM kernel runs (bf16_supported) and in fp32 if not: their int8 rounding was over half of int8's logit error.
+precision projector_precision(precision p);
+
 class model {
   public:
     // ckpt must outlive the model (the weights that are not repacked are read in place). int8: the weight
-    // GEMMs of the patch embedding, the ViT blocks, the projector and the decoder layers run in int8 (qgemm.h);
-    // the two-stage and final heads, the reference-point head and everything else stay float. bf16: those
+    // GEMMs of the patch embedding, the ViT blocks and the decoder layers run in int8 (qgemm.h), the projector's
+    // convs in bf16 or fp32 (projector_precision); the two-stage and final heads, the reference-point head and
+    // everything else stay float (the attention bf16 where bf16_attention()). bf16: those
     // GEMMs and the two-stage, reference-point and class/box heads' in bf16 (bgemm.h); the caller checks
     // bf16_supported() first.
     model(const checkpoint & ckpt, int threads, precision p = precision::fp32);
@@ -73,6 +78,8 @@ class model {
     int threads() const { return pool_.size(); }
     precision prec() const { return prec_; }
     bool      int8() const { return prec_ == precision::int8; }
+    // The precision of the projector's convs (projector_precision).
+    precision projector_prec() const { return projector_prec_; }
     // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
     bool bf16_attention() const { return bf16_attn_; }
 
@@ -111,10 +118,10 @@ class model {
 
     const float * w(const std::string & name) const;
     // The checkpoint's weight `name` ([n, ...] with k = the rest) packed for gemm_packed, rows [r0, r0 + n);
-    // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_. quant:
-    // in the model's precision (int8 or bf16 form), else float.
-    packed_weight packed(const std::string & name, int r0 = 0, int n = -1, bool quant = false);
-    packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k, bool quant = false);
+    // a row-concatenation of same-width weights packed as one (the fused GEMMs). Both track kmax_; p: the form
+    // (pack_weight_as).
+    packed_weight packed(const std::string & name, int r0 = 0, int n = -1, precision p = precision::fp32);
+    packed_weight pack_concat(const std::vector<const float *> & parts, int n_each, int k, precision p = precision::fp32);
     int           row_parts(int m) const;
     int           mlp_chunk_rows(int rows) const;
     static void   row_range(int m, int parts, int p, int & r0, int & r1);
@@ -138,6 +145,7 @@ class model {
 
     const checkpoint & ckpt_;
     precision          prec_;
+    precision          projector_prec_;
     bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16
     thread_pool        pool_;
     int                nc_;

@@ -69,17 +69,23 @@ inline void store_rows256(const __m256i (&c0)[R], const __m256i (&c1)[R], float 
     }
 }
 
-// ---- AVX2: R rows x 16 columns per pass; u8 x s8 pairs by vpmaddubsw (exact: |pair| <= 255*63*2 < 2^15),
-// the pairs summed to int32 by vpmaddwd with ones ----
+// ---- AVX2: R rows x 16 columns per pass. vpmaddubsw takes u8 x s8 pairs into a saturating int16, which the
+// stored u8 = q_a + 128 would overflow with 8-bit weights (255*127*2 > 2^15); so each row's bytes go back to the
+// signed q_a (xor 0x80) and enter as |q_a| x sign(q_w, q_a) (vpabsb, vpsignb): the same products, each pair at most
+// 127*127*2 = 32258 < 2^15, exact. The accumulators start at comp = 128 * sum q_w, so the sums are those of the
+// u8 kernels (sum (q_a + 128) q_w) and share their dequantising store. Pairs summed to int32 by vpmaddwd with ones ----
 
 template <int R>
 void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, int ldc, int ncols, const float * sa,
                 const float * sw, const int32_t * comp, const epilogue & e) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int h = 0; h * 16 < ncols; ++h) {
-        __m256i c0[R], c1[R];
+        __m256i       c0[R], c1[R];
+        const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(comp + h * 16));
+        const __m256i k1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(comp + h * 16 + 8));
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_si256();
+        for (int r = 0; r < R; ++r) c0[r] = k0, c1[r] = k1;
         const uint8_t * ap = a;
         const int8_t *  bp = b + h * 64;
         for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
@@ -87,9 +93,10 @@ void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, 
             const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 32));
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
-                const __m256i av = _mm256_set1_epi32(load4(ap + 4 * r));
-                c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
-                c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+                const __m256i as = _mm256_xor_si256(_mm256_set1_epi32(load4(ap + 4 * r)), flip);  // q_a, signed
+                const __m256i aa = _mm256_abs_epi8(as);
+                c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(b0, as)), ones));
+                c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(b1, as)), ones));
             }
         }
         store_rows256<R>(c0, c1, c, ldc, ncols, h, sa, sw, comp, e);
