@@ -12,6 +12,7 @@
 #include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
 #include "golden-file.h"
+#include "output-compare.h"
 #include "model/checkpoint.h"
 
 #include <nlohmann/json.hpp>
@@ -22,13 +23,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <numeric>
-#include <set>
 #include <string>
 #include <sys/resource.h>
 #include <vector>
 
 namespace {
+
+using rfdetr::test::pcc;
+using rfdetr::test::top100_overlap;
 
 double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -47,21 +49,6 @@ double rss_mib() {
         if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
     }
     return NAN;
-}
-
-std::set<size_t> top100(const std::vector<float> & v) {
-    std::vector<size_t> i(v.size());
-    std::iota(i.begin(), i.end(), 0);
-    std::partial_sort(i.begin(), i.begin() + 100, i.end(), [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
-    return {i.begin(), i.begin() + 100};
-}
-
-double pcc(const std::vector<float> & a, const std::vector<float> & b) {
-    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
-    for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
-    ma /= a.size(), mb /= b.size();
-    for (size_t i = 0; i < a.size(); ++i) sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
-    return sab / std::sqrt(saa * sbb);
 }
 
 double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
@@ -128,9 +115,7 @@ int main(int argc, char ** argv) {
     std::sort(wall.begin(), wall.end());
     const auto & gl = g.at("logits").f32;
     const auto & gb = g.at("pred_boxes").f32;
-    const auto   a = top100(logits), b = top100(gl);
-    size_t       overlap = 0;
-    for (size_t i : a) overlap += b.count(i);
+    const size_t overlap = top100_overlap(logits, gl);
     nlohmann::json out = {
         {"peer", "engine"},
         {"precision", precision},

@@ -18,12 +18,10 @@
 #include "engines/cpu/isa-level.h"
 #include "engines/cpu/qgemm.h"
 #include "golden-file.h"
+#include "output-compare.h"
 #include "model/checkpoint.h"
-#if __has_include("engines/cpu/precision.h")
-#define RFDETR_CPU_PRECISION_ENUM 1
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/precision.h"
-#endif
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +32,6 @@
 #include <dirent.h>
 #include <exception>
 #include <memory>
-#include <numeric>
 #include <set>
 #include <string>
 #include <sys/stat.h>
@@ -45,10 +42,12 @@ namespace {
 
 namespace cpu = rfdetr::cpu;
 
+using rfdetr::test::max_abs;
+using rfdetr::test::pcc;
+using rfdetr::test::top100_overlap;
+
 // The reduced precisions this tool builds a cpu::model for (fp32 is the reference), and the model at one of
-// them. A tree with cpu/precision.h (the model takes a cpu::precision): every precision it names, bf16 only
-// where a bf16 kernel runs. A tree without it (the model takes `bool int8`): int8.
-#if RFDETR_CPU_PRECISION_ENUM
+// them: bf16 only where a bf16 kernel runs.
 const std::vector<std::string> k_precisions = {"int8", "bf16"};
 
 std::unique_ptr<cpu::model> make_model(const rfdetr::checkpoint & ck, int threads, const std::string & name) {
@@ -64,50 +63,6 @@ std::string kernels(const std::string & name) {
     if (name == "bf16") return std::string(cpu::gemm_isa()) + "+bf16-" + cpu::bgemm_isa();
     return std::string(cpu::gemm_isa()) + (name == "int8" ? std::string("+") + cpu::qgemm_isa() : "");
 }
-#else
-const std::vector<std::string> k_precisions = {"int8"};
-
-std::unique_ptr<cpu::model> make_model(const rfdetr::checkpoint & ck, int threads, const std::string & name) {
-    return std::make_unique<cpu::model>(ck, threads, name == "int8");
-}
-
-std::string kernels(const std::string & name) {
-    return std::string(cpu::gemm_isa()) + (name == "int8" ? std::string("+") + cpu::qgemm_isa() : "");
-}
-#endif
-
-std::set<size_t> top100(const std::vector<float> & v) {
-    std::vector<size_t> i(v.size());
-    std::iota(i.begin(), i.end(), 0);
-    const size_t n = std::min<size_t>(100, v.size());
-    std::partial_sort(i.begin(), i.begin() + n, i.end(), [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
-    return {i.begin(), i.begin() + n};
-}
-
-size_t overlap100(const std::vector<float> & a, const std::vector<float> & b) {
-    const auto sa = top100(a), sb = top100(b);
-    size_t     n  = 0;
-    for (size_t i : sa) n += sb.count(i);
-    return n;
-}
-
-double pcc(const std::vector<float> & a, const std::vector<float> & b) {
-    double ma = 0, mb = 0;
-    for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
-    ma /= a.size(), mb /= b.size();
-    double sab = 0, saa = 0, sbb = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
-    }
-    return sab / std::sqrt(saa * sbb);
-}
-
-// NaN or Inf anywhere is reported as null by the caller (a JSON number cannot hold them).
-double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
-    double e = 0;
-    for (size_t i = 0; i < a.size(); ++i) e = std::isfinite(a[i]) ? std::max(e, std::fabs((double)a[i] - b[i])) : INFINITY;
-    return e;
-}
 
 nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
@@ -116,7 +71,7 @@ struct outputs {
 };
 
 nlohmann::json compare(const outputs & got, const outputs & ref) {
-    return {{"top100_vs_fp32", overlap100(got.logits, ref.logits)},
+    return {{"top100_vs_fp32", top100_overlap(got.logits, ref.logits)},
             {"logits_pcc", num(pcc(got.logits, ref.logits))},
             {"logits_max_abs", num(max_abs(got.logits, ref.logits))},
             {"boxes_pcc", num(pcc(got.boxes, ref.boxes))},

@@ -19,6 +19,7 @@
 #include "family-case.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
+#include "output-compare.h"
 #include "skip.h"
 
 #include <gtest/gtest.h>
@@ -33,33 +34,12 @@
 namespace {
 
 namespace cpu = rfdetr::cpu;
+using rfdetr::test::max_abs;
+using rfdetr::test::pcc;
+using rfdetr::test::top100_overlap;
 
 // The Seg gates (masks at R/4, logit > 0, int8 against fp32 on fp32's queries): see README.md, "int8".
 constexpr double k_mask_iou_mean = 0.95, k_mask_iou_min = 0.8;
-
-std::set<size_t> top100(const std::vector<float> & v) {
-    std::vector<size_t> i(v.size());
-    std::iota(i.begin(), i.end(), 0);
-    std::partial_sort(i.begin(), i.begin() + 100, i.end(), [&](size_t a, size_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
-    return std::set<size_t>(i.begin(), i.begin() + 100);
-}
-
-double max_abs(const std::vector<float> & a, const std::vector<float> & b) {
-    double e = 0;
-    for (size_t i = 0; i < a.size(); ++i) e = std::isfinite(a[i]) ? std::max(e, std::fabs((double)a[i] - b[i])) : INFINITY;
-    return e;
-}
-
-double pcc(const std::vector<float> & a, const std::vector<float> & b) {
-    double ma = 0, mb = 0;
-    for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
-    ma /= a.size(), mb /= b.size();
-    double sab = 0, saa = 0, sbb = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
-    }
-    return sab / std::sqrt(saa * sbb);
-}
 
 // Per query of `queries`, the IoU of (mask logit > 0) between two sets of mask rows [k, plane].
 std::vector<double> mask_iou(const std::vector<float> & a, const std::vector<float> & b, size_t plane) {
@@ -111,9 +91,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
         m.set_topk_override(ref.data());
         std::vector<float> il((size_t)Q * C), ib((size_t)Q * 4);
         m.forward(g.at("pixel_values").f32.data(), il.data(), ib.data());
-        const auto a = top100(il), b = top100(fl);
-        size_t     ov = 0;
-        for (size_t i : a) ov += b.count(i);
+        const size_t ov = top100_overlap(il, fl);
         EXPECT_GE(common, (size_t)(Q * gt.proposals)) << label << ": the " << pn << " two-stage selects other proposals";
         EXPECT_GE(ov, gt.top100) << label << " with the fp32 top-k injected";
         EXPECT_GE(pcc(il, fl), gt.pcc) << label << " logits with the fp32 top-k injected";
@@ -145,9 +123,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
     const auto & gl = g.at("logits").f32;
     const auto & gb = g.at("pred_boxes").f32;
     ASSERT_EQ(gl.size(), logits.size());
-    const auto a = top100(logits), b = top100(gl);
-    size_t     overlap = 0;
-    for (size_t i : a) overlap += b.count(i);
+    const size_t overlap = top100_overlap(logits, gl);
     const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
     std::printf("%s %-8s (projector convs %s, attention %s) top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
                 pn, label.c_str(), cpu::to_string(m.projector_prec()), m.bf16_attention() ? "bf16" : "fp32", overlap, ml,
