@@ -75,13 +75,15 @@ TEST(cpu_engine, refuses_bad_options_and_missing_weights_by_name) {
     }
 }
 
-TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
+// A reduced precision's engine: its device line names the kernel, its hello says the precision, and its case-1
+// logits are finite and not fp32's bit for bit (the reduced GEMMs ran).
+void expect_reduced_precision_runs(const std::string & precision, const std::string & kernel) {
     rfdetr::engine_options opts;
     opts.threads   = 1;
-    opts.precision = "int8";
+    opts.precision = precision;
     auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
-    EXPECT_NE(e->device().find(std::string(", int8 ") + rfdetr::cpu::qgemm_isa() + ")"), std::string::npos) << e->device();
-    EXPECT_EQ(e->precision(), "int8");
+    EXPECT_NE(e->device().find(", " + precision + " " + kernel + ")"), std::string::npos) << e->device();
+    EXPECT_EQ(e->precision(), precision);
     auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
     rfdetr::output_buffers out(e->outputs());
     e->forward(g.at("pixel_values").f32.data(), out);
@@ -91,7 +93,11 @@ TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
         ASSERT_TRUE(std::isfinite(logits[i]));
         differs = differs || logits[i] != g.at("logits").f32[i];
     }
-    EXPECT_TRUE(differs) << "int8 gave the fp32 logits bit for bit: the int8 GEMMs did not run";
+    EXPECT_TRUE(differs) << precision << " gave the fp32 logits bit for bit: the " << precision << " GEMMs did not run";
+}
+
+TEST(cpu_engine, int8_precision_names_its_kernels_and_stays_near_fp32) {
+    expect_reduced_precision_runs("int8", rfdetr::cpu::qgemm_isa());
 }
 
 TEST(cpu_engine, bf16_precision_names_its_kernel) {
@@ -99,22 +105,7 @@ TEST(cpu_engine, bf16_precision_names_its_kernel) {
     if (!rfdetr::cpu::bf16_supported(missing)) {
         RFDETR_SKIP_OR_FAIL("this CPU has no AVX512-BF16 or AMX-BF16 (see /proc/cpuinfo's flags): bf16 cannot run");
     }
-    rfdetr::engine_options opts;
-    opts.threads   = 1;
-    opts.precision = "bf16";
-    auto e         = rfdetr::engine_create("cpu", rfdetr::test::test_weights_dir(), opts);
-    EXPECT_NE(e->device().find(std::string(", bf16 ") + rfdetr::cpu::bgemm_isa() + ")"), std::string::npos) << e->device();
-    EXPECT_EQ(e->precision(), "bf16");
-    auto g = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
-    rfdetr::output_buffers out(e->outputs());
-    e->forward(g.at("pixel_values").f32.data(), out);
-    const std::vector<float> & logits = out.values(0);
-    bool differs = false;
-    for (size_t i = 0; i < logits.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(logits[i]));
-        differs = differs || logits[i] != g.at("logits").f32[i];
-    }
-    EXPECT_TRUE(differs) << "bf16 gave the fp32 logits bit for bit: the bf16 GEMMs did not run";
+    expect_reduced_precision_runs("bf16", rfdetr::cpu::bgemm_isa());
 }
 
 // A kernel level without bf16 kernels (avx2) refuses bf16 before loading, naming the level and what runs; the
