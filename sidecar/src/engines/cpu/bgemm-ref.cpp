@@ -3,7 +3,6 @@
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/kernels.h"
 
-#include <algorithm>
 #include <vector>
 
 namespace rfdetr::cpu {
@@ -22,16 +21,7 @@ void bgemm_ref(int m, const float * a, int lda, const bweight & w, float * c, in
             }
             const float t  = static_cast<float>(acc);
             float &     cv = c[static_cast<size_t>(i) * ldc + j];
-            switch (e.kind) {
-                case epi::store: cv = e.alpha * t; break;
-                case epi::accumulate: cv = cv + t; break;
-                case epi::bias: cv = t + e.bias[j]; break;
-                case epi::bias_relu: cv = std::max(t + e.bias[j], 0.0f); break;
-                case epi::bias_gelu: cv = ref::gelu(t + e.bias[j]); break;
-                case epi::bias_scale_add: cv = (t + e.bias[j]) * e.scale[j] + cv; break;
-                case epi::bias_residual: cv = (t + e.bias[j]) + cv; break;
-                case epi::bias_gelu_add: cv = ref::gelu(t + e.bias[j]) + cv; break;
-            }
+            cv = ref::epilogue(e, j, t, cv);
         }
     }
 }

@@ -1,4 +1,5 @@
 // Plain-loop references for the kernels in kernels.h: obvious code, double accumulation, no BLAS.
+#include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
 
 #include <algorithm>
@@ -43,6 +44,21 @@ void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, 
 float gelu(float x) {
     const double xd = x;
     return static_cast<float>(0.5 * xd * (1.0 + std::erf(xd / std::sqrt(2.0))));
+}
+
+float epilogue(const cpu::epilogue & e, int j, float t, float c) {
+    using cpu::epi;
+    switch (e.kind) {
+        case epi::store: return e.alpha * t;
+        case epi::accumulate: return c + t;
+        case epi::bias: return t + e.bias[j];
+        case epi::bias_relu: return std::max(t + e.bias[j], 0.0f);
+        case epi::bias_gelu: return gelu(t + e.bias[j]);
+        case epi::bias_scale_add: return (t + e.bias[j]) * e.scale[j] + c;
+        case epi::bias_residual: return (t + e.bias[j]) + c;
+        case epi::bias_gelu_add: return gelu(t + e.bias[j]) + c;
+    }
+    return t;
 }
 
 void softmax_rows(float * x, int ld, int rows, int cols) {

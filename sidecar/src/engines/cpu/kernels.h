@@ -47,6 +47,10 @@ void topk(const float * scores, int n, int k, int32_t * idx, int32_t * scratch /
 
 }  // namespace rfdetr::cpu
 
+namespace rfdetr::cpu {
+struct epilogue;  // gemm.h
+}
+
 namespace rfdetr::ref {
 
 // Plain loops, double accumulation where it matters. Same contracts as rfdetr::cpu where both exist.
@@ -56,6 +60,9 @@ void gemm(int m, int n, int k, float alpha, const float * a, int lda, const floa
 void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, const float * gamma,
                const float * beta, float eps);
 float gelu(float x);
+// gemm.h's epilogue in scalar float on one finished product t of column j, given the output's current value c
+// (the reduced-precision GEMMs' plain-loop forms, qgemm_ref and bgemm_ref, share it).
+float epilogue(const cpu::epilogue & e, int j, float t, float c);
 void softmax_rows(float * x, int ld, int rows, int cols);
 // o = softmax(scale * q k^T) v for one head (attention.h's contract).
 void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o,

@@ -25,16 +25,7 @@ void qgemm_ref(int m, const float * a, int lda, const qweight & w, float * c, in
             for (int kk = 0; kk < k; ++kk) acc += static_cast<long long>(qa[kk]) * p[static_cast<size_t>(kk / 4) * 4 * k_gemm_nr + kk % 4];
             const float t  = static_cast<float>(static_cast<int32_t>(acc)) * (w.scale[j] * sa);
             float &     cv = c[static_cast<size_t>(i) * ldc + j];
-            switch (e.kind) {
-                case epi::store: cv = e.alpha * t; break;
-                case epi::accumulate: cv = cv + t; break;
-                case epi::bias: cv = t + e.bias[j]; break;
-                case epi::bias_relu: cv = std::max(t + e.bias[j], 0.0f); break;
-                case epi::bias_gelu: cv = ref::gelu(t + e.bias[j]); break;
-                case epi::bias_scale_add: cv = (t + e.bias[j]) * e.scale[j] + cv; break;
-                case epi::bias_residual: cv = (t + e.bias[j]) + cv; break;
-                case epi::bias_gelu_add: cv = ref::gelu(t + e.bias[j]) + cv; break;
-            }
+            cv = ref::epilogue(e, j, t, cv);
         }
     }
 }
