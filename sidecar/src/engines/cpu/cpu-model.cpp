@@ -300,7 +300,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
     keys_.resize((bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, d_.head_dim)
-                             : attention_keys_floats(d_.tokens, d_.head_dim)) * d_.heads);
+                             : attention_kv_floats(d_.tokens, d_.head_dim)) * d_.heads);
     taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
     cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
     im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
@@ -471,11 +471,11 @@ void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
     constexpr bool f32 = std::is_same_v<T, float>;
     const int      ld = 3 * d_.vit_dim, hdim = d_.head_dim;
     if (global) {
-        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
+        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_kv_floats(d_.tokens, hdim);
         pool_.parallel_for(d_.heads, [&](int hd, int) {
             const T * k = qkv + d_.vit_dim + hd * hdim;
             if constexpr (f32) {
-                if (!bf16_attn_) return attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+                if (!bf16_attn_) return attention_pack_kv(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
             }
             attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
         });
@@ -487,8 +487,8 @@ void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
             T *       o  = ctx + sz(q0, d_.vit_dim) + hd * hdim;
             if constexpr (f32) {
                 if (!bf16_attn_) {
-                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, qkv + 2 * d_.vit_dim + hd * hdim, ld, o,
-                                           d_.vit_dim, nq, hdim, scale, att_scratch(thread));
+                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,
+                                           att_scratch(thread));
                 }
             }
             attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,
