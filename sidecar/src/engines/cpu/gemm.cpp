@@ -245,11 +245,67 @@ inline void store_lanes(float * d, __m256 v, int n) {
     if (n) _mm_store_ss(d, x);
 }
 
+// 16x16 transpose of r[0..15] in place (r[i] lane j -> r[j] lane i): pairs, then quads within each 128-bit lane,
+// then the lanes themselves in two shuffle_f32x4 steps.
+RFDETR_AVX512 inline __m512 unpacklo_pairs(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+RFDETR_AVX512 inline __m512 unpackhi_pairs(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+RFDETR_AVX512 inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i]     = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // r[i + c]: column c of each 128-bit lane, rows i..i+3
+        r[i]     = unpacklo_pairs(t[i], t[i + 2]);
+        r[i + 1] = unpackhi_pairs(t[i], t[i + 2]);
+        r[i + 2] = unpacklo_pairs(t[i + 1], t[i + 3]);
+        r[i + 3] = unpackhi_pairs(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        t[c]      = _mm512_shuffle_f32x4(r[c], r[c + 4], 0x88);
+        t[c + 4]  = _mm512_shuffle_f32x4(r[c], r[c + 4], 0xdd);
+        t[c + 8]  = _mm512_shuffle_f32x4(r[c + 8], r[c + 12], 0x88);
+        t[c + 12] = _mm512_shuffle_f32x4(r[c + 8], r[c + 12], 0xdd);
+    }
+    for (int c = 0; c < 4; ++c) {
+        r[c]      = _mm512_shuffle_f32x4(t[c], t[c + 8], 0x88);
+        r[c + 4]  = _mm512_shuffle_f32x4(t[c + 4], t[c + 12], 0x88);
+        r[c + 8]  = _mm512_shuffle_f32x4(t[c], t[c + 8], 0xdd);
+        r[c + 12] = _mm512_shuffle_f32x4(t[c + 4], t[c + 12], 0xdd);
+    }
+}
+
+// transpose_rows with 16 rows x 16 columns per step: a 14-row panel is one group (the AVX2 form needs two 8x8
+// transposes and split stores for its last 6 rows); masked loads for the k tail, masked stores for the rows.
+RFDETR_AVX512 void transpose_rows512(const float * const * src, int n, int k, float * dst, int ldd) {
+    for (int g = 0; g < n; g += 16) {
+        const int       gn = std::min(16, n - g);
+        const __mmask16 mr = static_cast<__mmask16>((1u << gn) - 1);
+        for (int kk = 0; kk < k; kk += 16) {
+            const int       kn = std::min(16, k - kk);
+            const __mmask16 mk = static_cast<__mmask16>((1u << kn) - 1);
+            __m512          r[16];
+            for (int i = 0; i < 16; ++i) r[i] = i < gn ? _mm512_maskz_loadu_ps(mk, src[g + i] + kk) : _mm512_setzero_ps();
+            transpose16(r);
+            for (int j = 0; j < kn; ++j) _mm512_mask_storeu_ps(dst + static_cast<size_t>(kk + j) * ldd + g, mr, r[j]);
+        }
+    }
+}
+
 }  // namespace
 
 // Groups of 8 rows go through 8x8 transposes (a scalar loop made the GEMM's packing 5 % of a forward);
-// the k tail element by element.
+// the k tail element by element. Where the AVX-512 kernel runs, 16x16 transposes (transpose_rows512).
 void transpose_rows(const float * const * src, int n, int k, float * dst, int ldd) {
+    if (active() == &k_avx512) {
+        transpose_rows512(src, n, k, dst, ldd);
+        return;
+    }
     const __m256 zero = _mm256_setzero_ps();
     for (int g = 0; g < n; g += 8) {
         const int gn = std::min(8, n - g);
