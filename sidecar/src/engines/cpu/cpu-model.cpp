@@ -459,8 +459,11 @@ void model::run_embed(const float * px) {
 // thread) going out to memory and back; the int8 weights streamed once per chunk are 1.3 MB. Measured on the
 // int8 forward (1 thread, CPU ms, alternating, load 7-10): whole parts 341/313, 32 rows 311/321, 64 rows
 // 309/310, 128 rows 341/328; bf16 (fc1's output handed over as bf16 rows): whole parts 301/303, 64 rows 296/298.
-// fp32 keeps whole parts: its weights are 4x larger.
-int model::mlp_chunk_rows(int rows) const { return prec_ == precision::fp32 ? rows : 64; }
+// fp32: 112 rows (8 AVX-512 tiles; fc1's output 688 KB). Its weights are 4x larger, but the GEMM prefetches each
+// panel slice while the tiles pass the previous one (gemm.cpp), so re-streaming them per chunk costs less than fc2
+// reading the hidden rows back from memory: fp32 forward (1 thread, CPU ms, 3 alternations each, load 0.5-1.6)
+// whole parts 638/600, 112 rows 624/581, 56 rows 582, 252 rows 608 (medians).
+int model::mlp_chunk_rows(int rows) const { return prec_ == precision::fp32 ? std::min(rows, 112) : 64; }
 
 // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per (window,
 // head), or all 1616 in the global blocks: each head's keys packed once, then one task per (head, 64-query block).
