@@ -48,8 +48,8 @@ void softmax_step256(float * st, int ldst, int nkb, int nq8, float * mx, float *
     }
 }
 
-// The same step, 16 queries per vector: the same operations lane by lane (exp512 is exp256's sequence), so
-// the same bits; half the instructions.
+// The same step, 16 queries per vector: the same operations lane by lane (exp512 is exp256's sequence, and
+// exp512_nonpositive exp512's results on s - max <= 0), so the same bits; half the instructions.
 RFDETR_AVX512 void softmax_step512(float * st, int ldst, int nkb, int nq16, float * mx, float * sm, float * cr) {
     for (int j = 0; j < nq16; j += 16) {
         const __m512 m  = _mm512_loadu_ps(mx + j);
@@ -59,11 +59,11 @@ RFDETR_AVX512 void softmax_step512(float * st, int ldst, int nkb, int nq16, floa
         __m512       s  = _mm512_setzero_ps();
         for (int r = 0; r < nkb; ++r) {
             float *      p = st + sz(r, ldst) + j;
-            const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p), mn));
+            const __m512 e = exp512_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(p), mn));
             _mm512_storeu_ps(p, e);
             s = _mm512_add_ps(s, e);
         }
-        const __m512 c = exp512(_mm512_sub_ps(m, mn));
+        const __m512 c = exp512_nonpositive(_mm512_sub_ps(m, mn));
         _mm512_storeu_ps(cr + j, c);
         _mm512_storeu_ps(sm + j, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sm + j), c), s));
         _mm512_storeu_ps(mx + j, mn);
