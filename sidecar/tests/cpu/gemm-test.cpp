@@ -87,6 +87,50 @@ void check(const char * isa, int m, int n, int k, rfdetr::cpu::epi kind, bool wi
     EXPECT_LE(worst, 2e-6 * std::sqrt(static_cast<double>(k)) + 1e-6);
 }
 
+// The order gemm.h promises, in scalar float: per output, chunks of k_gemm_chunk fused multiply-adds in k order
+// from zero, each chunk's total added to the running one, then the epilogue (only those whose float arithmetic is
+// plain: the GELU's vector erf is checked against the reference above). The A rows go through the engine's own
+// layernorm_row when the GEMM has a LayerNorm prologue. Each step is rounded to float on its own (std::fma, and a
+// volatile between a product and a sum so no compiler contracts them).
+std::vector<float> blocked_order(int m, int n, int k, const std::vector<float> & a, int lda, const std::vector<float> & w,
+                                 const rfdetr::cpu::epilogue & e, const rfdetr::cpu::a_layernorm * ln,
+                                 std::vector<float> c, int ldc) {
+    std::vector<float> row(k);
+    for (int i = 0; i < m; ++i) {
+        const float * ar = a.data() + static_cast<size_t>(i) * lda;
+        if (ln) {
+            rfdetr::cpu::layernorm_row(ar, row.data(), k, ln->gamma, ln->beta, ln->eps);
+        } else {
+            std::copy(ar, ar + k, row.begin());
+        }
+        for (int j = 0; j < n; ++j) {
+            float total = 0.0f;
+            for (int k0 = 0; k0 < k; k0 += rfdetr::cpu::k_gemm_chunk) {
+                float s = 0.0f;
+                for (int kk = k0; kk < std::min(k, k0 + rfdetr::cpu::k_gemm_chunk); ++kk) {
+                    s = std::fma(row[kk], w[static_cast<size_t>(j) * k + kk], s);
+                }
+                total = k0 == 0 ? s : total + s;
+            }
+            float &        cv = c[k_pad + static_cast<size_t>(i) * ldc + j];
+            volatile float u  = 0.0f;
+            switch (e.kind) {
+                case rfdetr::cpu::epi::store: cv = e.alpha * total; break;
+                case rfdetr::cpu::epi::accumulate: cv = cv + total; break;
+                case rfdetr::cpu::epi::bias: cv = total + e.bias[j]; break;
+                case rfdetr::cpu::epi::bias_relu: cv = std::max(total + e.bias[j], 0.0f); break;
+                case rfdetr::cpu::epi::bias_scale_add:
+                    u  = (total + e.bias[j]) * e.scale[j];
+                    cv = u + cv;
+                    break;
+                case rfdetr::cpu::epi::bias_residual: cv = (total + e.bias[j]) + cv; break;
+                default: ADD_FAILURE() << "blocked_order: no exact form of epilogue " << static_cast<int>(e.kind); break;
+            }
+        }
+    }
+    return c;
+}
+
 class cpu_gemm : public rfdetr::test::isa_test {};
 RFDETR_FOR_EVERY_ISA(cpu_gemm);
 
@@ -98,6 +142,58 @@ TEST_P(cpu_gemm, packed_gemm_matches_reference_on_odd_sizes) {
             for (int n : {1, 7, 16, 17, 31, 32, 33, 91}) check(isa, m, n, 37, rfdetr::cpu::epi::store, false);
         }
         rfdetr::test::for_each_epilogue_case([isa](int m, int n, int k, rfdetr::cpu::epi kind, bool with_ln) { check(isa, m, n, k, kind, with_ln); });
+    }
+}
+
+TEST_P(cpu_gemm, packed_gemm_keeps_the_blocked_summation_order_bit_for_bit) {
+    // k across the chunk edges (127-129, 257, 1543), m across the tile heights and past one L2 row block (the
+    // panels' k-chunk passes, the running totals per tile, the next-slice prefetch at a block's last panel), n
+    // across the panel edges; every plain epilogue and the LayerNorm prologue.
+    const char * isa = this->isa();
+    struct shape { int m, n, k; rfdetr::cpu::epi kind; bool ln; };
+    const shape shapes[] = {
+        {1, 1, 1, rfdetr::cpu::epi::store, false},          {13, 33, 127, rfdetr::cpu::epi::bias, false},
+        {15, 32, 128, rfdetr::cpu::epi::accumulate, false}, {29, 31, 129, rfdetr::cpu::epi::bias_relu, true},
+        {43, 65, 257, rfdetr::cpu::epi::bias_scale_add, true}, {97, 40, 1543, rfdetr::cpu::epi::bias_residual, false},
+        {1031, 33, 384, rfdetr::cpu::epi::bias_scale_add, false}, {2100, 17, 200, rfdetr::cpu::epi::bias, true},
+    };
+    for (const auto & sh : shapes) {
+        SCOPED_TRACE(std::string(isa) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                     " k=" + std::to_string(sh.k) + (sh.ln ? " +LN" : ""));
+        gemm_case  t(sh.m, sh.n, sh.k, sh.kind, 30);
+        const auto want = blocked_order(sh.m, sh.n, sh.k, t.a, t.lda, t.w, t.e, sh.ln ? &t.ln : nullptr, t.c, t.ldc);
+        const auto pw   = rfdetr::cpu::pack_weight(t.w.data(), sh.n, sh.k, sh.k);
+        std::vector<float> scratch(rfdetr::cpu::gemm_scratch_floats(sh.k));
+        rfdetr::cpu::gemm_packed(sh.m, t.a.data(), t.lda, pw, t.c.data() + k_pad, t.ldc, t.e, scratch.data(),
+                                 sh.ln ? &t.ln : nullptr);
+        size_t wrong = 0, first = 0;
+        for (size_t i = 0; i < t.c.size(); ++i) {
+            if (t.c[i] != want[i] && wrong++ == 0) first = i;
+        }
+        EXPECT_EQ(wrong, 0u) << "floats differing from the blocked summation order; first at " << first << ": "
+                             << t.c[first] << " instead of " << want[first];
+    }
+}
+
+TEST_P(cpu_gemm, tile_keeps_the_blocked_summation_order_bit_for_bit) {
+    // gemm_tile (the attention's path) over k = 300: three chunks run back to back on one tile.
+    const char * isa = this->isa();
+    const int    rows = rfdetr::cpu::gemm_mr(), k = 300, ncols = 29;
+    const auto   a = random_vec(static_cast<size_t>(k) * rows, 41), b = random_vec(static_cast<size_t>(k) * 32, 42);
+    std::vector<float> c(static_cast<size_t>(rows) * 32, k_guard);
+    rfdetr::cpu::gemm_tile(rows, k, a.data(), rows, b.data(), 32, c.data(), 32, ncols, rfdetr::cpu::epilogue{});
+    for (int r = 0; r < rows; ++r) {
+        for (int j = 0; j < 32; ++j) {
+            float total = 0.0f;
+            for (int k0 = 0; k0 < k; k0 += rfdetr::cpu::k_gemm_chunk) {
+                float s = 0.0f;
+                for (int kk = k0; kk < std::min(k, k0 + rfdetr::cpu::k_gemm_chunk); ++kk) {
+                    s = std::fma(a[static_cast<size_t>(kk) * rows + r], b[static_cast<size_t>(kk) * 32 + j], s);
+                }
+                total = k0 == 0 ? s : total + s;
+            }
+            EXPECT_EQ(c[r * 32 + j], j < ncols ? total : k_guard) << isa << " r=" << r << " j=" << j;
+        }
     }
 }
 

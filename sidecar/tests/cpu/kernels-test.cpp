@@ -1,11 +1,17 @@
 // Every fast kernel against its plain-loop reference (kernels-ref.cpp), on odd sizes.
+// GCC 12 reports its own AVX-512 intrinsics' _mm512_undefined_ps() operands as uninitialized (gemm.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include "engines/cpu/attention.h"
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/kernels.h"
+#include "engines/cpu/simd-math.h"
 #include "engines/cpu/thread-pool.h"
 
 #include "isa-test.h"
 #include "random-vec.h"
+#include "skip.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +19,8 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,6 +123,35 @@ TEST(cpu_kernels, exp_and_erf_track_libm) {
     auto f = y;
     rfdetr::cpu::erf_inplace(f.data(), f.size());
     for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(f[i], std::erf(static_cast<double>(y[i])), 2e-7) << y[i];
+}
+
+// exp512 and exp512_nonpositive on 16 inputs each (the attention's softmax uses the second, on s - max <= 0).
+RFDETR_AVX512 void exp512_both(const float * x, float * full, float * nonpos) {
+    const __m512 v = _mm512_loadu_ps(x);
+    _mm512_storeu_ps(full, rfdetr::cpu::simd::exp512(v));
+    _mm512_storeu_ps(nonpos, rfdetr::cpu::simd::exp512_nonpositive(v));
+}
+
+TEST(cpu_kernels, exp512_nonpositive_is_exp512_bit_for_bit_on_nonpositive_inputs) {
+    if (!__builtin_cpu_supports("avx512f")) {
+        RFDETR_SKIP_OR_FAIL("this CPU lacks AVX-512F (see /proc/cpuinfo's flags); the AVX-512 softmax's exp runs on a CPU that has it");
+    }
+    // Every 331st float from -0 down to -110 (past the -87.3 clamp, through the denormal results), and the edges.
+    std::vector<float> x = {-0.0f, 0.0f, -87.3f, -87.29f, -86.9f, -INFINITY, -1e-45f, -1e-30f};
+    for (uint32_t b = 0x80000000u; b <= 0xC2DC0000u; b += 331) {
+        float v;
+        std::memcpy(&v, &b, sizeof v);
+        x.push_back(v);
+    }
+    while (x.size() % 16) x.push_back(-1.0f);
+    std::vector<float> full(x.size()), nonpos(x.size());
+    for (size_t i = 0; i < x.size(); i += 16) exp512_both(x.data() + i, full.data() + i, nonpos.data() + i);
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (std::memcmp(&full[i], &nonpos[i], sizeof(float)) != 0 && wrong++ == 0) first = i;
+    }
+    EXPECT_EQ(wrong, 0u) << "of " << x.size() << " inputs; first exp(" << x[first] << ") = " << nonpos[first]
+                         << " instead of exp512's " << full[first];
 }
 
 TEST(cpu_kernels, softmax_matches_reference_and_survives_large_logits) {

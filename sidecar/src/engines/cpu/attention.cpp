@@ -48,8 +48,8 @@ void softmax_step256(float * st, int ldst, int nkb, int nq8, float * mx, float *
     }
 }
 
-// The same step, 16 queries per vector: the same operations lane by lane (exp512 is exp256's sequence), so
-// the same bits; half the instructions.
+// The same step, 16 queries per vector: the same operations lane by lane (exp512 is exp256's sequence, and
+// exp512_nonpositive exp512's results on s - max <= 0), so the same bits; half the instructions.
 RFDETR_AVX512 void softmax_step512(float * st, int ldst, int nkb, int nq16, float * mx, float * sm, float * cr) {
     for (int j = 0; j < nq16; j += 16) {
         const __m512 m  = _mm512_loadu_ps(mx + j);
@@ -59,11 +59,11 @@ RFDETR_AVX512 void softmax_step512(float * st, int ldst, int nkb, int nq16, floa
         __m512       s  = _mm512_setzero_ps();
         for (int r = 0; r < nkb; ++r) {
             float *      p = st + sz(r, ldst) + j;
-            const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p), mn));
+            const __m512 e = exp512_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(p), mn));
             _mm512_storeu_ps(p, e);
             s = _mm512_add_ps(s, e);
         }
-        const __m512 c = exp512(_mm512_sub_ps(m, mn));
+        const __m512 c = exp512_nonpositive(_mm512_sub_ps(m, mn));
         _mm512_storeu_ps(cr + j, c);
         _mm512_storeu_ps(sm + j, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(sm + j), c), s));
         _mm512_storeu_ps(mx + j, mn);
@@ -91,18 +91,26 @@ void scale_row(float * x, int n, float f, bool wide) {
 
 }  // namespace
 
-size_t attention_keys_floats(int nk, int d) { return sz(round_up(nk, gemm_mr()), d); }
+namespace {
+
+size_t keys_floats(int nk, int d) { return sz(round_up(nk, gemm_mr()), d); }
+
+}  // namespace
+
+size_t attention_kv_floats(int nk, int d) { return keys_floats(nk, d) + sz(nk, d); }
 
 // Panel p holds keys [p*mr, p*mr + mr) as [d][mr] (the tile's A operand: one key per tile row); the
-// rows of a short last panel are never read (its tiles ask for fewer rows).
-void attention_pack_keys(const float * k, int ldk, int nk, int d, float * kp) {
+// rows of a short last panel are never read (its tiles ask for fewer rows). The values follow as [nk][d].
+void attention_pack_kv(const float * k, int ldk, const float * v, int ldv, int nk, int d, float * kvp) {
     const int     mr = gemm_mr();
     const float * rows[16];
     for (int p0 = 0; p0 < nk; p0 += mr) {
         const int n = std::min(mr, nk - p0);
         for (int r = 0; r < n; ++r) rows[r] = k + sz(p0 + r, ldk);
-        transpose_rows(rows, n, d, kp + sz(p0, d), mr);
+        transpose_rows(rows, n, d, kvp + sz(p0, d), mr);
     }
+    float * vp = kvp + keys_floats(nk, d);
+    for (int r = 0; r < nk; ++r) std::memcpy(vp + sz(r, d), v + sz(r, ldv), sizeof(float) * static_cast<size_t>(d));
 }
 
 size_t attention_scratch_floats(int nq, int d) {
@@ -110,8 +118,11 @@ size_t attention_scratch_floats(int nq, int d) {
     return sz(d, qp) + sz(key_block(), qp) + 3 * static_cast<size_t>(qp) + 16;
 }
 
-void attention_block(const float * q, int ldq, const float * kp, int nk, const float * v, int ldv, float * o, int ldo,
-                     int nq, int d, float scale, float * scratch) {
+void attention_block(const float * q, int ldq, const float * kvp, int nk, float * o, int ldo, int nq, int d, float scale,
+                     float * scratch) {
+    const float * kp  = kvp;
+    const float * v   = kvp + keys_floats(nk, d);
+    const int     ldv = d;
     const int mr = gemm_mr();
     const int kb = key_block();
     const int qp = round_up(nq, k_gemm_nr);  // queries padded to whole 32-column panels
@@ -171,17 +182,17 @@ void attention_block(const float * q, int ldq, const float * kp, int nk, const f
 }
 
 size_t attention_head_scratch_floats(int nk, int d) {
-    return attention_keys_floats(nk, d) + attention_scratch_floats(k_attention_block, d);
+    return attention_kv_floats(nk, d) + attention_scratch_floats(k_attention_block, d);
 }
 
 void attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o, int ldo,
                     int nq, int nk, int d, float scale, float * scratch) {
-    float * kp = scratch;
-    attention_pack_keys(k, ldk, nk, d, kp);
-    float * rest = kp + attention_keys_floats(nk, d);
+    float * kvp = scratch;
+    attention_pack_kv(k, ldk, v, ldv, nk, d, kvp);
+    float * rest = kvp + attention_kv_floats(nk, d);
     for (int i0 = 0; i0 < nq; i0 += k_attention_block) {
-        attention_block(q + sz(i0, ldq), ldq, kp, nk, v, ldv, o + sz(i0, ldo), ldo,
-                        std::min(k_attention_block, nq - i0), d, scale, rest);
+        attention_block(q + sz(i0, ldq), ldq, kvp, nk, o + sz(i0, ldo), ldo, std::min(k_attention_block, nq - i0), d,
+                        scale, rest);
     }
 }
 

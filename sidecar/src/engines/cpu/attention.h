@@ -2,7 +2,7 @@
 // online (flash-style) softmax over blocks of keys, on the GEMM's register-tile micro-kernel (gemm.h):
 // the scores of a key block are a [keys, queries] tile in L1, exponentiated in place and multiplied into
 // o straight away, so no [nq, nk] score matrix exists and nothing goes through a library call per tile.
-// K is packed once per head (attention_pack_keys) and shared by every query block; V is read in place.
+// K and V are packed once per head (attention_pack_kv) and shared by every query block.
 // Sizes are parameters (nq, nk, d); README.md, "Attention", has the numbers.
 #pragma once
 
@@ -13,19 +13,21 @@ namespace rfdetr::cpu {
 // Query rows per block in the engine's global-attention tasks.
 constexpr int k_attention_block = 64;
 
-// Floats of a head's packed keys, and the packing itself: k [nk, d] (row stride ldk) into key panels.
-size_t attention_keys_floats(int nk, int d);
-void   attention_pack_keys(const float * k, int ldk, int nk, int d, float * kp);
+// Floats of a head's packed keys and values, and the packing itself: k [nk, d] (row stride ldk) into key panels,
+// then v [nk, d] (row stride ldv) as contiguous rows. The p·v tiles read v one key row per k step: in place those
+// rows are the qkv GEMM's (4.6 KB apart in the ViT), each step an L2 miss the stride prefetcher does not follow.
+size_t attention_kv_floats(int nk, int d);
+void   attention_pack_kv(const float * k, int ldk, const float * v, int ldv, int nk, int d, float * kvp);
 
 // Floats of scratch attention_block needs for nq queries of width d.
 size_t attention_scratch_floats(int nq, int d);
 
-// o[nq, d] (ldo) = softmax(scale * q k^T) v for nq query rows against all nk packed keys. scale
+// o[nq, d] (ldo) = softmax(scale * q k^T) v for nq query rows against all nk packed keys and values (kvp). scale
 // multiplies q k^T after the product (exact when it is a power of two, as the ViT's 1/8).
-void attention_block(const float * q, int ldq, const float * kp, int nk, const float * v, int ldv, float * o, int ldo,
-                     int nq, int d, float scale, float * scratch);
+void attention_block(const float * q, int ldq, const float * kvp, int nk, float * o, int ldo, int nq, int d, float scale,
+                     float * scratch);
 
-// The whole head: packs k into scratch, then attention_block over query blocks of k_attention_block rows.
+// The whole head: packs k and v into scratch, then attention_block over query blocks of k_attention_block rows.
 // scratch: attention_head_scratch_floats(nk, d) floats.
 size_t attention_head_scratch_floats(int nk, int d);
 void   attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o, int ldo,

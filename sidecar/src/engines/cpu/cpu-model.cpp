@@ -300,7 +300,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     att_scratch_stride_ = (att_scratch_stride_ + 15) & ~static_cast<size_t>(15);
     att_scratch_.resize(att_scratch_stride_ * pool_.size());
     keys_.resize((bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, d_.head_dim)
-                             : attention_keys_floats(d_.tokens, d_.head_dim)) * d_.heads);
+                             : attention_kv_floats(d_.tokens, d_.head_dim)) * d_.heads);
     taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
     cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
     im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
@@ -459,8 +459,11 @@ void model::run_embed(const float * px) {
 // thread) going out to memory and back; the int8 weights streamed once per chunk are 1.3 MB. Measured on the
 // int8 forward (1 thread, CPU ms, alternating, load 7-10): whole parts 341/313, 32 rows 311/321, 64 rows
 // 309/310, 128 rows 341/328; bf16 (fc1's output handed over as bf16 rows): whole parts 301/303, 64 rows 296/298.
-// fp32 keeps whole parts: its weights are 4x larger.
-int model::mlp_chunk_rows(int rows) const { return prec_ == precision::fp32 ? rows : 64; }
+// fp32: 112 rows (8 AVX-512 tiles; fc1's output 688 KB). Its weights are 4x larger, but the GEMM prefetches each
+// panel slice while the tiles pass the previous one (gemm.cpp), so re-streaming them per chunk costs less than fc2
+// reading the hidden rows back from memory: fp32 forward (1 thread, CPU ms, 3 alternations each, load 0.5-1.6)
+// whole parts 638/600, 112 rows 624/581, 56 rows 582, 252 rows 608 (medians).
+int model::mlp_chunk_rows(int rows) const { return prec_ == precision::fp32 ? std::min(rows, 112) : 64; }
 
 // Attention: softmax(q k^T / 8) v per head, fused (attention.h); windows of 101 tokens, one task per (window,
 // head), or all 1616 in the global blocks: each head's keys packed once, then one task per (head, 64-query block).
@@ -471,11 +474,11 @@ void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
     constexpr bool f32 = std::is_same_v<T, float>;
     const int      ld = 3 * d_.vit_dim, hdim = d_.head_dim;
     if (global) {
-        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_keys_floats(d_.tokens, hdim);
+        const size_t kfl = bf16_attn_ ? attention_bf16_kv_floats(d_.tokens, hdim) : attention_kv_floats(d_.tokens, hdim);
         pool_.parallel_for(d_.heads, [&](int hd, int) {
             const T * k = qkv + d_.vit_dim + hd * hdim;
             if constexpr (f32) {
-                if (!bf16_attn_) return attention_pack_keys(k, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
+                if (!bf16_attn_) return attention_pack_kv(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
             }
             attention_bf16_pack(k, ld, k + d_.vit_dim, ld, d_.tokens, hdim, keys_.data() + kfl * hd);
         });
@@ -487,8 +490,8 @@ void model::vit_attention(const T * qkv, T * ctx, bool global, float scale) {
             T *       o  = ctx + sz(q0, d_.vit_dim) + hd * hdim;
             if constexpr (f32) {
                 if (!bf16_attn_) {
-                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, qkv + 2 * d_.vit_dim + hd * hdim, ld, o,
-                                           d_.vit_dim, nq, hdim, scale, att_scratch(thread));
+                    return attention_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,
+                                           att_scratch(thread));
                 }
             }
             attention_bf16_block(q, ld, keys_.data() + kfl * hd, d_.tokens, o, d_.vit_dim, nq, hdim, scale,

@@ -172,7 +172,7 @@ class model {
     std::vector<uint16_t> qkv_b_, ctx_b_;  // bf16 with the bf16 attention: q, k, v and its output as bf16 rows, else empty
     std::vector<uint16_t> mlp_b_;        // bf16: the MLP's hidden rows (bgemm.h's hand-off), else empty
     std::vector<float>   gemm_scratch_;  // per thread: gemm_scratch_stride_ floats
-    std::vector<float>   keys_;          // a global block's keys, packed per head
+    std::vector<float>   keys_;          // a global block's keys and values, packed per head
     size_t               att_scratch_stride_ = 0;
     size_t               gemm_scratch_stride_ = 0;
     int                  kmax_                = 0;  // deepest reduction of the packed weights

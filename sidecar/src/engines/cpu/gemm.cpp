@@ -26,70 +26,80 @@ namespace {
 // A block of packed A rows is sized to stay in the 1 MB L2 next to the weight panel streaming past it:
 // 96 K floats (384 KB), i.e. 252 rows at k = 384, 56 at k = 1536.
 constexpr size_t k_a_block_floats = 96 * 1024;
+constexpr int    k_max_block_rows = 1024;
 
-// The reduction is summed in chunks of k_chunk terms, each chunk's total then added to the running
-// one: blocked summation, whose rounding error grows with k_chunk + k / k_chunk rather than with k
-// (the fc2 reductions are 1536 long). Costs one tile load/add/store per chunk.
-constexpr int k_chunk = 128;
+// gemm.h's blocked summation; costs one tile load/add/store per chunk.
+constexpr int k_chunk = k_gemm_chunk;
+
+// A tile's k range is summed one chunk (<= k_chunk terms) per call; `part` says where the chunk sits: the first
+// chunk starts the running total t (R x 32 floats), the others add their total to it, the last one applies the
+// epilogue and stores into c (a lone chunk goes straight from the registers to c). gemm_packed runs every row
+// tile of a block through one chunk before the next, so the panel's k_chunk x 32 slice (16 KB) stays in L1
+// while the tiles pass it; gemm_tile runs one tile's chunks in a row. Same additions in the same order either way.
+constexpr int k_part_first = 1, k_part_last = 2;
 
 // ---- AVX2 kernel: 6 rows x 16 columns per pass (12 accumulators), two passes per 32-column panel ----
 
 template <int R>
-void tile256(int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
-             const epilogue & e) {
+void chunk256(int kc, const float * a, int as, const float * b, int ldb, float * t, int part, float * c, int ldc,
+              int ncols, const epilogue & e, const char * pf) {
     for (int h = 0; h * 16 < ncols; ++h) {
         const int     nc = std::min(16, ncols - h * 16);
         const __m256i m0 = mask8(nc), m1 = mask8(nc - 8);
         const bool    f0 = nc >= 8, f1 = nc >= 16;
-        alignas(32) float t[R * 16];
-        int               k0 = 0;
-        do {
-            const int k1 = std::min(k, k0 + k_chunk);
-            __m256    c0[R], c1[R];
+        __m256        c0[R], c1[R];
 #pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
-            const float * ap = a + static_cast<size_t>(k0) * as;
-            const float * bp = b + static_cast<size_t>(k0) * ldb + h * 16;
-            if (f1) {
-                for (int kk = k0; kk < k1; ++kk, ap += as, bp += ldb) {
-                    const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+        const float * ap = a;
+        const float * bp = b + h * 16;
+        if (pf && h == 0) {
+            for (int kk = 0; kk < kc; ++kk) _mm_prefetch(pf + 64 * kk, _MM_HINT_T0);
+        }
+        if (f1) {
+            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+                const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 8
-                    for (int r = 0; r < R; ++r) {
-                        const __m256 av = _mm256_broadcast_ss(ap + r);
-                        c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                        c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-                    }
-                }
-            } else {
-                for (int kk = k0; kk < k1; ++kk, ap += as, bp += ldb) {
-                    const __m256 b0 = f0 ? _mm256_loadu_ps(bp) : _mm256_maskload_ps(bp, m0);
-                    const __m256 b1 = _mm256_maskload_ps(bp + 8, m1);
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; ++r) {
-                        const __m256 av = _mm256_broadcast_ss(ap + r);
-                        c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                        c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-                    }
+                for (int r = 0; r < R; ++r) {
+                    const __m256 av = _mm256_broadcast_ss(ap + r);
+                    c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
+                    c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
                 }
             }
+        } else {
+            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+                const __m256 b0 = f0 ? _mm256_loadu_ps(bp) : _mm256_maskload_ps(bp, m0);
+                const __m256 b1 = _mm256_maskload_ps(bp + 8, m1);
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r) {
+                    const __m256 av = _mm256_broadcast_ss(ap + r);
+                    c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
+                    c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
+                }
+            }
+        }
+        float * th = t + h * 16;
+        if (!(part & k_part_first)) {
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
-                if (k0 > 0) {
-                    c0[r] = _mm256_add_ps(_mm256_load_ps(t + r * 16), c0[r]);
-                    c1[r] = _mm256_add_ps(_mm256_load_ps(t + r * 16 + 8), c1[r]);
-                }
-                _mm256_store_ps(t + r * 16, c0[r]);
-                _mm256_store_ps(t + r * 16 + 8, c1[r]);
+                c0[r] = _mm256_add_ps(_mm256_loadu_ps(th + r * 32), c0[r]);
+                c1[r] = _mm256_add_ps(_mm256_loadu_ps(th + r * 32 + 8), c1[r]);
             }
-            k0 = k1;
-        } while (k0 < k);
+        }
+        if (!(part & k_part_last)) {
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                _mm256_storeu_ps(th + r * 32, c0[r]);
+                _mm256_storeu_ps(th + r * 32 + 8, c1[r]);
+            }
+            continue;
+        }
         for (int r = 0; r < R; ++r) {
-            float *   cr = c + static_cast<size_t>(r) * ldc + h * 16;
-            const int j  = h * 16;
-            const __m256 v0 = epi256(_mm256_load_ps(t + r * 16), cr, e, j, m0, f0);
+            float *      cr = c + static_cast<size_t>(r) * ldc + h * 16;
+            const int    j  = h * 16;
+            const __m256 v0 = epi256(c0[r], cr, e, j, m0, f0);
             if (f0) _mm256_storeu_ps(cr, v0); else _mm256_maskstore_ps(cr, m0, v0);
             if (nc > 8) {
-                const __m256 v1 = epi256(_mm256_load_ps(t + r * 16 + 8), cr + 8, e, j + 8, m1, f1);
+                const __m256 v1 = epi256(c1[r], cr + 8, e, j + 8, m1, f1);
                 if (f1) _mm256_storeu_ps(cr + 8, v1); else _mm256_maskstore_ps(cr + 8, m1, v1);
             }
         }
@@ -99,73 +109,84 @@ void tile256(int k, const float * a, int as, const float * b, int ldb, float * c
 // ---- AVX-512 kernel: 14 rows x 32 columns (28 accumulators) ----
 
 template <int R>
-RFDETR_AVX512 void tile512(int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
-                           const epilogue & e) {
+RFDETR_AVX512 void chunk512(int kc, const float * a, int as, const float * b, int ldb, float * t, int part, float * c,
+                            int ldc, int ncols, const epilogue & e, const char * pf) {
     const __mmask16 m0 = ncols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << ncols) - 1);
     const __mmask16 m1 = ncols >= 32 ? 0xFFFF : ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1);
-    alignas(64) float t[R * 32];
-    int               k0 = 0;
-    do {
-        const int k1 = std::min(k, k0 + k_chunk);
-        __m512    c0[R], c1[R];
+    __m512          c0[R], c1[R];
 #pragma GCC unroll 14
-        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
-        const float * ap = a + static_cast<size_t>(k0) * as;
-        const float * bp = b + static_cast<size_t>(k0) * ldb;
-        if (ncols == 32) {
-            for (int kk = k0; kk < k1; ++kk, ap += as, bp += ldb) {
-                const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+    const float * ap = a;
+    const float * bp = b;
+    if (ncols == 32 && pf) {
+        for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+            _mm_prefetch(pf + 64 * kk, _MM_HINT_T0);
+            const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
-                for (int r = 0; r < R; ++r) {
-                    const __m512 av = _mm512_set1_ps(ap[r]);
-                    c0[r]           = _mm512_fmadd_ps(av, b0, c0[r]);
-                    c1[r]           = _mm512_fmadd_ps(av, b1, c1[r]);
-                }
-            }
-        } else {
-            for (int kk = k0; kk < k1; ++kk, ap += as, bp += ldb) {
-                const __m512 b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
-#pragma GCC unroll 14
-                for (int r = 0; r < R; ++r) {
-                    const __m512 av = _mm512_set1_ps(ap[r]);
-                    c0[r]           = _mm512_fmadd_ps(av, b0, c0[r]);
-                    c1[r]           = _mm512_fmadd_ps(av, b1, c1[r]);
-                }
+            for (int r = 0; r < R; ++r) {
+                const __m512 av = _mm512_set1_ps(ap[r]);
+                c0[r]           = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r]           = _mm512_fmadd_ps(av, b1, c1[r]);
             }
         }
-        // The accumulators leave the registers once per chunk (into t, the running total), so the
-        // epilogue's branches cannot make the compiler keep them in memory inside the k loop.
+    } else if (ncols == 32) {
+        for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+            const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+            for (int r = 0; r < R; ++r) {
+                const __m512 av = _mm512_set1_ps(ap[r]);
+                c0[r]           = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r]           = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+        }
+    } else {
+        for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+            const __m512 b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
+#pragma GCC unroll 14
+            for (int r = 0; r < R; ++r) {
+                const __m512 av = _mm512_set1_ps(ap[r]);
+                c0[r]           = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r]           = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+        }
+    }
+    if (!(part & k_part_first)) {
 #pragma GCC unroll 14
         for (int r = 0; r < R; ++r) {
-            if (k0 > 0) {
-                c0[r] = _mm512_add_ps(_mm512_load_ps(t + r * 32), c0[r]);
-                c1[r] = _mm512_add_ps(_mm512_load_ps(t + r * 32 + 16), c1[r]);
-            }
-            _mm512_store_ps(t + r * 32, c0[r]);
-            _mm512_store_ps(t + r * 32 + 16, c1[r]);
+            c0[r] = _mm512_add_ps(_mm512_loadu_ps(t + r * 32), c0[r]);
+            c1[r] = _mm512_add_ps(_mm512_loadu_ps(t + r * 32 + 16), c1[r]);
         }
-        k0 = k1;
-    } while (k0 < k);
+    }
+    if (!(part & k_part_last)) {
+#pragma GCC unroll 14
+        for (int r = 0; r < R; ++r) {
+            _mm512_storeu_ps(t + r * 32, c0[r]);
+            _mm512_storeu_ps(t + r * 32 + 16, c1[r]);
+        }
+        return;
+    }
+    // The epilogue's branches sit after the k loop, outside it.
     for (int r = 0; r < R; ++r) {
         float * cr = c + static_cast<size_t>(r) * ldc;
-        _mm512_mask_storeu_ps(cr, m0, epi512(_mm512_load_ps(t + r * 32), cr, e, 0, m0));
-        if (m1) _mm512_mask_storeu_ps(cr + 16, m1, epi512(_mm512_load_ps(t + r * 32 + 16), cr + 16, e, 16, m1));
+        _mm512_mask_storeu_ps(cr, m0, epi512(c0[r], cr, e, 0, m0));
+        if (m1) _mm512_mask_storeu_ps(cr + 16, m1, epi512(c1[r], cr + 16, e, 16, m1));
     }
 }
 
-using tile_fn = void (*)(int, const float *, int, const float *, int, float *, int, int, const epilogue &);
+using chunk_fn = void (*)(int, const float *, int, const float *, int, float *, int, float *, int, int,
+                          const epilogue &, const char *);
 
 struct isa_kernels {
     const char * name;
     int          mr;
-    tile_fn      tiles[15];  // by rows, 1..mr
+    chunk_fn     chunks[15];  // by rows, 1..mr
 };
 
 template <int... R> constexpr isa_kernels make256(std::integer_sequence<int, R...>) {
-    return {"avx2", 6, {nullptr, &tile256<R + 1>...}};
+    return {"avx2", 6, {nullptr, &chunk256<R + 1>...}};
 }
 template <int... R> constexpr isa_kernels make512(std::integer_sequence<int, R...>) {
-    return {"avx512", 14, {nullptr, &tile512<R + 1>...}};
+    return {"avx512", 14, {nullptr, &chunk512<R + 1>...}};
 }
 
 const isa_kernels k_avx2   = make256(std::make_integer_sequence<int, 6>{});
@@ -224,11 +245,67 @@ inline void store_lanes(float * d, __m256 v, int n) {
     if (n) _mm_store_ss(d, x);
 }
 
+// 16x16 transpose of r[0..15] in place (r[i] lane j -> r[j] lane i): pairs, then quads within each 128-bit lane,
+// then the lanes themselves in two shuffle_f32x4 steps.
+RFDETR_AVX512 inline __m512 unpacklo_pairs(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+RFDETR_AVX512 inline __m512 unpackhi_pairs(__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+RFDETR_AVX512 inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i]     = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // r[i + c]: column c of each 128-bit lane, rows i..i+3
+        r[i]     = unpacklo_pairs(t[i], t[i + 2]);
+        r[i + 1] = unpackhi_pairs(t[i], t[i + 2]);
+        r[i + 2] = unpacklo_pairs(t[i + 1], t[i + 3]);
+        r[i + 3] = unpackhi_pairs(t[i + 1], t[i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        t[c]      = _mm512_shuffle_f32x4(r[c], r[c + 4], 0x88);
+        t[c + 4]  = _mm512_shuffle_f32x4(r[c], r[c + 4], 0xdd);
+        t[c + 8]  = _mm512_shuffle_f32x4(r[c + 8], r[c + 12], 0x88);
+        t[c + 12] = _mm512_shuffle_f32x4(r[c + 8], r[c + 12], 0xdd);
+    }
+    for (int c = 0; c < 4; ++c) {
+        r[c]      = _mm512_shuffle_f32x4(t[c], t[c + 8], 0x88);
+        r[c + 4]  = _mm512_shuffle_f32x4(t[c + 4], t[c + 12], 0x88);
+        r[c + 8]  = _mm512_shuffle_f32x4(t[c], t[c + 8], 0xdd);
+        r[c + 12] = _mm512_shuffle_f32x4(t[c + 4], t[c + 12], 0xdd);
+    }
+}
+
+// transpose_rows with 16 rows x 16 columns per step: a 14-row panel is one group (the AVX2 form needs two 8x8
+// transposes and split stores for its last 6 rows); masked loads for the k tail, masked stores for the rows.
+RFDETR_AVX512 void transpose_rows512(const float * const * src, int n, int k, float * dst, int ldd) {
+    for (int g = 0; g < n; g += 16) {
+        const int       gn = std::min(16, n - g);
+        const __mmask16 mr = static_cast<__mmask16>((1u << gn) - 1);
+        for (int kk = 0; kk < k; kk += 16) {
+            const int       kn = std::min(16, k - kk);
+            const __mmask16 mk = static_cast<__mmask16>((1u << kn) - 1);
+            __m512          r[16];
+            for (int i = 0; i < 16; ++i) r[i] = i < gn ? _mm512_maskz_loadu_ps(mk, src[g + i] + kk) : _mm512_setzero_ps();
+            transpose16(r);
+            for (int j = 0; j < kn; ++j) _mm512_mask_storeu_ps(dst + static_cast<size_t>(kk + j) * ldd + g, mr, r[j]);
+        }
+    }
+}
+
 }  // namespace
 
 // Groups of 8 rows go through 8x8 transposes (a scalar loop made the GEMM's packing 5 % of a forward);
-// the k tail element by element.
+// the k tail element by element. Where the AVX-512 kernel runs, 16x16 transposes (transpose_rows512).
 void transpose_rows(const float * const * src, int n, int k, float * dst, int ldd) {
+    if (active() == &k_avx512) {
+        transpose_rows512(src, n, k, dst, ldd);
+        return;
+    }
     const __m256 zero = _mm256_setzero_ps();
     for (int g = 0; g < n; g += 8) {
         const int gn = std::min(8, n - g);
@@ -303,13 +380,22 @@ void gemm_row_range(int m, int parts, int p, int & r0, int & r1) {
     r1           = p + 1 == parts ? m : m * (p + 1) / parts / mr * mr;
 }
 
+// Scratch: [packed A block: max(96 K, 14 k)][LayerNorm rows: 14 k][running totals: a block's tiles x 14 x 32].
 size_t gemm_scratch_floats(int k) {
-    return std::max(k_a_block_floats, static_cast<size_t>(14) * k) + static_cast<size_t>(14) * k + 16;
+    return std::max(k_a_block_floats, static_cast<size_t>(14) * k) + static_cast<size_t>(14) * k +
+           static_cast<size_t>(k_max_block_rows + 14) * k_gemm_nr + 16;
 }
 
 void gemm_tile(int rows, int k, const float * a, int as, const float * b, int ldb, float * c, int ldc, int ncols,
                const epilogue & e) {
-    active()->tiles[rows](k, a, as, b, ldb, c, ldc, ncols, e);
+    const chunk_fn    f = active()->chunks[rows];
+    alignas(64) float t[14 * k_gemm_nr];
+    for (int k0 = 0; k0 < k || k0 == 0; k0 += k_chunk) {
+        const int kc   = std::min(k_chunk, k - k0);
+        const int part = (k0 == 0 ? k_part_first : 0) | (k0 + kc >= k ? k_part_last : 0);
+        f(kc, a + static_cast<size_t>(k0) * as, as, b + static_cast<size_t>(k0) * ldb, ldb, t, part, c, ldc, ncols, e,
+          nullptr);
+    }
 }
 
 void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
@@ -325,20 +411,33 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
     const isa_kernels & isa = *active();
     const int           mr  = isa.mr;
     const int           k   = w.k;
-    const int  mc = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_a_block_floats / k)) / mr * mr);
-    float *    row    = scratch + std::max(k_a_block_floats, static_cast<size_t>(14) * k);
-    const int  panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
+    const int     mc     = std::max(mr, static_cast<int>(std::min<size_t>(k_max_block_rows, k_a_block_floats / k)) / mr * mr);
+    const size_t  a_size = std::max(k_a_block_floats, static_cast<size_t>(14) * k);
+    float *       row    = scratch + a_size;
+    float *       totals = row + static_cast<size_t>(14) * k;
+    const int     panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
         pack_a(a + static_cast<size_t>(m0) * lda, lda, rows, k, mr, scratch, row, ln);
         for (int p = 0; p < panels; ++p) {
-            const int j0    = p * k_gemm_nr;
-            const epilogue ep = epilogue_from_column(e, j0);
-            const int ncols = std::min(k_gemm_nr, w.n - j0);
-            for (int i0 = 0; i0 < rows; i0 += mr) {
-                const int n = std::min(mr, rows - i0);
-                isa.tiles[n](k, scratch + static_cast<size_t>(i0) * k, mr, w.panel(p), k_gemm_nr,
-                             c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+            const int      j0    = p * k_gemm_nr;
+            const epilogue ep    = epilogue_from_column(e, j0);
+            const int      ncols = std::min(k_gemm_nr, w.n - j0);
+            for (int k0 = 0; k0 < k || k0 == 0; k0 += k_chunk) {
+                const int     kc   = std::min(k_chunk, k - k0);
+                const int     part = (k0 == 0 ? k_part_first : 0) | (k0 + kc >= k ? k_part_last : 0);
+                const float * b    = w.panel(p) + static_cast<size_t>(k0) * k_gemm_nr;
+                // The panels are contiguous: the next pass's slice starts where this one ends. The first tiles of
+                // this pass fetch it into L1 (one line per k step each), so no tile waits for it from L3.
+                const char * next = reinterpret_cast<const char *>(b + static_cast<size_t>(kc) * k_gemm_nr);
+                const bool   more = p + 1 < panels || k0 + kc < k;
+                for (int i0 = 0, t = 0; i0 < rows; i0 += mr, ++t) {
+                    const int    n  = std::min(mr, rows - i0);
+                    const char * pf = more && t * kc < 2 * k_chunk ? next + static_cast<size_t>(64) * t * kc : nullptr;
+                    isa.chunks[n](kc, scratch + static_cast<size_t>(i0) * k + static_cast<size_t>(k0) * mr, mr, b,
+                                  k_gemm_nr, totals + static_cast<size_t>(i0) * k_gemm_nr, part,
+                                  c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep, pf);
+                }
             }
         }
     }

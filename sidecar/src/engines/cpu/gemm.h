@@ -7,11 +7,17 @@
 
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace rfdetr::cpu {
 
 constexpr int k_gemm_nr = 32;  // columns per weight panel (two 16-float vectors)
+// Every output's reduction is summed in chunks of k_gemm_chunk terms (fused multiply-adds in k order from zero),
+// the chunk totals added to the running one in order: blocked summation, whose rounding grows with
+// k_gemm_chunk + k / k_gemm_chunk rather than with k (fc2's k is 1536). Both kernels and gemm_tile keep this order
+// exactly, so their results are bit for bit what that order gives (tests/cpu/gemm-test.cpp).
+constexpr int k_gemm_chunk = 128;
 
 // Rows per micro-tile of the kernel this CPU runs (14 with AVX-512, 6 with AVX2).
 int gemm_mr();
@@ -23,12 +29,24 @@ bool gemm_select_isa(const char * name);
 struct qweight;  // qgemm.h
 struct bweight;  // bgemm.h
 
+// std::allocator on 64-byte boundaries: a weight panel's row is two 64-byte vectors, and std::vector's 16-byte
+// alignment made every one of them a cache-line-split load (README.md, "GEMM").
+template <class T> struct cache_line_allocator {
+    using value_type = T;
+    cache_line_allocator() = default;
+    template <class U> cache_line_allocator(const cache_line_allocator<U> &) {}
+    T *  allocate(size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+    void deallocate(T * p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+    template <class U> bool operator==(const cache_line_allocator<U> &) const { return true; }
+    template <class U> bool operator!=(const cache_line_allocator<U> &) const { return false; }
+};
+
 // A torch Linear weight [n, k] (row stride ldw) as ceil(n/32) panels of [k][32] floats, zero-padded; or,
 // when q is set (the int8 precision), only its int8 form (data empty) and gemm_packed runs qgemm_packed; or,
 // when b is set (bf16), only its bf16 form and gemm_packed runs bgemm_packed.
 struct packed_weight {
-    std::vector<float>             data;
-    std::shared_ptr<const qweight> q;
+    std::vector<float, cache_line_allocator<float>> data;
+    std::shared_ptr<const qweight>                  q;
     std::shared_ptr<const bweight> b;
     int                            n = 0, k = 0;
     const float *      panel(int p) const { return data.data() + static_cast<size_t>(p) * k * k_gemm_nr; }

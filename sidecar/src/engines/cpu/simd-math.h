@@ -107,6 +107,25 @@ RFDETR_AVX512 inline __m512 exp512(__m512 x) {
     return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
 
+// exp512 for x <= 0 (a softmax's s - max), bit for bit the same: the upper clamp cannot act, and for
+// n = round(x log2 e) in [-126, 0] the scale 2^n is a normal float, so y * 2^n by `vscalefps` is the same rounded
+// product as the multiply by the float built from n's bits (also where it is denormal). 13 operations against 17.
+RFDETR_AVX512 inline __m512 exp512_nonpositive(__m512 x) {
+    x         = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x         = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x         = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y  = _mm512_set1_ps(1.9875691500E-4f);
+    y         = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+    y         = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+    y         = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+    y         = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+    y         = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+    y         = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(y, fx);
+}
+
 RFDETR_AVX512 inline __m512 erf512(__m512 x) {
     const __m512  sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
     const __m512  z    = _mm512_min_ps(_mm512_abs_ps(x), _mm512_set1_ps(3.99999976f));
