@@ -14,13 +14,20 @@ export class EngineState {
   readonly #unsubscribe: () => void;
   readonly #listeners = new Set<() => void>();
 
+  // The unlabelled engine-state gauge follows the first model; every model has its own rfdetr_model_state series.
+  #primary: boolean;
+  #modelId: string | undefined;
+
   constructor(
     private readonly backend: InferenceBackend,
     private readonly metrics: ServerMetrics,
+    opts: { modelId?: string; primary?: boolean } = {},
   ) {
     this.#state = backend.state;
     this.#restartsSeen = backend.restarts;
-    metrics.setEngineState(this.#state);
+    this.#primary = opts.primary !== false;
+    this.#modelId = opts.modelId;
+    this.#publish();
     this.#updateDevices();
     this.#unsubscribe = backend.onStateChange((next) => this.#update(next));
   }
@@ -51,6 +58,17 @@ export class EngineState {
   /** Re-reads the backend's restart count (before a metrics scrape). */
   refresh(): void {
     this.#update(this.backend.state);
+  }
+
+  /** Stops writing the engine-state series (a replaced model's: its successor writes them now). */
+  detach(): void {
+    this.#primary = false;
+    this.#modelId = undefined;
+  }
+
+  #publish(): void {
+    if (this.#primary) this.metrics.setEngineState(this.#state);
+    if (this.#modelId !== undefined) this.metrics.setModelState(this.#modelId, this.#state);
   }
 
   /** Reads the backend once more and stops listening to it (after the drain). */
@@ -102,7 +120,7 @@ export class EngineState {
     this.#restartsSeen = restarts;
     if (next === this.#state) return;
     this.#state = next;
-    this.metrics.setEngineState(next);
+    this.#publish();
     for (const fn of this.#listeners) fn();
   }
 }
