@@ -17,6 +17,8 @@ export class EngineState {
   // The unlabelled engine-state gauge follows the first model; every model has its own rfdetr_model_state series.
   #primary: boolean;
   #modelId: string | undefined;
+  /** The model id its errors name (kept after detach()). */
+  readonly #name: string | undefined;
 
   constructor(
     private readonly backend: InferenceBackend,
@@ -27,6 +29,7 @@ export class EngineState {
     this.#restartsSeen = backend.restarts;
     this.#primary = opts.primary !== false;
     this.#modelId = opts.modelId;
+    this.#name = opts.modelId;
     this.#publish();
     this.#updateDevices();
     this.#unsubscribe = backend.onStateChange((next) => this.#update(next));
@@ -85,7 +88,7 @@ export class EngineState {
         return undefined;
       case 'failed': {
         const why = this.backend.failureReason;
-        return new RfdetrError('E_SIDECAR_FAILED', `the engine failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted`);
+        return new RfdetrError('E_SIDECAR_FAILED', `the engine${this.#name !== undefined ? ` of model ${this.#name}` : ''} failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted, or the model fixed and the models reloaded (SIGHUP)`);
       }
       case 'stopped':
         return new RfdetrError('E_CLOSED', `the engine is stopped: ${ERRORS.E_DRAINING.message}`);
