@@ -77,6 +77,12 @@ export async function startModel(o: ModelStartOptions, entry: ModelEntry, strict
   }
 }
 
+/** The id a spec is served under: its own, else its variant's. */
+export function modelIdOf(s: ModelSpec): string {
+  const m = typeof s.model === 'function' ? s.model() : s.model;
+  return s.id ?? m?.id ?? modelIdentityOf(null, null).id;
+}
+
 /** Resolves when `b` is ready; rejects when it fails or stops first (its reason). */
 export function untilReady(b: InferenceBackend): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -118,8 +124,9 @@ export function createReloader(o: ModelStartOptions, lanes: ModelLanes, read: ()
         metrics.inc({ model: id, outcome: 'failed' });
         continue;
       }
-      // An entry without an id keeps the id it was served under.
-      if (s.spec.id === undefined && key !== undefined) s.spec.id = key;
+      // An entry without an id keeps the id it was served under (its variant's, unless the checkpoint is now
+      // another variant).
+      if (s.spec.id === undefined && key !== undefined && modelIdOf(s.spec) !== key) s.spec.id = key;
       try {
         const r = await lanes.put(s.spec, untilReady);
         started.set(r.id, s.fingerprint);

@@ -9,7 +9,7 @@ import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
 import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
-import { createReloader, startModel, type ModelStartOptions, type ReloadReport, type StartedModel } from './serve-models.ts';
+import { createReloader, modelIdOf, startModel, type ModelStartOptions, type ReloadReport, type StartedModel } from './serve-models.ts';
 
 import { planMembers } from '../../src/sidecar/devices.ts';
 import { deviceParamsFor } from './serve-device-params.ts';
@@ -103,7 +103,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
     const started: StartedModel[] = [];
     for (const e of entries) started.push(await startModel(startOptions, e, !several));
     specs = started.map((m) => m.spec);
-    started.forEach((m) => fingerprints.set(m.spec.id ?? modelIdOf(m.spec), m.fingerprint));
+    started.forEach((m) => fingerprints.set(modelIdOf(m.spec), m.fingerprint));
   }
   const destroyAll = (e: Error) => {
     for (const s of specs) s.backend.destroy(e);
@@ -171,10 +171,6 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
 }
 
-function modelIdOf(s: ModelSpec): string {
-  const m = typeof s.model === 'function' ? s.model() : s.model;
-  return m?.id ?? modelIdentityOf(null, null).id;
-}
 
 /** --sidecar-socket: the one model is whatever the external sidecar loaded (its hello names it). */
 async function externalModel(ctx: CliContext, f: ServeFlags, logger: Logger): Promise<ModelSpec> {

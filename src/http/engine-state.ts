@@ -63,6 +63,12 @@ export class EngineState {
     this.#update(this.backend.state);
   }
 
+  /** Writes the unlabelled engine-state series from now on (a swap's replacement of the first model). */
+  promote(): void {
+    this.#primary = true;
+    this.#publish();
+  }
+
   /** Stops writing the engine-state series (a replaced model's: its successor writes them now). */
   detach(): void {
     this.#primary = false;

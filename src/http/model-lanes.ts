@@ -150,14 +150,13 @@ export class ModelLanes {
   }
 
   /**
-   * Serves `spec` under its id: a new id is added at the end; a served id is replaced once the new backend is
+   * Serves `spec` under its id (the given one, else its variant's): a new id is added at the end; a served id is replaced once the new backend is
    * ready (it never serves an unready replacement), then the old lane drains and closes. A backend that fails
    * (or stops) before it is ready is destroyed and the old lane keeps serving: the error names the id. Resolves
    * with the times of the two steps (ms from the call).
    */
   async put(spec: ModelSpec, ready: (b: InferenceBackend) => Promise<void>): Promise<{ id: string; outcome: 'added' | 'swapped'; readyMs: number; drainedMs: number }> {
     const t0 = performance.now();
-    const oldIndex = spec.id === undefined ? -1 : this.#lanes.findIndex((l) => l.id === spec.id);
     try {
       await ready(spec.backend);
     } catch (e) {
@@ -165,8 +164,10 @@ export class ModelLanes {
       throw e;
     }
     const readyMs = performance.now() - t0;
-    const lane = this.make(spec, oldIndex === 0);
-    const at = spec.id === undefined ? -1 : this.#lanes.findIndex((l) => l.id === spec.id);
+    // Its id: the given one, else its variant's (a bare --weights DIR swapped for another checkpoint of it).
+    const lane = this.make(spec, false);
+    const at = this.#lanes.findIndex((l) => l.id === lane.id);
+    if (at === 0) lane.engineState.promote();
     if (at < 0) {
       this.#add(lane);
       return { id: lane.id, outcome: 'added', readyMs, drainedMs: performance.now() - t0 };
