@@ -153,7 +153,7 @@ describe('when ready', () => {
       const b: any = await (await fetch(`${s.url}/openapi.json`)).json();
       assert.equal(b.openapi, '3.1.0');
       assert.deepEqual(Object.keys(b.paths).sort(), [
-        '/docs', '/health', '/infer/instance_segmentation', '/infer/object_detection', '/info', '/metrics', '/model/add', '/model/registry', '/openapi.json',
+        '/admin/reload', '/docs', '/health', '/infer/instance_segmentation', '/infer/object_detection', '/info', '/metrics', '/model/add', '/model/registry', '/openapi.json',
         '/predict', '/predict/video', '/ready', '/tt-liveness', '/v1/health', '/v1/models', '/v1/vision/custom/list', '/v1/vision/custom/{model}', '/v1/vision/detection',
       ]);
       const req = b.components.schemas.PredictRequest;
