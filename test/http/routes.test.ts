@@ -160,7 +160,7 @@ describe('when ready', () => {
       assert.deepEqual(req.required, ['image']);
       assert.equal(req.properties.threshold.default, 0.5);
       assert.equal(req.properties.max_detections.maximum, 300);
-      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '401', '403', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
+      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '401', '403', '404', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
       assert.deepEqual(Object.keys(b.paths['/predict'].post.requestBody.content).sort(), ['application/json', 'application/octet-stream', 'image/*', 'multipart/form-data']);
     } finally {
       await s.stop();
