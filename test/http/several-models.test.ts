@@ -205,3 +205,37 @@ test('POST /admin/reload: off by default (404); on, only an admin key (not an AP
     await s.stop();
   }
 });
+
+test('several models: POST /predict/video runs every frame on the model its `model` field or query names; an unknown one is 404', async () => {
+  const { a, nano, b, models } = three();
+  const openVideo = async () => ({
+    info: { width: 64, height: 48, fps: 10, rotation: 0, hasAudio: false, codec: 'scripted', container: 'scripted', frameCount: 3, durationMs: 300 },
+    fps: 10,
+    frames: 3,
+    async *[Symbol.asyncIterator]() {
+      for (let i = 0; i < 3; i++) yield { index: i, ptsMs: i * 100, width: 64, height: 48, rgb: Buffer.alloc(64 * 48 * 3, 7) };
+    },
+    async close() {},
+  });
+  const s = await start({ models, openVideo });
+  try {
+    const post = (q: string) => fetch(`${s.url}/predict/video${q}`, { method: 'POST', headers: { 'content-type': 'video/mp4' }, body: new Uint8Array(Buffer.from('scripted')) });
+    const r = await post('?model=nano');
+    assert.equal(r.status, 200, await r.clone().text());
+    const lines = (await r.text()).trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(lines.at(-1).summary.frames, 3);
+    assert.deepEqual([a.calls, nano.calls, b.calls], [0, 3, 0]);
+    const form = new FormData();
+    form.append('model', 'base-b');
+    form.append('video', new Blob([new Uint8Array(Buffer.from('scripted'))], { type: 'video/mp4' }), 'v.mp4');
+    const m = await fetch(`${s.url}/predict/video`, { method: 'POST', body: form });
+    assert.equal(m.status, 200, await m.clone().text());
+    await m.text();
+    assert.deepEqual([a.calls, nano.calls, b.calls], [0, 3, 3], 'the multipart field');
+    const u = await post('?model=large');
+    assert.equal(u.status, 404);
+    assert.match(((await u.json()) as any).detail, /this server serves Roboflow\/rf-detr-base \(or rf-detr-base\), nano, base-b/);
+  } finally {
+    await s.stop();
+  }
+});
