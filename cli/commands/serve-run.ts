@@ -2,8 +2,10 @@
 // --sidecar-socket). Wiring, plus what only cli/ may do: signal handlers and the exit status. SIGTERM/SIGINT
 // → drain (readiness 503, in-flight requests finish within --deadline-ms, the sidecar is closed) → exit 0; a
 // second signal while draining exits 1 at once. A backend that reaches `failed` (crash loop) drains and
-// exits 1 so that systemd or the container runtime restarts the process.
-import { createJsonLogger, createServer, modelIdentityOf, type Logger, type LogLevel, type ModelSpec, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
+// exits 1 so that systemd or the container runtime restarts the process; with several models (--weights ID=DIR
+// repeated, --models FILE; serve-models.ts starts them) only once every model has failed. SIGHUP re-reads the
+// key file and the models (a new or changed model swapped in without downtime).
+import { createJsonLogger, createServer, type Logger, type LogLevel, type ModelSpec, type RfdetrServer, type WeightsInfo } from '../../src/http/index.ts';
 import { checkDistinctIds, parseWeightsFlag, readModelsFile, type ModelEntry } from '../../src/http/models-file.ts';
 import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';

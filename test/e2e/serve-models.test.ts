@@ -101,11 +101,17 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   const failures: string[] = [];
   const counts = { base: 0, nano: 0, 'base-b-seed1': 0, 'base-b-seed2': 0, afterSwap: 0 };
   let firstSeed2At: number | undefined;
+  let hupAt: number | undefined;
+  // Each answer's round trip, by when it was sent: before SIGHUP, between it and the swap's log line, after.
+  const latencies: { phase: string; model: string; ms: number }[] = [];
   const client = async (k: number) => {
     for (let i = k; !stop; i++) {
       const model = (['base', 'nano', 'base-b'] as const)[i % 3]!;
       const loggedBefore = swapLogged;
+      const phase = hupAt === undefined ? 'before' : swapLogged ? 'after' : 'during';
+      const sent = performance.now();
       const r = await predict(base, model === 'nano' ? images.nano : images.base, model);
+      latencies.push({ phase, model, ms: performance.now() - sent });
       if (r.status !== 200) {
         failures.push(`${model}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
         continue;
@@ -135,7 +141,7 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   await waitFor('every model answered before the swap', () => counts.base > 2 && counts.nano > 2 && counts['base-b-seed1'] > 2, 300_000);
 
   write(base2);
-  const hupAt = performance.now();
+  hupAt = performance.now();
   child.kill('SIGHUP');
   const swapped = await waitFor('the swap logged', () => /^.*"event":"model_swapped".*$/m.exec(log)?.[0], 300_000);
   swapLogged = true;
@@ -154,7 +160,16 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   assert.ok(sidecars().some((p) => cmdline(p).includes(base2)), 'a sidecar on the seed-2 checkpoint');
   const ev = JSON.parse(swapped) as { model: string; ready_ms: number; drained_ms: number };
   assert.equal(ev.model, 'base-b');
-  t.diagnostic(`answers: ${JSON.stringify(counts)}; swap: SIGHUP → new sidecar ready ${ev.ready_ms.toFixed(0)} ms, → old drained and stopped ${ev.drained_ms.toFixed(0)} ms (server's log); SIGHUP → first seed-2 answer ${((firstSeed2At ?? NaN) - hupAt).toFixed(0)} ms, → swap logged ${(loggedAt - hupAt).toFixed(0)} ms, → old pid gone ${(oldGoneAt - hupAt).toFixed(0)} ms (test's clock)`);
+  const h = hupAt!;
+  t.diagnostic(`answers: ${JSON.stringify(counts)}; swap: SIGHUP → new sidecar ready ${ev.ready_ms.toFixed(0)} ms, → old drained and stopped ${ev.drained_ms.toFixed(0)} ms (server's log); SIGHUP → first seed-2 answer ${((firstSeed2At ?? NaN) - h).toFixed(0)} ms, → swap logged ${(loggedAt - h).toFixed(0)} ms, → old pid gone ${(oldGoneAt - h).toFixed(0)} ms (test's clock)`);
+  const stats = (xs: number[]) => {
+    const v = [...xs].sort((p, q) => p - q);
+    return v.length ? `n=${v.length} median ${v[v.length >> 1]!.toFixed(0)} ms, max ${v.at(-1)!.toFixed(0)} ms` : 'n=0';
+  };
+  for (const phase of ['before', 'during', 'after']) {
+    const of = (m: string) => latencies.filter((l) => l.phase === phase && l.model === m).map((l) => l.ms);
+    t.diagnostic(`round trips sent ${phase} the swap: base-b ${stats(of('base-b'))}; base ${stats(of('base'))}; nano ${stats(of('nano'))}`);
+  }
   t.diagnostic(`peak RSS (VmHWM) of the server + ${procs.length - 1} sidecars at the end: ${peakMb.toFixed(0)} MB (${procs.map((p) => `${p}:${(vmHwmKb(p) / 1024).toFixed(0)}`).join(', ')})`);
 });
 
