@@ -136,7 +136,12 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
     // Two requests per sidecar in flight, as for one: each resizes request N+1 while N is on its engine.
     engineConcurrency: 2 * members,
     deviceParams: deviceParamsFor({ ...f, precision: f.precision ?? engine?.defaultPrecision }, pool),
-    ...(adminKeys ? { admin: { keys: adminKeys, reload: () => reload!() } } : {}),
+    ...(adminKeys ? {
+      admin: {
+        keys: adminKeys,
+        reload: () => (reload ? reload() : Promise.reject(new RfdetrError('E_USAGE', 'nothing to reload: with --sidecar-socket the external sidecar serves the one model it loaded; restart it to change the model'))),
+      },
+    } : {}),
   });
   if (!f.sidecarSocket) {
     reload = createReloader(startOptions, server.models, () => {
