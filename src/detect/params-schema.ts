@@ -69,6 +69,11 @@ export const PredictParamsProps = {
     description: 'segmentation models: each detection\'s `mask` as COCO RLE (`{"size": [h, w], "counts": "..."}`, pycocotools\' compressed counts; the default), `polygon` (COCO polygons: the outer contours, each [x1, y1, x2, y2, ...] in image pixel-corner coordinates) or `none` (no `mask` and no mask work). Accepted and ignored by detection models',
     ...expected('"rle", "polygon" or "none" (default "rle")'),
   })),
+  model: Type.Optional(Type.String({
+    minLength: 1, maxLength: 256,
+    description: 'which of the served models answers (GET /v1/models lists their ids; a variant\'s lower-case name such as rf-detr-base works too); default: the first. A name the server does not serve is a 404 naming the models served. Also taken from the query string (?model=ID) with any body',
+    ...expected('the id of a model this server serves (GET /v1/models)'),
+  })),
 };
 
 /** The /predict parameters after validation (wire names; the defaults filled in). */

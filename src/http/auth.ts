@@ -121,6 +121,8 @@ export interface AuthOptions {
    * string (checked here), else in the body (checked by the route once it has read the body: checkBodyKey).
    */
   keyFieldRoutes?: (path: string) => boolean;
+  /** Routes that check keys of their own (POST /admin/reload: the admin keys): this middleware lets them through. */
+  ownKeyRoutes?: (path: string) => boolean;
   /** Answers an error (the server's error responder). */
   send: (res: Response, err: RfdetrError) => void;
 }
@@ -149,7 +151,7 @@ export function checkBodyKey(keys: ApiKeys, res: Response, value: unknown): void
 export function requireApiKey(o: AuthOptions) {
   const open = new Set<string>([...PROBE_ROUTES, ...(o.openMetrics ? ['/metrics'] : []), ...(o.openDocs ? DOCS_ROUTES : [])]);
   return (req: Request, res: Response, next: NextFunction) => {
-    if (!o.keys.enabled || open.has(req.path)) return next();
+    if (!o.keys.enabled || open.has(req.path) || o.ownKeyRoutes?.(req.path) === true) return next();
     const key = presentedKey(req);
     if (key === TWO_KEYS) {
       res.setHeader('WWW-Authenticate', 'Bearer realm="rfdetr", error="invalid_request"');

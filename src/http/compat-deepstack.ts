@@ -83,10 +83,12 @@ export interface DeepstackRouteDeps {
 
 export function registerDeepstackRoutes(app: Express, d: DeepstackRouteDeps): void {
   const respond = (r: PredictResponse) => deepstackResponseOf(r);
-  const readBody = (model: () => void): PredictDialect['readBody'] => async (req, res, form) => {
+  // `model`: the model the route names (resolved again once the body is in: a reload may have removed it);
+  // absent: the first model.
+  const readBody = (model: (() => string) | undefined): PredictDialect['readBody'] => async (req, res, form) => {
     if (form !== 'multipart') throw new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected Content-Type multipart/form-data (an "image" file part) for ${req.path} but received ${JSON.stringify(req.headers['content-type'] ?? 'none')}`);
     const input = await readMultipartBody(req, d.limits, ['image', ...FIELDS], (fields, file) => inputOf(fields, file, res, d.keys), MAX_FIELDS);
-    model();
+    if (model) input.params.model = model();
     return input;
   };
   const list = (req: Request, res: Response) => {
@@ -99,17 +101,17 @@ export function registerDeepstackRoutes(app: Express, d: DeepstackRouteDeps): vo
   };
   app.get('/v1/vision/custom/list', route('/v1/vision/custom/list'), list);
   app.post('/v1/vision/custom/list', route('/v1/vision/custom/list'), list);
-  const detection: PredictDialect = { readBody: readBody(() => {}), respond, errors: d.errors };
+  const detection: PredictDialect = { readBody: readBody(undefined), respond, errors: d.errors };
   app.post('/v1/vision/detection', route('/v1/vision/detection'), (req, res) => void d.handlePredict(req, res, detection));
   app.post('/v1/vision/custom/:model', route('/v1/vision/custom/{model}'), (req, res) => {
     const name = String(req.params.model ?? '');
     // The model is resolved before the body is read (an unknown one costs no upload), and again once the body
-    // is in: several models (issue 35) may change between the two.
+    // is in: a reload may change the models served between the two.
     try {
       d.models.resolve(name);
     } catch (e) {
       return d.errors.send(res, e);
     }
-    void d.handlePredict(req, res, { readBody: readBody(() => d.models.resolve(name)), respond, errors: d.errors });
+    void d.handlePredict(req, res, { readBody: readBody(() => d.models.resolve(name).id), respond, errors: d.errors });
   });
 }

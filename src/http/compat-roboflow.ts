@@ -87,7 +87,7 @@ function imageOf(v: unknown, maxImageBytes: number): Buffer {
 }
 
 /** The JSON body of /infer/*: the key checked, the model resolved, the fields mapped onto /predict's. */
-function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask; readJson: JsonReader; labels: () => readonly string[] }): PredictDialect['readBody'] {
+function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys: ApiKeys; task: ModelTask; readJson: JsonReader }): PredictDialect['readBody'] {
   return async (req, res, form, onDecoded) => {
     if (form !== 'json') throw new RfdetrError('E_UNSUPPORTED_MEDIA', `Expected Content-Type application/json for ${req.path} but received ${JSON.stringify(req.headers['content-type'] ?? 'none')}: send {"model_id": "…", "image": {"type": "base64", "value": "…"}}`);
     const body = await o.readJson(req, res, onDecoded);
@@ -109,7 +109,7 @@ function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys:
       throw schemaError('class_filter', 'a non-empty list of class names', classes);
     }
     // Checked here too, so a name the model lacks is named as the client sent it (class_filter[i]).
-    if (classes) classFilterOf(classes as string[], o.labels(), 'class_filter');
+    if (classes) classFilterOf(classes as string[], model.labels, 'class_filter');
     if (b.visualize_predictions !== undefined && b.visualize_predictions !== null && typeof b.visualize_predictions !== 'boolean') {
       throw schemaError('visualize_predictions', 'a boolean', b.visualize_predictions);
     }
@@ -120,6 +120,7 @@ function createInferReader(o: { limits: BodyLimits; models: ModelResolver; keys:
       ...(classes ? { classes } : {}),
       mask_format: o.task === 'instance-segmentation' ? 'polygon' : 'none',
       ...(b.visualize_predictions === true ? { return_image: 'jpeg' } : {}),
+      model: model.id,
     }, false);
     return { image, params, form: 'json' } satisfies PredictInput;
   };
@@ -167,8 +168,6 @@ export type JsonReader = (req: Request, res: Response, onDecoded?: (n: number) =
 
 export interface RoboflowRouteDeps {
   readJson: JsonReader;
-  /** The model's labels (class_filter's names). */
-  labels: () => readonly string[];
   models: ModelResolver;
   keys: ApiKeys;
   limits: BodyLimits;
@@ -205,7 +204,7 @@ export function registerRoboflowRoutes(app: Express, d: RoboflowRouteDeps): void
   });
   for (const [path, task] of [['/infer/object_detection', 'object-detection'], ['/infer/instance_segmentation', 'instance-segmentation']] as const) {
     const dialect: PredictDialect = {
-      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task, readJson: d.readJson, labels: d.labels }),
+      readBody: createInferReader({ limits: d.limits, models: d.models, keys: d.keys, task, readJson: d.readJson }),
       respond: (r) => roboflowResponseOf(r, task),
       errors: d.errors,
     };

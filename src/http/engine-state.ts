@@ -14,13 +14,23 @@ export class EngineState {
   readonly #unsubscribe: () => void;
   readonly #listeners = new Set<() => void>();
 
+  // The unlabelled engine-state gauge follows the first model; every model has its own rfdetr_model_state series.
+  #primary: boolean;
+  #modelId: string | undefined;
+  /** The model id its errors name (kept after detach()). */
+  readonly #name: string | undefined;
+
   constructor(
     private readonly backend: InferenceBackend,
     private readonly metrics: ServerMetrics,
+    opts: { modelId?: string; primary?: boolean } = {},
   ) {
     this.#state = backend.state;
     this.#restartsSeen = backend.restarts;
-    metrics.setEngineState(this.#state);
+    this.#primary = opts.primary !== false;
+    this.#modelId = opts.modelId;
+    this.#name = opts.modelId;
+    this.#publish();
     this.#updateDevices();
     this.#unsubscribe = backend.onStateChange((next) => this.#update(next));
   }
@@ -53,6 +63,23 @@ export class EngineState {
     this.#update(this.backend.state);
   }
 
+  /** Writes the unlabelled engine-state series from now on (a swap's replacement of the first model). */
+  promote(): void {
+    this.#primary = true;
+    this.#publish();
+  }
+
+  /** Stops writing the engine-state series (a replaced model's: its successor writes them now). */
+  detach(): void {
+    this.#primary = false;
+    this.#modelId = undefined;
+  }
+
+  #publish(): void {
+    if (this.#primary) this.metrics.setEngineState(this.#state);
+    if (this.#modelId !== undefined) this.metrics.setModelState(this.#modelId, this.#state);
+  }
+
   /** Reads the backend once more and stops listening to it (after the drain). */
   stop(): void {
     this.#unsubscribe();
@@ -67,7 +94,7 @@ export class EngineState {
         return undefined;
       case 'failed': {
         const why = this.backend.failureReason;
-        return new RfdetrError('E_SIDECAR_FAILED', `the engine failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted`);
+        return new RfdetrError('E_SIDECAR_FAILED', `the engine${this.#name !== undefined ? ` of model ${this.#name}` : ''} failed and is not restarting${why ? ` (${why})` : ' (see the server log)'}: the process should be restarted, or the model fixed and the models reloaded (SIGHUP)`);
       }
       case 'stopped':
         return new RfdetrError('E_CLOSED', `the engine is stopped: ${ERRORS.E_DRAINING.message}`);
@@ -102,7 +129,7 @@ export class EngineState {
     this.#restartsSeen = restarts;
     if (next === this.#state) return;
     this.#state = next;
-    this.metrics.setEngineState(next);
+    this.#publish();
     for (const fn of this.#listeners) fn();
   }
 }

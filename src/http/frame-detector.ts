@@ -13,7 +13,7 @@ import type { InferInput } from '../sidecar/backend.ts';
 import type { Prepared } from '../sidecar/transport.ts';
 import { annotateCost, selectedRowsCost } from './memory-budget.ts';
 import { inferenceError } from './respond.ts';
-import type { PredictDeps, RunContext } from './predict-context.ts';
+import type { FrameDeps, RunContext } from './predict-context.ts';
 import type { Timeline } from './timeline.ts';
 import { StageClock } from '../detect/stage-clock.ts';
 
@@ -43,8 +43,8 @@ export interface ServerFrame extends Frame {
   leaveQueue: () => void;
 }
 
-/** What the detector needs of the handler's deps. */
-export type FrameDetectorDeps = Pick<PredictDeps, 'backend' | 'engine' | 'admission' | 'metrics' | 'deadlineMs' | 'decode' | 'labels' | 'onForward'>;
+/** What the detector needs: one model's backend, queue and labels, and the server's budgets. */
+export type FrameDetectorDeps = FrameDeps;
 
 function once(f: () => void): () => void {
   let called = false;

@@ -39,11 +39,14 @@
 //   docs.ts              GET /docs (Swagger UI from the package)
 //   timeline.ts          one request's stage marks → Server-Timing and the timeline record
 //   model-identity.ts    the name and id the server gives the loaded variant
-//   served-models.ts     a request's model name → a model served (the one seam several models widen)
+//   served-models.ts     a request's model name → a model served, as the routes see it
+//   model-lanes.ts       the models served, each its backend and queue; a swap and a removal drain the old one
+//   models-file.ts       serve --weights ID=DIR and --models FILE read into model entries
+//   admin.ts             POST /admin/reload (its own keys; off by default)
 //   compat-roboflow.ts   Roboflow Inference's routes (inference-sdk) on the /predict pipeline
 //   compat-deepstack.ts  DeepStack / CodeProject.AI's detection routes on the /predict pipeline
 //   compat-openapi.ts    those routes in /openapi.json
 //   index.ts             this map and the public surface
-export { createServer, MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity, type CreateServerOptions, type ListenResult, type RfdetrServer, type WeightsInfo } from './server.ts';
+export { createServer, MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity, type CreateServerOptions, type ListenResult, type RfdetrServer, type WeightsInfo, type ModelSpec, type ModelLane, type ModelLanes } from './server.ts';
 export { READY_MESSAGE, LOG_LEVELS, createJsonLogger, isLogLevel, type LogLevel, type Logger } from './log.ts';
 export { bodyLimitFor } from './body.ts';

@@ -7,9 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import { drainingError } from '../errors.ts';
-import type { InferenceBackend } from '../sidecar/backend.ts';
-import type { EngineQueue } from './engine-queue.ts';
-import type { EngineState } from './engine-state.ts';
+import type { ModelLanes } from './model-lanes.ts';
 import { READY_MESSAGE, type Logger } from './log.ts';
 import type { ActivePredict } from './active.ts';
 
@@ -23,9 +21,10 @@ export interface LifecycleDeps {
   app: Express;
   /** The listener the HTTP server runs (default `app`): the app, or a route ahead of it (predict-route.ts). */
   listener?: http.RequestListener;
-  backend: InferenceBackend;
-  engineState: EngineState;
-  engine: EngineQueue;
+  /** The models served (each lane's backend is closed by the drain, a swap's retiring ones too). */
+  lanes: ModelLanes;
+  /** True once --min-ready models are ready (and the server is not draining). */
+  serving: () => boolean;
   logger: Logger;
   active: Set<ActivePredict>;
   /** Fields of the ready line besides url/engine/device. */
@@ -37,19 +36,22 @@ export function createLifecycle(d: LifecycleDeps) {
   let listening: ListenResult | undefined;
   let readyLogged = false;
   let drainPromise: Promise<void> | undefined;
+  let draining = false;
 
   function maybeLogReady() {
-    if (readyLogged || !listening || !d.engineState.serving) return;
+    if (readyLogged || !listening || !d.serving()) return;
     readyLogged = true;
+    const { backend } = d.lanes.default;
     d.logger.log('info', READY_MESSAGE, {
-      event: 'ready', url: listening.url, engine: d.backend.info?.engine ?? null, device: d.backend.info?.device ?? null, ...d.readyFields,
+      event: 'ready', url: listening.url, engine: backend.info?.engine ?? null, device: backend.info?.device ?? null, ...d.readyFields,
+      models: d.lanes.list().map((l) => ({ id: l.id, state: l.engineState.state })),
     });
   }
-  d.engineState.onChange(maybeLogReady);
+  d.lanes.onChange(maybeLogReady);
 
   function listen(host: string, port: number): Promise<ListenResult> {
     if (httpServer) return Promise.reject(new Error('listen() was already called on this server'));
-    if (d.engineState.draining) return Promise.reject(new Error('the server is draining; create a new one'));
+    if (draining) return Promise.reject(new Error('the server is draining; create a new one'));
     const server = http.createServer(d.listener ?? d.app);
     httpServer = server;
     // Header and whole-request limits for clients that never finish; the /predict body has its own, shorter
@@ -68,7 +70,7 @@ export function createLifecycle(d: LifecycleDeps) {
         const addr = server.address() as AddressInfo;
         const shownHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
         listening = { host: addr.address, port: addr.port, url: `http://${shownHost}:${addr.port}` };
-        d.logger.log('info', `listening on ${listening.url}`, { event: 'listening', url: listening.url, engine_state: d.engineState.state });
+        d.logger.log('info', `listening on ${listening.url}`, { event: 'listening', url: listening.url, engine_state: d.lanes.default.engineState.state });
         maybeLogReady();
         resolve(listening);
       });
@@ -77,7 +79,8 @@ export function createLifecycle(d: LifecycleDeps) {
 
   function drain(drainDeadlineMs: number): Promise<void> {
     drainPromise ??= (async () => {
-      d.engineState.startDraining();
+      draining = true;
+      for (const l of d.lanes.all()) l.engineState.startDraining();
       d.logger.log('info', 'draining: readiness is 503, new requests are answered 503, in-flight requests finish', { event: 'draining', in_flight: d.active.size, deadline_ms: drainDeadlineMs });
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
@@ -88,18 +91,20 @@ export function createLifecycle(d: LifecycleDeps) {
       if (timedOut) {
         const err = drainingError(`and the ${drainDeadlineMs} ms drain deadline passed before this request finished`);
         d.logger.log('warn', 'drain deadline passed; answering the remaining requests with 503', { event: 'drain_timeout', remaining: d.active.size });
-        d.engine.rejectWaiting(err);
+        for (const l of d.lanes.all()) l.engine.rejectWaiting(err);
         for (const c of d.active) c.abort.abort(err);
         await Promise.all([...d.active].map((c) => c.done));
-        d.backend.destroy(err);
+        for (const l of d.lanes.all()) l.backend.destroy(err);
       } else {
-        try {
-          await d.backend.close();
-        } catch (e) {
-          d.logger.log('error', `closing the backend failed: ${(e as Error).message}`, { event: 'backend_close_failed' });
-        }
+        await Promise.all(d.lanes.all().map(async (l) => {
+          try {
+            await l.backend.close();
+          } catch (e) {
+            d.logger.log('error', `closing the backend of model ${l.id} failed: ${(e as Error).message}`, { event: 'backend_close_failed', model: l.id });
+          }
+        }));
       }
-      d.engineState.stop();
+      for (const l of d.lanes.all()) l.engineState.stop();
       if (httpServer) {
         const closed = new Promise<void>((r) => httpServer!.close(() => r()));
         httpServer.closeIdleConnections();

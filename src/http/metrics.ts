@@ -36,6 +36,11 @@ export class ServerMetrics {
   readonly videoUploads: client.Gauge;
   readonly videoUploadBytes: client.Gauge;
   readonly videoUploadsRefused: client.Counter<'reason'>;
+  readonly modelState: client.Gauge<'model' | 'state'>;
+  readonly modelForwards: client.Counter<'model'>;
+  readonly modelForwardSeconds: client.Counter<'model'>;
+  readonly modelQueueDepth: client.Gauge<'model'>;
+  readonly modelSwaps: client.Counter<'model' | 'outcome'>;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -159,6 +164,38 @@ export class ServerMetrics {
       labelNames: ['reason'],
       registers,
     });
+    // Several models (serve --weights ID=DIR, --models FILE): the same facts per model id. The unlabelled series
+    // above keep describing the first model (engine state) or all of them together (queues, busy time).
+    this.modelState = new client.Gauge({
+      name: 'rfdetr_model_state',
+      help: 'Each served model\'s engine state, by model id: 1 for its current state, 0 for the others',
+      labelNames: ['model', 'state'],
+      registers,
+    });
+    this.modelForwards = new client.Counter({
+      name: 'rfdetr_model_forwards_total',
+      help: 'Forwards answered, by model id',
+      labelNames: ['model'],
+      registers,
+    });
+    this.modelForwardSeconds = new client.Counter({
+      name: 'rfdetr_model_forward_seconds_total',
+      help: 'Engine forward time of the answered forwards, by model id',
+      labelNames: ['model'],
+      registers,
+    });
+    this.modelQueueDepth = new client.Gauge({
+      name: 'rfdetr_model_queue_depth',
+      help: 'Images waiting in a model\'s engine queue, by model id',
+      labelNames: ['model'],
+      registers,
+    });
+    this.modelSwaps = new client.Counter({
+      name: 'rfdetr_model_swaps_total',
+      help: 'Model loads on a reload (SIGHUP, POST /admin/reload), by model id and outcome: "swapped" (a new checkpoint serves, the old one drained), "added", "removed", "failed" (the new one did not start; the old one, if any, keeps serving)',
+      labelNames: ['model', 'outcome'],
+      registers,
+    });
     for (const reason of UPLOAD_REFUSALS) this.videoUploadsRefused.inc({ reason }, 0);
     for (const by of ['server', 'sidecar', 'server_after_decline']) this.imagesDecoded.inc({ by }, 0);
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, 0);
@@ -169,6 +206,14 @@ export class ServerMetrics {
 
   setEngineState(state: BackendState): void {
     for (const s of ENGINE_STATES) this.engineState.set({ state: s }, s === state ? 1 : 0);
+  }
+
+  setModelState(model: string, state: BackendState | null): void {
+    for (const s of ENGINE_STATES) {
+      if (state === null) this.modelState.remove({ model, state: s });
+      else this.modelState.set({ model, state: s }, s === state ? 1 : 0);
+    }
+    if (state === null) this.modelQueueDepth.remove({ model });
   }
 
   setDeviceState(device: string, state: BackendState): void {

@@ -61,6 +61,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
     '400': errorResponse(`undecodable or oversized image (max side ${l.maxImageSide} px, max ${mib(l.maxImageBytes)}), or a body whose Content-Encoding does not decompress; an empty image string is undecodable`, codesWithStatus(400).filter((c) => c !== 'E_USAGE')),
     '401': unauthorized,
     '403': errorResponse('image_url is off on this server, names a host not in --allow-url-host, redirects to another host or reaches a non-public address', ['E_URL_NOT_ALLOWED']),
+    '404': errorResponse('`model` names a model this server does not serve: the detail and `models` list the ids served', ['E_MODEL_NOT_FOUND']),
     '405': methodNotAllowed,
     '408': errorResponse('the body did not arrive within the body timeout; the connection is closed', ['E_BODY_TIMEOUT']),
     '413': errorResponse(`request body larger than ${mib(l.maxBodyBytes)}`, ['E_BODY_TOO_LARGE']),
@@ -77,7 +78,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
     info: {
       title: 'rfdetr-serve',
       version: '1',
-      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs). Roboflow Inference's routes (/model/registry, /model/add, /infer/*) and DeepStack / CodeProject.AI's (/v1/vision/*) serve those servers' clients unchanged, on the same queue, budgets and keys (their api_key query parameter or body field is checked against the same keys); their bodies and errors are those APIs' shapes.`,
+      description: `${model.name} (${model.id}) object detection, batch 1, at the variant's input size (GET /info: input.input_size; Base 560x560). Every response carries X-Request-Id (a client-sent one is echoed). A path not listed here answers 404 with the NotFound response; a listed path with another method answers 405 with Allow. When the server was started with API keys (--api-key-file or RFDETR_API_KEYS), every route but the probes needs one (bearer or apiKey); /metrics and /docs are open only when the operator says so (--open-metrics, --open-docs). Roboflow Inference's routes (/model/registry, /model/add, /infer/*) and DeepStack / CodeProject.AI's (/v1/vision/*) serve those servers' clients unchanged, on the same queue, budgets and keys (their api_key query parameter or body field is checked against the same keys); their bodies and errors are those APIs' shapes. A server may serve several models (serve --weights ID=DIR, --models FILE): GET /v1/models lists them, "model" picks one per request (default the first; the name given here is the first's), a name not served is 404.`,
     },
     // Either scheme, or none when the server runs without keys.
     security: [{ bearer: [] }, { apiKey: [] }, {}],
@@ -87,7 +88,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
       '/ready': get('Readiness: 200 {} once the engine is ready; 503 while starting, restarting, failed or draining', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }, true),
       '/v1/health': get('Readiness (tt-media-server / vLLM shape): same as /ready', { description: 'ready', content: json(ref('Ready')) }, { '503': notServing }, true),
       '/info': get('Model, task, engine and device, weights (repo, revision, files), sources, input limits, labels, serving parameters', { description: 'info', content: json(ref('Info')) }),
-      '/v1/models': get('OpenAI-shaped model list (so OpenAI-style tooling does not 404)', { description: 'models', content: json(ref('ModelList')) }),
+      '/v1/models': get('The models served, each with its task, input size and state (OpenAI-shaped, so OpenAI-style tooling does not 404)', { description: 'models', content: json(ref('ModelList')) }),
       '/metrics': get('Prometheus metrics: requests by route/method/status, per-stage latency histograms, queue depth, in-flight, engine busy time, sidecar restarts, engine state', { description: 'text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } }),
       '/openapi.json': get('This document', { description: 'OpenAPI 3.1', content: json({ type: 'object' }) }),
       '/docs': get('Interactive API documentation (Swagger UI over this document, served from the package: works offline)', { description: 'HTML page', content: { 'text/html': { schema: { type: 'string' } } } }),
@@ -101,6 +102,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             { name: 'classes', in: 'query', schema: { type: 'string' }, description: 'raw image/* bodies only: class ids or label names, comma-separated (cat,dog,17)' },
             { name: 'return_image', in: 'query', schema: { type: 'string', enum: ['png', 'jpeg'] }, description: 'raw image/* bodies only' },
             { name: 'mask_format', in: 'query', schema: { type: 'string', enum: ['rle', 'polygon', 'none'] }, description: 'raw image/* bodies only: segmentation models\' mask as rle (default), polygon or none' },
+            { name: 'model', in: 'query', schema: { type: 'string' }, description: 'which served model answers (any body form; a body\'s own `model` field wins): an id GET /v1/models lists, or a variant\'s lower-case name; default the first' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
@@ -118,6 +120,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
                     return_raw: textField('true/false/1/0, default false'),
                     classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
                     return_image: { type: 'string', enum: ['png', 'jpeg'] },
+                    model: textField('which served model answers (GET /v1/models); default the first'),
                     mask_format: { type: 'string', enum: ['rle', 'polygon', 'none'], description: 'segmentation models: rle (default), polygon or none' },
                   },
                 },
@@ -147,6 +150,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             { name: 'stride', in: 'query', schema: { type: 'string' }, description: 'run every Nth frame, integer 1..1000, default 1' },
             { name: 'track', in: 'query', schema: { type: 'string', enum: ['true', 'false', '1', '0'] }, description: 'add ByteTrack track_id to every detection, default false' },
             { name: 'mask_format', in: 'query', schema: { type: 'string', enum: ['rle', 'polygon', 'none'] }, description: 'segmentation models: each detection\'s mask as rle (default), polygon or none' },
+            { name: 'model', in: 'query', schema: { type: 'string' }, description: 'which served model answers (any body form; a body\'s own `model` field wins): an id GET /v1/models lists, or a variant\'s lower-case name; default the first' },
             { name: 'X-Request-Id', in: 'header', schema: { type: 'string', pattern: '^[A-Za-z0-9._:@/+=-]{1,128}$' }, description: 'echoed back; generated when absent' },
           ],
           requestBody: {
@@ -165,6 +169,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
                     classes: textField('class ids or label names, comma-separated (cat,dog,17)'),
                     stride: textField('integer 1..1000, default 1'),
                     track: textField('true/false/1/0, default false'),
+                    model: textField('which served model answers (GET /v1/models); default the first'),
                     mask_format: { type: 'string', enum: ['rle', 'polygon', 'none'], description: 'segmentation models: rle (default), polygon or none' },
                   },
                 },
@@ -178,6 +183,7 @@ export function buildOpenApi(l: OpenApiLimits): object {
             },
             '400': errorResponse('not a video ffmpeg can decode, or a truncated file', ['E_VIDEO_UNDECODABLE']),
             '401': unauthorized,
+            '404': errorResponse('`model` names a model this server does not serve: the detail and `models` list the ids served', ['E_MODEL_NOT_FOUND']),
             '405': methodNotAllowed,
             '408': errorResponse('the video did not arrive within the upload time limit, or arrived slower than --video-min-upload-rate after its grace; the connection is closed', ['E_BODY_TIMEOUT']),
             '413': errorResponse(`the video is larger than --video-max-bytes (default ${mib(DEFAULT_VIDEO_LIMITS.maxBytes)}), or its frames are over ${l.maxImageSide} px a side`, ['E_BODY_TOO_LARGE', 'E_VIDEO_TOO_LARGE']),
@@ -191,6 +197,18 @@ export function buildOpenApi(l: OpenApiLimits): object {
       },
       // The clients of other servers (SERVING.md, "Clients of other servers").
       ...compatPaths(),
+      '/admin/reload': {
+        post: {
+          summary: 'Re-read the models file (as SIGHUP does) and apply it: a new or changed model is started and warmed, then takes the new requests while the old one drains and stops; a removed one answers 404. Only with serve --admin-key-file (else 404), and only with one of its keys (an API key is not one)',
+          security: [{ bearer: [] }, { apiKey: [] }],
+          responses: {
+            '200': { description: 'the report: each model\'s outcome (added, swapped, removed, unchanged, failed) with ready_ms, drained_ms or error', content: json({ type: 'object', required: ['models'], properties: { models: { type: 'array', items: { type: 'object', required: ['id', 'outcome'], properties: { id: { type: 'string' }, outcome: { type: 'string', enum: ['added', 'swapped', 'removed', 'unchanged', 'failed'] }, ready_ms: { type: 'number' }, drained_ms: { type: 'number' }, error: { type: 'string' } } } } } }) },
+            '400': errorResponse('the models file could not be read or is not valid: the detail says where and what was expected', ['E_USAGE']),
+            '401': errorResponse('no admin key, or not one of --admin-key-file\'s', ['E_UNAUTHORIZED']),
+            '404': { $ref: '#/components/responses/NotFound' },
+          },
+        },
+      },
     },
     components: {
       schemas: JSON.parse(JSON.stringify({ ...COMPONENTS, ...VIDEO_COMPONENTS })) as Record<string, object>,

@@ -9,15 +9,36 @@ import type { PredictResponse, PredictTiming } from '../detect/pipeline.ts';
 import type { Admission } from './admission.ts';
 import type { bodyFormOf, BatchInput, PredictInput, UrlInput } from './body.ts';
 import type { EngineQueue } from './engine-queue.ts';
-import type { EngineState } from './engine-state.ts';
 import type { ServerMetrics } from './metrics.ts';
 import type { ErrorResponder } from './respond.ts';
 import type { TimelineRecord, Timelines } from './timeline.ts';
+import type { RfdetrError } from '../errors.ts';
+import type { ModelLane, ModelLanes } from './model-lanes.ts';
+
+/** What one frame runs against: its model's backend, engine queue and labels, and the server's budgets. */
+export interface FrameDeps {
+  backend: InferenceBackend;
+  engine: EngineQueue;
+  admission: Admission;
+  metrics: ServerMetrics;
+  deadlineMs: number;
+  decode: (bytes: Uint8Array, opts: DecodeOptions) => Promise<RgbImage>;
+  labels: () => readonly string[];
+  onForward: (forwardMs: number) => void;
+}
 
 export interface PredictDeps {
-  backend: InferenceBackend;
-  engineState: EngineState;
-  engine: EngineQueue;
+  /** The models served; a request picks one (its `model`, else the first). */
+  lanes: ModelLanes;
+  /** The frame deps of a model (one detector per model is made of them). */
+  laneDeps: (lane: ModelLane) => FrameDeps;
+  /**
+   * Why a request naming `model` (undefined: none yet) cannot be served now: draining, or no model can serve
+   * (the only one starting); E_MODEL_NOT_FOUND (thrown) for a model not served.
+   */
+  notServing: (model: string | undefined) => RfdetrError | undefined;
+  /** The server is draining (responses close their connection). */
+  draining: () => boolean;
   admission: Admission;
   metrics: ServerMetrics;
   errors: ErrorResponder;
@@ -25,11 +46,8 @@ export interface PredictDeps {
   readBody: (req: Request, res: Response, form: ReturnType<typeof bodyFormOf>, onDecoded?: (n: number) => void, admissible?: (images: number) => void) => Promise<PredictInput | BatchInput | UrlInput>;
   /** Bytes → RGB u8 (the backend's transport calls it for a file it decodes here). */
   decode: (bytes: Uint8Array, opts: DecodeOptions) => Promise<RgbImage>;
-  labels: () => readonly string[];
   /** Fetches an image_url; undefined when the server allows no host. */
   fetchUrl: UrlFetcher | undefined;
-  /** Called with each forward's duration (for the Retry-After estimate). */
-  onForward: (forwardMs: number) => void;
   /** Who sent the request (the fair share). */
   clientOf: (req: Request, res: Response) => string;
   /** The requests' timelines (Server-Timing); `onTimeline` gets each finished one. */

@@ -14,7 +14,9 @@ import type { PredictDetection, PredictResponse, PredictTiming } from '../detect
 import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
 import { FrameTagger, trackingSink } from '../track/tag-frames.ts';
 import type { OpenVideoOptions, VideoSource } from '../video/source.ts';
-import type { EngineState } from './engine-state.ts';
+import type { ModelLane, ModelLanes } from './model-lanes.ts';
+import type { PredictDeps } from './predict-context.ts';
+import { requestedModel } from './served-models.ts';
 import { abortedBy, beginActive, type ActivePredict } from './active.ts';
 import { classFilterOf } from './params.ts';
 import { inferenceError, type ErrorResponder } from './respond.ts';
@@ -32,8 +34,11 @@ const FRAMES_IN_QUEUE = 2;
 /** Opens an uploaded file for decoding (src/video's openVideo; tests script it). */
 export type OpenVideo = (file: string, opts: OpenVideoOptions) => Promise<VideoSource>;
 
-export interface VideoDeps extends FrameDetectorDeps {
-  engineState: EngineState;
+export interface VideoDeps extends Omit<FrameDetectorDeps, 'backend' | 'engine' | 'labels' | 'onForward'> {
+  /** The models served; a video picks one (its `model` field, else the query string's, else the first). */
+  lanes: ModelLanes;
+  laneDeps: (lane: ModelLane) => FrameDetectorDeps;
+  notServing: PredictDeps['notServing'];
   errors: ErrorResponder;
   limits: VideoLimits;
   openVideo: OpenVideo;
@@ -75,8 +80,13 @@ function drained(res: Response): Promise<void> {
 }
 
 export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
-  const { admission, engine, limits } = d;
-  const detectFrame = createFrameDetector(d);
+  const { admission, limits } = d;
+  const detectors = new WeakMap<ModelLane, ReturnType<typeof createFrameDetector>>();
+  const detectorOf = (lane: ModelLane) => {
+    let f = detectors.get(lane);
+    if (!f) detectors.set(lane, (f = createFrameDetector(d.laneDeps(lane))));
+    return f;
+  };
   const tmpRoots = [d.tmpRoot ?? os.tmpdir()];
   let running = 0;
 
@@ -113,7 +123,15 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
       running--;
     });
     const params = parseVideoParams(upload.fields);
-    const classes = classFilterOf(params.classes, d.labels());
+    // The model is picked once: a reload that swaps it later leaves this video on the one it picked.
+    const lane = d.lanes.resolve(requestedModel(req, params));
+    const refuse = lane.engineState.notServing();
+    if (refuse) throw refuse;
+    const leaveLane = lane.enter();
+    cleanups.push(async () => leaveLane());
+    const { engine } = lane;
+    const detectFrame = detectorOf(lane);
+    const classes = classFilterOf(params.classes, lane.labels());
 
     const video = await d.openVideo(upload.file, { stride: params.stride, signal, name: 'the uploaded video' });
     cleanups.push(() => video.close());
@@ -218,7 +236,12 @@ export function createVideoHandler(d: VideoDeps, active: Set<ActivePredict>) {
   }
 
   return async function handleVideo(req: Request, res: Response): Promise<void> {
-    const refuse = d.engineState.notServing();
+    let refuse: RfdetrError | undefined;
+    try {
+      refuse = d.notServing(requestedModel(req, undefined));
+    } catch (e) {
+      return d.errors.send(res, e);
+    }
     if (refuse) return d.errors.send(res, refuse);
     const { abort, end } = beginActive(active, res);
     const cleanups: Array<() => Promise<void>> = [];

@@ -22,6 +22,8 @@ import { inferenceError } from './respond.ts';
 import type { Timeline } from './timeline.ts';
 import type { PredictDeps, PredictDialect, RunContext } from './predict-context.ts';
 import { createFrameDetector, type ServerFrame } from './frame-detector.ts';
+import type { ModelLane } from './model-lanes.ts';
+import { requestedModel } from './served-models.ts';
 
 // Errors that are about the request, not one of its images: they end a batch as a whole.
 const REQUEST_LEVEL = new Set<ErrorCode>(['E_DEADLINE', 'E_ABORTED', 'E_DRAINING', 'E_CLOSED', 'E_STARTING', 'E_SIDECAR_FAILED']);
@@ -40,11 +42,16 @@ function bodyTimeoutError(ms: number): RfdetrError {
 }
 
 export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>) {
-  const { admission, engine } = d;
-  const detectFrame = createFrameDetector(d);
+  const { admission } = d;
+  const detectors = new WeakMap<ModelLane, ReturnType<typeof createFrameDetector>>();
+  const detectorOf = (lane: ModelLane) => {
+    let f = detectors.get(lane);
+    if (!f) detectors.set(lane, (f = createFrameDetector(d.laneDeps(lane))));
+    return f;
+  };
 
   /** The request body, counted against the body budget and cut off at the body timeout. */
-  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string, readBody: PredictDeps['readBody']): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes }> {
+  async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string, readBody: PredictDeps['readBody']): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes; parseMs: number }> {
     const form = bodyFormOf(req);
     tl.form = form;
     const body = admission.enterBody(client);
@@ -74,9 +81,9 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       const input = await Promise.race([readBody(req, res, form, (n) => body.bytes.add(n * cost), (n) => admission.check(client, n)), refused, abortedBy(signal)]);
       const parsedAt = performance.now();
       tl.mark('parsed', parsedAt);
-      // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms).
-      engine.charge(client, parsedAt - (endedAt ?? parsedAt));
-      return { input, bytes: body.bytes };
+      // The parse ran on the event loop every request shares (a batch of sixteen 8192² PNGs in base64: ~18 ms):
+      // charged to the client's share of its model's engine once the model is known.
+      return { input, bytes: body.bytes, parseMs: parsedAt - (endedAt ?? parsedAt) };
     } catch (e) {
       body.bytes.release();
       throw e;
@@ -90,16 +97,26 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   }
 
   async function run(req: Request, res: Response, r: RunContext, timeline: Timeline, dialect: PredictDialect | undefined): Promise<object> {
-    const { input, bytes } = await receiveBody(req, res, r.signal, timeline, r.client, dialect?.readBody ?? d.readBody);
+    const { input, bytes, parseMs } = await receiveBody(req, res, r.signal, timeline, r.client, dialect?.readBody ?? d.readBody);
     let params: DetectParams & { fast_decode?: boolean };
     let places: QueuePlaces;
+    let lane: ModelLane;
+    let leaveLane: () => void;
     try {
-      params = { ...input.params, classes: classFilterOf(input.params.classes, d.labels()), classThresholds: classThresholdsOf(input.params.class_thresholds, d.labels()) };
+      // The model is picked once, here: a reload that swaps it later leaves this request on the one it picked.
+      lane = d.lanes.resolve(requestedModel(req, input.params));
+      const refuse = lane.engineState.notServing();
+      if (refuse) throw refuse;
+      lane.engine.charge(r.client, parseMs);
+      params = { ...input.params, classes: classFilterOf(input.params.classes, lane.labels()), classThresholds: classThresholdsOf(input.params.class_thresholds, lane.labels()) };
       places = admission.admit(r.client, input.form === 'batch' ? input.images.filter(Buffer.isBuffer).length : 1);
+      leaveLane = lane.enter();
     } catch (e) {
       bytes.release();
       throw e;
     }
+    r.signal.addEventListener('abort', leaveLane, { once: true });
+    const detectFrame = detectorOf(lane);
     try {
       const batch = input.form === 'batch';
       const outcomes: FrameOutcome<ServerFrame, { response: PredictResponse }>[] = [];
@@ -118,6 +135,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       return { results: outcomes.map((o) => (o.result ? o.result.response : imageErrorBody(o.error))) };
     } finally {
       places.leaveAll();
+      leaveLane();
     }
   }
 
@@ -170,7 +188,14 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   return async function handlePredict(req: Request, res: Response, dialect?: PredictDialect): Promise<void> {
     const t0: number = res.locals.t0;
     const errors = dialect?.errors ?? d.errors;
-    const refuse = d.engineState.notServing();
+    // Before the body: refused when no model can serve (draining, or the only one starting), or when the query
+    // string names a model that is not served (an unknown one costs no upload).
+    let refuse: RfdetrError | undefined;
+    try {
+      refuse = d.notServing(requestedModel(req, undefined));
+    } catch (e) {
+      return errors.send(res, e);
+    }
     if (refuse) return errors.send(res, refuse);
     const timeline = d.timelines.begin(t0);
     res.once('finish', () => timeline.mark('finished'));
@@ -193,7 +218,7 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
       const client = d.clientOf(req, res);
       const body = await Promise.race([run(req, res, { signal: abort.signal, t0, deadlineAt, inEngine: () => (queued = true), client, outputBytes: 0, holdUntilSent: (r) => held.push(r), stageTimes }, timeline, dialect), abortedBy(abort.signal)]);
       if (!res.writableEnded && !res.destroyed) {
-        if (d.engineState.draining) res.setHeader('Connection', 'close');
+        if (d.draining()) res.setHeader('Connection', 'close');
         const text = JSON.stringify(body);
         timeline.mark('serialised');
         res.setHeader('Server-Timing', timeline.header());

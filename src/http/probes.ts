@@ -6,8 +6,8 @@ import path from 'node:path';
 import type { Express, Request, Response } from 'express';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import { inputSizeOf } from '../detect/pipeline.ts';
-import type { EngineState } from './engine-state.ts';
-import type { EngineQueue } from './engine-queue.ts';
+import type { ModelLane, ModelLanes } from './model-lanes.ts';
+import { servedModelOf } from './served-models.ts';
 import type { Logger } from './log.ts';
 import type { ServerMetrics } from './metrics.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -32,17 +32,15 @@ export interface WeightsInfo {
 }
 
 export interface ProbeDeps {
-  backend: InferenceBackend;
-  engineState: EngineState;
-  engine: EngineQueue;
+  /** The models served: the top-level fields describe the first, `models` lists each. */
+  lanes: ModelLanes;
+  /** Why the server cannot serve now (draining, or fewer than --min-ready models ready); undefined when it can. */
+  notReady: () => import('../errors.ts').RfdetrError | undefined;
+  draining: () => boolean;
   metrics: ServerMetrics;
   logger: Logger;
   errors: ErrorResponder;
   startedAt: number;
-  /** Asked per request (an external sidecar names its variant in its hello, after the server listens). */
-  model: () => ModelIdentity;
-  weights: WeightsInfo | undefined;
-  labels: () => readonly string[];
   limits: { maxImageBytes: number; maxImageSide: number; maxBodyBytes: number };
   serving: Record<string, unknown>;
   deviceParams: Record<string, unknown>;
@@ -74,21 +72,36 @@ function deviceList(backend: InferenceBackend): Record<string, unknown>[] | unde
   }));
 }
 
+/** One model as /health lists it. */
+function modelStatus(l: ModelLane): Record<string, unknown> {
+  const m = servedModelOf(l);
+  const state = l.engineState.state;
+  return {
+    id: m.id, alias: m.alias, name: l.identity().name, task: m.task, input_size: m.inputSize, state,
+    failure: state === 'ready' ? null : (l.backend.failureReason ?? null),
+  };
+}
+
 export function registerProbes(app: Express, d: ProbeDeps): void {
-  const { backend, engineState } = d;
+  const first = () => d.lanes.default;
 
   app.get('/health', route('/health'), (_req, res) => {
+    const { backend } = first();
     const devices = deviceList(backend);
-    res.json({ status: engineState.state === 'ready' ? 'ok' : 'starting', model: d.model().name, device: backend.info?.device ?? null, ...(devices ? { devices } : {}) });
+    res.json({
+      status: d.lanes.readyCount() >= d.lanes.minReady ? 'ok' : 'starting', model: first().identity().name, device: backend.info?.device ?? null,
+      ...(devices ? { devices } : {}), models: d.lanes.list().map(modelStatus),
+    });
   });
 
   app.get('/tt-liveness', route('/tt-liveness'), (_req, res) => {
+    const { engineState } = first();
     res.json({
       status: 'alive',
-      model_ready: engineState.serving,
+      model_ready: d.notReady() === undefined,
       engine_state: engineState.state,
-      draining: engineState.draining,
-      model: d.model().id,
+      draining: d.draining(),
+      model: first().id,
       uptime_s: (Date.now() - d.startedAt) / 1000,
       queue_depth: d.waiting(),
       in_flight: d.inFlight(),
@@ -96,7 +109,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
   });
 
   const readiness = (_req: Request, res: Response) => {
-    const why = engineState.notServing();
+    const why = d.notReady();
     if (why) return d.errors.send(res, why);
     res.json({});
   };
@@ -104,18 +117,25 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
   app.get('/v1/health', route('/v1/health'), readiness);
 
   app.get('/v1/models', route('/v1/models'), (_req, res) => {
-    res.json({ object: 'list', data: [{ id: d.model().id, object: 'model', owned_by: 'changh95' }] });
+    res.json({
+      object: 'list',
+      data: d.lanes.list().map((l) => {
+        const m = servedModelOf(l);
+        return { id: m.id, object: 'model', owned_by: 'changh95', task: m.task, input_size: m.inputSize, state: l.engineState.state };
+      }),
+    });
   });
 
   app.get('/info', route('/info'), (_req, res) => {
+    const { backend, engineState } = first();
     const info = backend.info;
     const debug = d.logger.level === 'debug';
     const deviceParams = { ...d.deviceParams };
     if (!debug) delete deviceParams.sidecar_socket;
     const devices = deviceList(backend);
     res.json({
-      model: d.model().name,
-      model_id: d.model().id,
+      model: first().identity().name,
+      model_id: first().id,
       task: 'object-detection',
       state: engineState.state,
       hardware: {
@@ -124,7 +144,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
         host_cpu: os.cpus()[0]?.model ?? null,
         host_cores: os.availableParallelism(),
       },
-      weights: weightsForInfo(d.weights, debug),
+      weights: weightsForInfo(first().weights, debug),
       sidecar: info ? { version: info.sidecarVersion, protocol_version: info.protocolVersion, nice: info.enginePriority ?? null } : null,
       source: {
         server: 'rfdetr-serve',
@@ -143,10 +163,14 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
         num_classes: info?.numClasses ?? 91,
       },
       serving: d.serving,
-      labels: Object.fromEntries(d.labels().map((l, i) => [String(i), l])),
+      labels: Object.fromEntries(first().labels().map((l, i) => [String(i), l])),
       // The precision the engine runs, as its hello says (a version-2/3 sidecar does not: the flag's then).
       device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams, ...(info?.precision ? { precision: info.precision } : {}) },
       ...(devices ? { devices } : {}),
+      models: d.lanes.list().map((l) => ({
+        ...modelStatus(l), engine: l.backend.info?.engine ?? null, device: l.backend.info?.device ?? null,
+        weights: weightsForInfo(l.weights, debug), params: l.params,
+      })),
     });
   });
 
@@ -159,7 +183,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
   // Rebuilt when the model changes (an external sidecar's hello arrived, or a restarted one loaded another variant).
   let openapiDoc: { model: ModelIdentity; doc: object } | undefined;
   app.get('/openapi.json', route('/openapi.json'), (_req, res) => {
-    const model = d.model();
+    const model = first().identity();
     if (openapiDoc?.model.name !== model.name || openapiDoc.model.id !== model.id) openapiDoc = { model, doc: buildOpenApi({ ...d.limits, model }) };
     res.json(openapiDoc.doc);
   });

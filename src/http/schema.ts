@@ -125,11 +125,22 @@ export const DeviceEntry = Type.Object({
   in_flight: Type.Integer({ minimum: 0 }),
 }, { description: 'one sidecar of the pool' });
 
+export const ModelStatus = Type.Object({
+  id: Type.String({ description: 'the id a request names it by (`model`); the first model is the default' }),
+  alias: Type.String({ description: 'the other name it answers to (its variant\'s lower-case name), or the id' }),
+  name: Type.String({ description: 'the loaded variant: RF-DETR-base, RF-DETR-nano, …' }),
+  task: Type.Union([Type.Literal('object-detection'), Type.Literal('instance-segmentation')]),
+  input_size: Type.Array(Type.Integer(), { minItems: 2, maxItems: 2, description: 'the model input [height, width]' }),
+  state: EngineStateName,
+  failure: Type.Union([Type.String(), Type.Null()], { description: 'why it is not serving (a model that failed to start names its error here); null while it serves' }),
+}, { description: 'one served model (serve --weights ID=DIR, --models FILE)' });
+
 export const Health = Type.Object({
   status: Type.Union([Type.Literal('ok'), Type.Literal('starting')]),
   model: Type.String({ pattern: '^RF-DETR-', description: 'the loaded variant: RF-DETR-base, RF-DETR-nano, RF-DETR-small, …' }),
   device: Type.Union([Type.String(), Type.Null()]),
   devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
+  models: Type.Array(ModelStatus, { description: 'every served model; status is "ok" once --min-ready of them are ready' }),
 });
 
 export const Liveness = Type.Object({
@@ -147,7 +158,10 @@ export const Ready = Type.Object({}, { additionalProperties: false });
 
 export const ModelList = Type.Object({
   object: Type.Literal('list'),
-  data: Type.Array(Type.Object({ id: Type.String(), object: Type.Literal('model'), owned_by: Type.String() })),
+  data: Type.Array(Type.Object({
+    id: Type.String(), object: Type.Literal('model'), owned_by: Type.String(),
+    task: ModelStatus.properties.task, input_size: ModelStatus.properties.input_size, state: EngineStateName,
+  })),
 });
 
 const nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
@@ -193,9 +207,14 @@ export const Info = Type.Object({
   labels: Type.Record(Type.String(), Type.String(), { description: 'class id → label' }),
   device_params: Type.Record(Type.String(), Type.Unknown()),
   devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
+  models: Type.Array(Type.Intersect([ModelStatus, Type.Object({
+    engine: nullable(Type.String()), device: nullable(Type.String()),
+    weights: Type.Unknown({ description: 'as the top-level weights, for this model' }),
+    params: Type.Record(Type.String(), Type.Unknown(), { description: 'how it was started (engine, precision)' }),
+  })]), { description: 'every served model; the top-level fields describe the first (the default)' }),
 });
 
 /** Every component of /openapi.json, by name. */
 export const COMPONENTS = {
-  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, DeviceEntry, Health, Liveness, Ready, ModelList, Info,
+  PredictRequest, PredictUrlRequest, BatchPredictRequest, Detection, Timing, PredictResponse, ImageError, BatchPredictResponse, ErrorCode, Error: ErrorBody, DeviceEntry, ModelStatus, Health, Liveness, Ready, ModelList, Info,
 } as const satisfies Record<string, TSchema>;

@@ -4,7 +4,7 @@
 // Library code: the CLI owns signals and exit codes and calls drain() on SIGTERM.
 import os from 'node:os';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { RfdetrError, type ErrorCode } from '../errors.ts';
+import { drainingError, RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
 import { createUrlFetcher } from '../image/fetch-url.ts';
 import type { DecodePriority } from '../image/decode-priority.ts';
@@ -32,6 +32,9 @@ import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { createModelResolver } from './served-models.ts';
+import { laneOf, ModelLanes, type LaneFactory, type ModelLane, type ModelSpec } from './model-lanes.ts';
+import type { FrameDeps } from './predict-context.ts';
+import { isAdminPath, registerAdminRoutes, type AdminOptions } from './admin.ts';
 import { isRoboflowPath, registerRoboflowRoutes, roboflowErrorBody } from './compat-roboflow.ts';
 import { deepstackErrorBody, isDeepstackPath, registerDeepstackRoutes } from './compat-deepstack.ts';
 import { inputSizeOf } from '../detect/pipeline.ts';
@@ -39,11 +42,22 @@ import { requestLog, route } from './request-log.ts';
 import { Timelines, type TimelineRecord } from './timeline.ts';
 
 export { type WeightsInfo } from './probes.ts';
+export type { ModelSpec, ModelLane, ModelLanes } from './model-lanes.ts';
 export { MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity } from './model-identity.ts';
 export type { ListenResult } from './lifecycle.ts';
 
 export interface CreateServerOptions {
-  backend: InferenceBackend;
+  /** The one model's backend (its variant named by `model`, its weights by `weights`); or `models` for several. */
+  backend?: InferenceBackend;
+  /**
+   * Several models, each its own backend and engine queue behind one admission, memory budget and decode slots;
+   * the first is the default. Instead of `backend`/`model`/`weights`.
+   */
+  models?: ModelSpec[];
+  /** How many models must be ready for /ready (and `status: ok`). Default: all of them. */
+  minReady?: number;
+  /** POST /admin/reload: off without it; its own keys (never the API keys), and what a reload does. */
+  admin?: AdminOptions;
   /** Bytes → RGB u8 (default src/image's decodeImage); tests slow or count it. */
   decode?: (bytes: Uint8Array, opts: DecodeOptions) => Promise<RgbImage>;
   weights?: WeightsInfo;
@@ -122,8 +136,10 @@ export interface RfdetrServer {
    */
   drain(deadlineMs: number): Promise<void>;
   readonly draining: boolean;
-  /** The engine queue (for tests and the bench: depth, busy time, forward count). */
+  /** The first model's engine queue (for tests and the bench: depth, busy time, forward count). */
   readonly engine: EngineQueue;
+  /** The models served (a reload puts and removes them). */
+  readonly models: ModelLanes;
   /** The budgets (for tests and the bench). */
   readonly admission: Admission;
   /** Video uploads arriving (for tests and the bench). */
@@ -133,7 +149,6 @@ export interface RfdetrServer {
 const STARTING_RETRY_AFTER_S = 5;
 
 export function createServer(opts: CreateServerOptions): RfdetrServer {
-  const backend = opts.backend;
   const deadlineMs = opts.deadlineMs ?? 60_000;
   const engineConcurrency = opts.engineConcurrency ?? 2;
   for (const [name, v] of [['deadlineMs', deadlineMs], ['engineConcurrency', engineConcurrency]] as const) {
@@ -152,18 +167,37 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const logger = opts.logger ?? createJsonLogger(opts.logLevel ?? 'info');
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
-  const engineState = new EngineState(backend, metrics);
   const active = new Set<ActivePredict>();
   let forwardEwmaMs = 0;
-  let lastBusyMs = 0;
+  const lastBusyMs = new WeakMap<ModelLane, number>();
+  const fallbackLabels = opts.labels ?? [];
+  const makeLane: LaneFactory = (spec, primary) => {
+    const identity = modelSource(spec.model);
+    const engineState = new EngineState(spec.backend, metrics, { modelId: spec.id ?? identity().id, primary });
+    return laneOf({
+      fixedId: spec.id, identity, backend: spec.backend, engineState,
+      engine: new EngineQueue(spec.backend, spec.engineConcurrency ?? engineConcurrency),
+      weights: spec.weights, params: spec.params ?? {},
+      labels: () => (spec.backend.info?.labels?.length ? spec.backend.info.labels : fallbackLabels),
+    });
+  };
+  const specs: ModelSpec[] = opts.models ?? (opts.backend ? [{ backend: opts.backend, model: opts.model, weights: opts.weights }] : []);
+  if (specs.length === 0) throw new RangeError('Expected `backend` or a non-empty `models` for createServer but received neither');
+  const lanes = new ModelLanes(makeLane, specs, opts.minReady ?? specs.length);
+  lanes.onRemoved = (id) => metrics.setModelState(id, null);
+  const first = () => lanes.default;
+  let draining = false;
+  const sum = (f: (l: ModelLane) => number) => lanes.all().reduce((n, l) => n + f(l), 0);
 
   // Past their body and not yet handed to the sidecar: decoding, waiting for a decode slot or for the engine.
   const waitingForEngine = () => admission.queued;
   // Moves the busy-time counter up to now (it is a counter of the engine queue's running total).
   const accountBusy = () => {
-    const busy = engine.busyMs();
-    metrics.engineBusySeconds.inc(Math.max(0, busy - lastBusyMs) / 1000);
-    lastBusyMs = busy;
+    for (const l of lanes.all()) {
+      const busy = l.engine.busyMs();
+      metrics.engineBusySeconds.inc(Math.max(0, busy - (lastBusyMs.get(l) ?? 0)) / 1000);
+      lastBusyMs.set(l, busy);
+    }
   };
   // The gauges and the busy counter are brought up to date when /metrics is scraped (refreshGauges), the only
   // reader: updating them at each of a request's hand-offs (~10 labelled gauge sets per /predict) cost its
@@ -171,23 +205,37 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const updateGauges = () => {
     metrics.queueDepth.set({ stage: 'admitted' }, waitingForEngine());
     metrics.queueDepth.set({ stage: 'prep' }, admission.decodes.waiting);
-    metrics.queueDepth.set({ stage: 'engine' }, engine.depth);
+    metrics.queueDepth.set({ stage: 'engine' }, sum((l) => l.engine.depth));
+    for (const l of lanes.list()) metrics.modelQueueDepth.set({ model: l.id }, l.engine.depth);
     metrics.inFlight.set(active.size);
-    metrics.engineForwardsInFlight.set(engine.inFlight);
+    metrics.engineForwardsInFlight.set(sum((l) => l.engine.inFlight));
     metrics.videoUploads.set(videoUploads.arriving);
     metrics.videoUploadBytes.set(videoUploads.diskBytes);
   };
-  const engine: EngineQueue = new EngineQueue(backend, engineConcurrency);
 
   const retryAfterS = (code: ErrorCode) => code === 'E_QUEUE_FULL'
-    ? Math.max(1, Math.ceil(((admission.queued + engine.inFlight + 1) * (forwardEwmaMs || 1000)) / 1000))
+    ? Math.max(1, Math.ceil(((admission.queued + sum((l) => l.engine.inFlight) + 1) * (forwardEwmaMs || 1000)) / 1000))
     : STARTING_RETRY_AFTER_S;
-  const errors = createErrorResponder(retryAfterS, () => engineState.draining);
+  const errors = createErrorResponder(retryAfterS, () => draining);
   // Other servers' APIs answer errors in their own shape, from the key check to the 404 (compat-*.ts).
-  const roboflowErrors = createErrorResponder(retryAfterS, () => engineState.draining, roboflowErrorBody);
-  const deepstackErrors = createErrorResponder(retryAfterS, () => engineState.draining, deepstackErrorBody);
+  const roboflowErrors = createErrorResponder(retryAfterS, () => draining, roboflowErrorBody);
+  const deepstackErrors = createErrorResponder(retryAfterS, () => draining, deepstackErrorBody);
   const errorsFor = (path: string) => (isRoboflowPath(path) ? roboflowErrors : isDeepstackPath(path) ? deepstackErrors : errors);
-  const labels = (): readonly string[] => backend.info?.labels?.length ? backend.info.labels : opts.labels ?? [];
+  // Before a request's body: a model its query string names must be served (404), and some model must be able to
+  // serve (else the first one's reason: draining, starting, failed).
+  const notServing = (name: string | undefined) => {
+    if (name !== undefined) return lanes.resolve(name).engineState.notServing();
+    const why = lanes.list().map((l) => l.engineState.notServing());
+    return why.some((w) => w === undefined) ? undefined : why[0];
+  };
+  // /ready: at least --min-ready models ready, and not draining.
+  const notReady = () => {
+    if (draining) return drainingError('(draining) and accepts no new requests');
+    if (lanes.readyCount() >= lanes.minReady) return undefined;
+    const waiting = lanes.list().filter((l) => l.engineState.state !== 'ready');
+    if (lanes.list().length === 1) return waiting[0]!.engineState.notServing();
+    return new RfdetrError('E_STARTING', `${lanes.readyCount()} of ${lanes.list().length} models are ready and ${lanes.minReady} must be (--min-ready): not ready ${waiting.map((l) => `${l.id} (${l.engineState.state}${l.backend.failureReason ? `: ${l.backend.failureReason}` : ''})`).join(', ')}; GET /health lists each model's state`);
+  };
 
   const app = express();
   app.disable('x-powered-by');
@@ -203,16 +251,15 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     requireApiKey({
       keys: apiKeys, openMetrics: opts.openMetrics, openDocs: opts.openDocs,
       keyFieldRoutes: (path) => isRoboflowPath(path) || isDeepstackPath(path),
+      ownKeyRoutes: (path) => opts.admin !== undefined && isAdminPath(path),
       send: (res, e) => errorsFor(res.req.path).send(res, e),
     }),
   ];
   for (const mw of common) app.use(mw);
 
   registerProbes(app, {
-    backend, engineState, engine, metrics, logger, errors, limits, labels,
+    lanes, notReady, draining: () => draining, metrics, logger, errors, limits,
     startedAt: Date.now(),
-    model: modelSource(opts.model),
-    weights: opts.weights,
     serving: {
       queue_size: admission.limits.queueSize, client_queue_share: admission.limits.clientShare, deadline_ms: deadlineMs,
       prep_concurrency: admission.limits.decodeConcurrency, engine_concurrency: engineConcurrency, max_bodies: admission.limits.maxBodies,
@@ -222,12 +269,14 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       api_keys: apiKeys.enabled, trust_proxy: opts.trustProxy === true,
       decode_nice: opts.decodePriority ?? null,
       engine_nice: opts.engineNice ?? null,
+      min_ready: lanes.minReady,
+      admin_reload: opts.admin !== undefined,
     },
     deviceParams: opts.deviceParams ?? {},
     inFlight: () => active.size,
     waiting: waitingForEngine,
     refreshGauges: () => {
-      engineState.refresh();
+      for (const l of lanes.list()) l.engineState.refresh();
       accountBusy();
       updateGauges();
     },
@@ -242,12 +291,20 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   };
   const timelines = new Timelines();
   const bodyReader = createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes });
+  const laneDeps = (lane: ModelLane): FrameDeps => ({
+    backend: lane.backend, engine: lane.engine, admission, metrics, deadlineMs, labels: lane.labels,
+    decode: (bytes, o) => decode(bytes, o),
+    onForward: (ms) => {
+      onForward(ms);
+      metrics.modelForwards.inc({ model: lane.id });
+      metrics.modelForwardSeconds.inc({ model: lane.id }, ms / 1000);
+    },
+  });
   const handlePredict = createPredictHandler({
-    backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
+    lanes, laneDeps, notServing, draining: () => draining, admission, metrics, errors, deadlineMs,
     readBody: bodyReader,
     decode: (bytes, o) => decode(bytes, o),
     fetchUrl: opts.allowUrlHosts?.length ? createUrlFetcher({ allowHosts: opts.allowUrlHosts, maxBytes: limits.maxImageBytes, timeoutMs: opts.urlTimeoutMs }) : undefined,
-    onForward,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
     timelines,
     onTimeline: opts.onTimeline,
@@ -255,9 +312,9 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const predictRoute = [route('/predict'), (req: Request, res: Response) => void handlePredict(req, res)];
   app.post('/predict', ...predictRoute);
   // The clients of other servers, on the same pipeline (admission, budgets, fair share, deadline, engine).
-  const models = createModelResolver(modelSource(opts.model), () => backend.info?.task, () => inputSizeOf(backend.info));
+  const models = createModelResolver(lanes);
   const compat = { models, keys: apiKeys, limits: { maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }, handlePredict };
-  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, labels, errors: roboflowErrors });
+  registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, errors: roboflowErrors });
   registerDeepstackRoutes(app, { ...compat, errors: deepstackErrors });
   const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
   const videoUploads = new VideoUploads({
@@ -269,16 +326,16 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     throw new RangeError(`Expected --video-disk-limit (${videoUploads.limits.diskLimit}) >= 2 x --video-max-bytes (${videoLimits.maxBytes}): a video at the byte limit must fit in one client's half of the disk budget`);
   }
   const handleVideo = createVideoHandler({
-    backend, engineState, engine, admission, metrics, errors, deadlineMs, labels,
+    lanes, laneDeps, notServing, admission, metrics, errors, deadlineMs,
     decode: (bytes, o) => decode(bytes, o),
     limits: videoLimits,
     uploads: videoUploads,
     openVideo: opts.openVideo ?? openVideo,
     tmpRoot: opts.videoTmpRoot,
     logger,
-    onForward,
     clientOf: (req, res) => clientIdOf(req, res, opts.trustProxy === true),
   }, active);
+  if (opts.admin) registerAdminRoutes(app, { ...opts.admin, errors });
   app.post('/predict/video', route('/predict/video'), (req, res) => {
     void handleVideo(req, res);
   });
@@ -298,20 +355,28 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     errorsFor(req.path).send(res, err);
   });
 
-  const { listen, drain } = createLifecycle({
-    app, listener: createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e)), backend, engineState, engine, logger, active,
+  const lifecycle = createLifecycle({
+    app, listener: createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e)), lanes, logger, active,
+    serving: () => notReady() === undefined,
     readyFields: { queue_size: admission.limits.queueSize, deadline_ms: deadlineMs },
   });
+  const drain = (ms: number) => {
+    draining = true;
+    return lifecycle.drain(ms);
+  };
 
   return {
     app,
     metrics,
-    listen,
+    listen: lifecycle.listen,
     drain,
     get draining() {
-      return engineState.draining;
+      return draining;
     },
-    engine,
+    get engine() {
+      return first().engine;
+    },
+    models: lanes,
     admission,
     videoUploads,
   };

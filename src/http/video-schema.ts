@@ -23,6 +23,7 @@ export const VideoParamsProps = {
     ...expected('a boolean (default false)', { 'x-expected-text': 'a boolean (true/false/1/0; default false)' }),
   })),
   mask_format: PredictParamsProps.mask_format,
+  model: PredictParamsProps.model,
 };
 
 export const VideoParamsOnly = Type.Object(VideoParamsProps, {

@@ -37,3 +37,19 @@ test('--video-disk-limit under 2 × --video-max-bytes, or --video-client-uploads
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /--video-disk-limit 1500: expected at least 2 × --video-max-bytes \(2000\)/);
 });
+
+test('several models: conflicting or impossible model flags are usage errors (exit 2) before any sidecar starts', async () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--weights', 'a=/x', '--models', '/m.json'], /--weights and --models both name the models: use one/],
+    [['--weights', 'a=/x', '--weights', 'a=/y'], /--weights: two models have the id "a"/],
+    [['--weights', 'a=/x', '--weights', 'b=/y', '--min-ready', '3'], /--min-ready 3: expected at most 2, the number of models/],
+    [['--weights', 'a=/x', '--weights', 'b=/y', '--sidecar-socket', '/tmp/s.sock'], /--sidecar-socket connects to one sidecar, which serves one model/],
+    [['--weights', 'a=/x', '--weights', 'b=/y', '--workers', '2'], /--devices and --workers run one model on several sidecars/],
+    [['--models', '/nonexistent/models.json'], /--models \/nonexistent\/models\.json: cannot read it \(ENOENT\)/],
+  ];
+  for (const [args, want] of cases) {
+    const r = await runInProcess(['serve', ...args]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, want, args.join(' '));
+  }
+});

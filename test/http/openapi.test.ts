@@ -33,7 +33,7 @@ test('the request schema in the document is the one the validator compiles; erro
 });
 
 test('the response check rejects bodies the document does not describe', () => {
-  const ok = { app: null, method: 'GET', path: '/health', status: 200, body: { status: 'ok', model: 'RF-DETR-base', device: null } };
+  const ok = { app: null, method: 'GET', path: '/health', status: 200, body: { status: 'ok', model: 'RF-DETR-base', device: null, models: [] } };
   assert.equal(responseMismatch(ok), undefined);
   assert.match(responseMismatch({ ...ok, body: { status: 'fine', model: 'RF-DETR-base', device: null } })!, /status/);
   assert.match(responseMismatch({ ...ok, path: '/predict', method: 'POST', status: 422, body: { detail: 'x', code: 'E_QUEUE_FULL', request_id: 'r' } })!, /code/);

@@ -18,7 +18,10 @@ describe('while starting', () => {
     try {
       const h = await fetch(`${s.url}/health`);
       assert.equal(h.status, 200);
-      assert.deepEqual(await h.json(), { status: 'starting', model: 'RF-DETR-base', device: null });
+      assert.deepEqual(await h.json(), {
+        status: 'starting', model: 'RF-DETR-base', device: null,
+        models: [{ id: 'Roboflow/rf-detr-base', alias: 'rf-detr-base', name: 'RF-DETR-base', task: 'object-detection', input_size: [560, 560], state: 'starting', failure: null }],
+      });
       for (const p of ['/ready', '/v1/health']) {
         const r = await fetch(`${s.url}${p}`);
         assert.equal(r.status, 503, p);
@@ -48,7 +51,7 @@ describe('while starting', () => {
       assert.deepEqual(await r.json(), {});
       assert.equal((await fetch(`${s.url}/v1/health`)).status, 200);
       const h2: any = await (await fetch(`${s.url}/health`)).json();
-      assert.deepEqual(h2, { status: 'ok', model: 'RF-DETR-base', device: 'fake device (test)' });
+      assert.deepEqual({ ...h2, models: h2.models.map((m: { id: string; state: string }) => [m.id, m.state]) }, { status: 'ok', model: 'RF-DETR-base', device: 'fake device (test)', models: [['Roboflow/rf-detr-base', 'ready']] });
       // A restart and recovery do not log a second ready line, and count one restart.
       backend.restarts = 1;
       backend.state = 'restarting';
@@ -106,7 +109,7 @@ describe('when ready', () => {
     try {
       const r = await fetch(`${s.url}/v1/models`);
       assert.equal(r.status, 200);
-      assert.deepEqual(await r.json(), { object: 'list', data: [{ id: 'Roboflow/rf-detr-base', object: 'model', owned_by: 'changh95' }] });
+      assert.deepEqual(await r.json(), { object: 'list', data: [{ id: 'Roboflow/rf-detr-base', object: 'model', owned_by: 'changh95', task: 'object-detection', input_size: [560, 560], state: 'ready' }] });
     } finally {
       await s.stop();
     }
@@ -135,7 +138,7 @@ describe('when ready', () => {
       assert.deepEqual(b.serving, {
         queue_size: 7, client_queue_share: 4, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
         body_timeout_ms: 30000, memory_limit_bytes: 1024 * 1024 * 1024, max_image_work_bytes: 512 * 1024 * 1024, allow_url_hosts: [],
-        api_keys: false, trust_proxy: false, decode_nice: null, engine_nice: null,
+        api_keys: false, trust_proxy: false, decode_nice: null, engine_nice: null, min_ready: 1, admin_reload: false,
       });
       assert.equal(b.device_params.threads, 2);
       assert.equal(b.source.tt_port.commit, '5b0149869465892477141b4c1dfc4622db0d1ec5');
@@ -150,14 +153,14 @@ describe('when ready', () => {
       const b: any = await (await fetch(`${s.url}/openapi.json`)).json();
       assert.equal(b.openapi, '3.1.0');
       assert.deepEqual(Object.keys(b.paths).sort(), [
-        '/docs', '/health', '/infer/instance_segmentation', '/infer/object_detection', '/info', '/metrics', '/model/add', '/model/registry', '/openapi.json',
+        '/admin/reload', '/docs', '/health', '/infer/instance_segmentation', '/infer/object_detection', '/info', '/metrics', '/model/add', '/model/registry', '/openapi.json',
         '/predict', '/predict/video', '/ready', '/tt-liveness', '/v1/health', '/v1/models', '/v1/vision/custom/list', '/v1/vision/custom/{model}', '/v1/vision/detection',
       ]);
       const req = b.components.schemas.PredictRequest;
       assert.deepEqual(req.required, ['image']);
       assert.equal(req.properties.threshold.default, 0.5);
       assert.equal(req.properties.max_detections.maximum, 300);
-      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '401', '403', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
+      assert.deepEqual(Object.keys(b.paths['/predict'].post.responses).sort(), ['200', '400', '401', '403', '404', '405', '408', '413', '415', '422', '500', '502', '503', '504']);
       assert.deepEqual(Object.keys(b.paths['/predict'].post.requestBody.content).sort(), ['application/json', 'application/octet-stream', 'image/*', 'multipart/form-data']);
     } finally {
       await s.stop();
