@@ -21,8 +21,10 @@
 # tt-metal headers of its API generation, every call checked against 0.78.0's exports (scripts/check-ttnn.sh).
 # Not verified: this stage itself (no Docker, no GitHub access there), a compile against 0.78.0's headers, a card.
 
-# Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node.
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node. 22, not 20: node
+# 20 left maintenance in April 2026, and PyPI (where scripts/image-build.sh takes node from when no registry is
+# reachable) has no node 20 at or past 20.18.1.
+ARG NODE_IMAGE=node:22-bookworm-slim
 ARG BUILD_BASE=debian:bookworm-slim
 ARG RUNTIME_BASE=debian:bookworm-slim
 
@@ -42,11 +44,14 @@ RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}"
 FROM ${BUILD_BASE} AS build
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
 COPY --from=node /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/npm
+# `npm` as the official image links it: npm/bin/npm itself is the Windows installer's shim, which looks for npm
+# beside the node executable and fails here ("Could not determine Node.js install directory"; the first real
+# build, podman, found it).
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm
 COPY --from=ttnn-sdk /opt/ttnn-sdk /opt/ttnn-sdk
 # build-sidecar.sh apt-installs the compiler, CMake, Ninja, OpenBLAS and the headers it needs (root here).
 ARG RFDETR_CMAKE_ARGS="-DRFDETR_BUILD_TESTS=OFF"
 ENV RFDETR_CMAKE_ARGS=${RFDETR_CMAKE_ARGS}
-ENV PATH=/usr/local/lib/node_modules/npm/bin:${PATH}
 WORKDIR /src
 COPY . .
 RUN bash scripts/container-build.sh --dest /opt/rfdetr
