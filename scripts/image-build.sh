@@ -38,8 +38,21 @@ build_base=$(arg_default BUILD_BASE)
 runtime_base=$(arg_default RUNTIME_BASE)
 build_args=()
 if [ "$variant" = tt ]; then
-  build_args+=(--build-arg "RFDETR_TTNN_VERSION=$TTNN_VERSION"
+  # The bases the Dockerfile's TT command names (its header comment).
+  build_base=ubuntu:24.04
+  runtime_base=ubuntu:24.04
+  build_args+=(--build-arg "BUILD_BASE=$build_base" --build-arg "RUNTIME_BASE=$runtime_base"
+    --build-arg "RFDETR_TTNN_VERSION=$TTNN_VERSION"
     --build-arg "RFDETR_CMAKE_ARGS=-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF -DRFDETR_TTNN_HEADERS=/opt/ttnn-sdk/headers -DRFDETR_TTNN_WHEEL=/opt/ttnn-sdk/wheel")
+fi
+
+# tt: the ttnn-sdk stage clones tt-metal's v$TTNN_VERSION headers from GitHub (scripts/fetch-ttnn-sdk.sh); say so
+# at once where GitHub is out of reach instead of failing inside the build after the 90 MB wheel.
+if [ "$variant" = tt ] && ! timeout 30 git ls-remote --exit-code https://github.com/tenstorrent/tt-metal "refs/tags/v$TTNN_VERSION" >/dev/null 2>&1; then
+  echo "image-build: the tt image needs tt-metal's v$TTNN_VERSION headers from https://github.com/tenstorrent/tt-metal" >&2
+  echo "image-build: (scripts/fetch-ttnn-sdk.sh, in the ttnn-sdk stage), and GitHub does not answer from here; build it" >&2
+  echo "image-build: where GitHub is reachable, or on a base image with a built tt-metal tree (SERVING.md, \"Container image\")" >&2
+  exit 1
 fi
 
 times=()
