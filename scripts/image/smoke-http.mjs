@@ -97,7 +97,7 @@ if (cmd === 'ready' && rest.length === 1) {
   const res = await fetch(`${url}/health`);
   const body = await res.json();
   if (res.status !== 200 || body.status !== 'ok') fail(`/health answered ${res.status} ${JSON.stringify(body)}`);
-  console.log(`image-smoke: /health 200 status ok (engine ${body.engine ?? '?'}, device ${body.device ?? '?'})`);
+  console.log(`image-smoke: /health 200 status ok (device ${body.device ?? '?'})`);
 } else if (cmd === 'predict' && rest.length === 1) {
   const c = loadCase(rest[0]);
   console.log(`image-smoke: /predict ${compare(c, await predictOnce(c))}`);
