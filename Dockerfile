@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# rfdetr-serve: `rfdetr serve` with its sidecar. Written and reviewed, not built on the project's machines (no
-# Docker engine there): every RUN below is a script in scripts/ that the tests run outside Docker.
+# rfdetr-serve: `rfdetr serve` with its sidecar. Every RUN below is a script in scripts/ that the tests run
+# outside Docker. The CPU image is built and smoked on the project's machines with podman (no registry there:
+# scripts/image-build.sh makes the base images, scripts/image-smoke.sh runs it; SERVING.md, "Container image").
 #
 # CPU engine (plain Debian):
 #   docker build -t rfdetr-serve:cpu .
@@ -19,10 +20,13 @@
 # RFDETR_CMAKE_ARGS="-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF", no RFDETR_TTNN_VERSION.)
 # Verified on the project's machines: the same CMake layout compiled and linked against ttnn 0.70.1 with
 # tt-metal headers of its API generation, every call checked against 0.78.0's exports (scripts/check-ttnn.sh).
-# Not verified: this stage itself (no Docker, no GitHub access there), a compile against 0.78.0's headers, a card.
+# Not verified: the TT build of this file (no GitHub access there for the headers), a compile against 0.78.0's
+# headers, a card.
 
-# Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node.
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node. 22, not 20: node
+# 20 left maintenance in April 2026, and PyPI (where scripts/image-build.sh takes node from when no registry is
+# reachable) has no node 20 at or past 20.18.1.
+ARG NODE_IMAGE=node:22-bookworm-slim
 ARG BUILD_BASE=debian:bookworm-slim
 ARG RUNTIME_BASE=debian:bookworm-slim
 
@@ -40,13 +44,15 @@ RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}"
 # build: npm ci (which builds the sidecar through scripts/build-sidecar.sh), then stage /opt/rfdetr
 #############################################################
 FROM ${BUILD_BASE} AS build
-COPY --from=node /usr/local/bin/node /usr/local/bin/node
+# node and the npm/npx links as the official image has them (a directory copy keeps the links). Not npm/bin on
+# PATH: npm/bin/npm is the Windows installer's shim, which looks for npm beside node and fails here ("Could not
+# determine Node.js install directory"; found by the first real build, with podman).
+COPY --from=node /usr/local/bin /usr/local/bin
 COPY --from=node /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/npm
 COPY --from=ttnn-sdk /opt/ttnn-sdk /opt/ttnn-sdk
 # build-sidecar.sh apt-installs the compiler, CMake, Ninja, OpenBLAS and the headers it needs (root here).
 ARG RFDETR_CMAKE_ARGS="-DRFDETR_BUILD_TESTS=OFF"
 ENV RFDETR_CMAKE_ARGS=${RFDETR_CMAKE_ARGS}
-ENV PATH=/usr/local/lib/node_modules/npm/bin:${PATH}
 WORKDIR /src
 COPY . .
 RUN bash scripts/container-build.sh --dest /opt/rfdetr

@@ -136,6 +136,7 @@ test('container-runtime-setup: installs the listed packages, creates rfdetr (uid
   assert.equal(r.status, 0, r.stderr);
   const lines = r.stdout.trim().split('\n');
   assert.ok(lines.includes('env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libopenblas0-pthread libgfortran5 ca-certificates'), r.stdout);
+  assert.ok(lines.includes('apt-get clean'), `the downloaded .debs are removed: ${r.stdout}`);
   assert.ok(lines.some((l) => /^useradd --system --uid 10001 --gid 10001 .* rfdetr$/.test(l)), r.stdout);
   assert.ok(lines.some((l) => l.startsWith('install -d -o rfdetr -g rfdetr') && l.includes('/var/cache/rfdetr/huggingface') && l.includes('/var/cache/rfdetr/tt-metal')));
   // The same uid everywhere the image runs: Kubernetes' securityContext.
