@@ -1,7 +1,8 @@
 // The per-engine queue: decoded images wait here for the one engine, served by a cost-aware fair share across
 // clients (virtual-time.ts): the next forward goes to the waiting client that has had the least engine time
 // (ties: the one served longest ago, then whose head has waited longest), and each client's own images go in
-// arrival order; with one client it is plain FIFO. A job's engine time is what it held the engine for: from its
+// arrival order; with one client it is plain FIFO. The clocks and turns live in a FairShare (fair-share.ts) that
+// every model's queue shares, so engine time spent on one model counts when the client competes on another. A job's engine time is what it held the engine for: from its
 // dispatch, or from the previous job's end if that came later (the sidecar runs one forward at a time, in
 // order), to its own end; its client is charged an estimate (its last job's time) at dispatch, so a client
 // with a forward in flight is not picked again as if it had none, and the measured time replaces it at the end.
@@ -12,7 +13,7 @@
 // until the backend settles, so the busy time and the next dispatch stay honest.
 import { RfdetrError } from '../errors.ts';
 import type { InferenceBackend, InferInput, InferResult, RowSelect } from '../sidecar/backend.ts';
-import { VirtualTime } from './virtual-time.ts';
+import { FairShare } from './fair-share.ts';
 
 export interface EngineJobOptions {
   /** Aborted when the client goes away. */
@@ -77,9 +78,6 @@ export class EngineQueue {
   private readonly runningBy = new Map<string, number>();
   private waitingCount = 0;
   private seq = 0;
-  private dispatches = 0;
-  private readonly lastServed = new Map<string, number>();
-  private readonly engineTime = new VirtualTime();
   /** Each client's last job's engine time, ms: the estimate charged when its next job is dispatched. */
   private readonly lastCost = new Map<string, number>();
   /** When the last job to finish finished (performance.now()). */
@@ -93,6 +91,8 @@ export class EngineQueue {
   constructor(
     private readonly backend: InferenceBackend,
     private readonly maxInFlight = 2,
+    /** The fair share this queue takes part in (the server's one, shared by every model); default: its own. */
+    private readonly share = new FairShare(),
   ) {}
 
   /** Jobs waiting for the engine (not yet handed to the backend). */
@@ -122,7 +122,12 @@ export class EngineQueue {
    * behind the others' clocks when its work arrives starts level with them anyway (virtual-time.ts).
    */
   charge(client: string, ms: number): void {
-    if (ms > 0) this.engineTime.charge(client, ms);
+    if (ms > 0) this.share.charge(client, ms);
+  }
+
+  /** `client`'s engine time so far on this queue's fair share (every model's, in a server), ms. */
+  engineTimeOf(client: string): number {
+    return this.share.of(client);
   }
 
   /** Resolves once nothing is waiting and nothing is in flight. */
@@ -145,7 +150,7 @@ export class EngineQueue {
         line!.splice(i, 1);
         if (line!.length === 0) this.lines.delete(client);
         this.waitingCount--;
-        this.leftIfIdle(client);
+        this.left(client);
         this.settle(job, err);
         this.changed();
       };
@@ -156,7 +161,7 @@ export class EngineQueue {
         clearTimeout(timer);
         opts.signal.removeEventListener('abort', onAbort);
       };
-      if (!this.isActive(client)) this.engineTime.activate(client, this.activeClients());
+      this.share.arrive(client);
       let line = this.lines.get(client);
       if (!line) this.lines.set(client, (line = []));
       line.push(job);
@@ -169,10 +174,9 @@ export class EngineQueue {
   /** Rejects every waiting job (not the ones in flight) with `err`. */
   rejectWaiting(err: Error): void {
     const jobs = [...this.lines.values()].flat();
-    const clients = [...this.lines.keys()];
     this.lines.clear();
     this.waitingCount = 0;
-    for (const c of clients) this.leftIfIdle(c);
+    for (const job of jobs) this.left(job.client);
     for (const job of jobs) this.settle(job, err);
     this.changed();
   }
@@ -205,15 +209,9 @@ export class EngineQueue {
     return this.lines.has(client) || this.runningBy.has(client);
   }
 
-  private *activeClients(): Iterable<string> {
-    yield* this.lines.keys();
-    for (const c of this.runningBy.keys()) if (!this.lines.has(c)) yield c;
-  }
-
-  /** A client with nothing waiting and nothing in flight leaves the fair share (virtual-time.ts keeps what it must). */
-  private leftIfIdle(client: string): void {
-    if (this.isActive(client)) return;
-    this.engineTime.idle(client, this.activeClients());
+  /** One of `client`'s jobs left this queue (the share decides whether the client is idle everywhere). */
+  private left(client: string): void {
+    this.share.leave(client);
     if (this.lastCost.size > 4096) for (const c of this.lastCost.keys()) if (!this.isActive(c)) this.lastCost.delete(c);
   }
 
@@ -223,7 +221,7 @@ export class EngineQueue {
     let key: [number, number, number] = [Infinity, Infinity, Infinity];
     for (const [client, line] of this.lines) {
       const head = line[0]!;
-      const k: [number, number, number] = [this.engineTime.of(client), this.lastServed.get(client) ?? 0, head.seq];
+      const k: [number, number, number] = [this.share.of(client), this.share.lastServed(client), head.seq];
       if (k[0] < key[0] || (k[0] === key[0] && (k[1] < key[1] || (k[1] === key[1] && k[2] < key[2])))) {
         best = head;
         key = k;
@@ -238,9 +236,7 @@ export class EngineQueue {
     line.shift();
     if (line.length === 0) this.lines.delete(best!.client);
     this.waitingCount--;
-    this.lastServed.set(best!.client, ++this.dispatches);
-    // Turn order only matters among clients seen recently: forget idle ones before the map grows without bound.
-    if (this.lastServed.size > 4096) for (const c of this.lastServed.keys()) if (!this.runningBy.has(c) && !this.lines.has(c)) this.lastServed.delete(c);
+    this.share.served(best.client);
     return best!;
   }
 
@@ -251,7 +247,7 @@ export class EngineQueue {
     this.running++;
     this.runningBy.set(job.client, (this.runningBy.get(job.client) ?? 0) + 1);
     const estimate = this.lastCost.get(job.client) ?? 0;
-    this.engineTime.charge(job.client, estimate);
+    this.share.charge(job.client, estimate);
     this.forwards++;
     job.opts.onStart?.();
     // The waiting-phase timer and abort listener are replaced by in-flight ones: the caller is answered at
@@ -279,13 +275,13 @@ export class EngineQueue {
       const end = performance.now();
       const cost = Math.max(0, end - Math.max(start, this.lastEndAt));
       this.lastEndAt = Math.max(this.lastEndAt, end);
-      this.engineTime.charge(job.client, cost - estimate);
+      this.share.charge(job.client, cost - estimate);
       this.lastCost.set(job.client, cost);
       this.running--;
       const left = (this.runningBy.get(job.client) ?? 1) - 1;
       if (left === 0) this.runningBy.delete(job.client);
       else this.runningBy.set(job.client, left);
-      this.leftIfIdle(job.client);
+      this.left(job.client);
       if (this.running === 0) this.busyAccumMs += end - this.busySince;
       this.changed();
       this.pump();

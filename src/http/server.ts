@@ -15,6 +15,7 @@ import { clientIdOf } from './client-id.ts';
 import { connectionGuard } from './connection-guard.ts';
 import { bodyLimitFor, createBodyReader } from './body.ts';
 import { EngineQueue } from './engine-queue.ts';
+import { FairShare } from './fair-share.ts';
 import { EngineState } from './engine-state.ts';
 import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
@@ -171,12 +172,14 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   let forwardEwmaMs = 0;
   const lastBusyMs = new WeakMap<ModelLane, number>();
   const fallbackLabels = opts.labels ?? [];
+  // One fair share for every model's queue, swapped-in lanes included: their sidecars share the cores.
+  const fairShare = new FairShare();
   const makeLane: LaneFactory = (spec, primary) => {
     const identity = modelSource(spec.model);
     const engineState = new EngineState(spec.backend, metrics, { modelId: spec.id ?? identity().id, primary });
     return laneOf({
       fixedId: spec.id, identity, backend: spec.backend, engineState,
-      engine: new EngineQueue(spec.backend, spec.engineConcurrency ?? engineConcurrency),
+      engine: new EngineQueue(spec.backend, spec.engineConcurrency ?? engineConcurrency, fairShare),
       weights: spec.weights, params: spec.params ?? {},
       labels: () => (spec.backend.info?.labels?.length ? spec.backend.info.labels : fallbackLabels),
     });

@@ -4,6 +4,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { EngineQueue, PIPELINE_MAX_FRAME_BYTES } from '../../src/http/engine-queue.ts';
+import { FairShare } from '../../src/http/fair-share.ts';
 import { decodeCharge } from '../../src/http/frame-detector.ts';
 import type { InferInput, InferResult } from '../../src/sidecar/backend.ts';
 import { FakeBackend } from './helpers.ts';
@@ -131,4 +132,36 @@ test('engine queue: a file the sidecar decodes counts as its bytes, not its pixe
   assert.deepEqual(s.started, ['a1', 'a2', 'a3']);
   await s.finish(5);
   await Promise.all(jobs);
+});
+
+test('engine queues of several models share one fair share: engine time on model A loses a tie on model B', async (t) => {
+  // One clock the test moves, two models' backends (each its own sidecar) and queues sharing one FairShare.
+  const a = scripted(t);
+  const b = new FakeBackend();
+  const startedB: string[] = [];
+  const inFlightB: Array<() => void> = [];
+  b.infer = (input: InferInput) => new Promise<InferResult>((resolve) => {
+    startedB.push((input as unknown as { tag: string }).tag);
+    inFlightB.push(() => resolve({ outputs: {}, preprocessMs: 0, forwardMs: 0, transferMs: 0 }));
+  });
+  const share = new FairShare();
+  const qa = new EngineQueue(a.b, 1, share);
+  const qb = new EngineQueue(b, 1, share);
+  // w holds model B's engine; meanwhile x has a 400 ms forward on model A (w is active, so x's time is not
+  // forgiven as idle time when x's work ends).
+  const w = qb.run(small('w1'), opts('w'));
+  const x1 = qa.run(small('x1'), opts('x'));
+  await turn();
+  await a.finish(400);
+  await x1;
+  assert.ok(share.of('x') >= 400, `x's 400 ms on model A is on the shared clock (${share.of('x')} ms)`);
+  // x then y (never served) wait for model B; x asked first, but it has had more engine time on the same cores.
+  const jobs = [qb.run(small('x2'), opts('x')), qb.run(small('y1'), opts('y'))];
+  await turn();
+  while (inFlightB.length > 0) {
+    inFlightB.shift()!();
+    await turn();
+  }
+  await Promise.all([w, ...jobs]);
+  assert.deepEqual(startedB, ['w1', 'y1', 'x2'], 'a per-model clock would have x2 first: x has had no time on model B and asked first');
 });

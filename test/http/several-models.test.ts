@@ -147,6 +147,22 @@ test('several models: a swap answers requests already on the old model from it, 
   }
 });
 
+test('several models: one fair share across every model\'s queue, a swapped-in lane included', async () => {
+  const { models } = three();
+  const s = await start({ models });
+  try {
+    const lane = (id: string) => s.srv.models.resolve(id).engine;
+    lane('nano').charge('x', 250);
+    assert.deepEqual(['rf-detr-base', 'nano', 'base-b'].map((id) => lane(id).engineTimeOf('x')), [250, 250, 250], 'x\'s time on nano counts on every model');
+    await s.srv.models.put({ id: 'base-b', backend: new FakeBackend() }, async () => {});
+    assert.equal(lane('base-b').engineTimeOf('x'), 250, 'the new base-b lane joins the same clock');
+    lane('base-b').charge('x', 50);
+    assert.equal(lane('nano').engineTimeOf('x'), 300);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('several models: a swap whose backend fails before it is ready keeps the old model serving', async () => {
   const { b, models } = three();
   const s = await start({ models });
