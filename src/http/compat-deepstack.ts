@@ -14,6 +14,7 @@ import { RfdetrError } from '../errors.ts';
 import type { PredictResponse } from '../detect/pipeline.ts';
 import { checkBodyKey, type ApiKeys } from './auth.ts';
 import type { BodyLimits, PredictInput } from './body.ts';
+import { answerAfterBody } from './discard-body.ts';
 import { readMultipartBody } from './multipart-body.ts';
 import { parsePredictParams, schemaError } from './params.ts';
 import type { PredictDialect } from './predict-context.ts';
@@ -77,6 +78,8 @@ export interface DeepstackRouteDeps {
   models: ModelResolver;
   keys: ApiKeys;
   limits: BodyLimits;
+  /** The time a body may take to arrive (an unknown model's body is read and dropped within it). */
+  bodyTimeoutMs: number;
   errors: ErrorResponder;
   handlePredict: (req: Request, res: Response, dialect: PredictDialect) => Promise<void>;
 }
@@ -105,12 +108,13 @@ export function registerDeepstackRoutes(app: Express, d: DeepstackRouteDeps): vo
   app.post('/v1/vision/detection', route('/v1/vision/detection'), (req, res) => void d.handlePredict(req, res, detection));
   app.post('/v1/vision/custom/:model', route('/v1/vision/custom/{model}'), (req, res) => {
     const name = String(req.params.model ?? '');
-    // The model is resolved before the body is read (an unknown one costs no upload), and again once the body
-    // is in: a reload may change the models served between the two.
+    // The model is resolved before the body is parsed (an unknown one costs no parse, memory or body slot; its
+    // body is read and dropped so that an uploading client gets the 404, discard-body.ts), and again once the
+    // body is in: a reload may change the models served between the two.
     try {
       d.models.resolve(name);
     } catch (e) {
-      return d.errors.send(res, e);
+      return answerAfterBody(req, { maxBytes: d.limits.maxBodyBytes, timeoutMs: d.bodyTimeoutMs }, () => d.errors.send(res, e));
     }
     void d.handlePredict(req, res, { readBody: readBody(() => d.models.resolve(name).id), respond, errors: d.errors });
   });

@@ -318,7 +318,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const models = createModelResolver(lanes);
   const compat = { models, keys: apiKeys, limits: { maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes }, handlePredict };
   registerRoboflowRoutes(app, { ...compat, readJson: bodyReader.jsonValue, errors: roboflowErrors });
-  registerDeepstackRoutes(app, { ...compat, errors: deepstackErrors });
+  registerDeepstackRoutes(app, { ...compat, bodyTimeoutMs: admission.limits.bodyTimeoutMs, errors: deepstackErrors });
   const videoLimits: VideoLimits = { ...DEFAULT_VIDEO_LIMITS, ...opts.videoLimits };
   const videoUploads = new VideoUploads({
     maxUploads: videoLimits.maxUploads, clientUploads: videoLimits.clientUploads,

@@ -192,8 +192,8 @@ test('serve --weights ID=DIR: a model whose weights directory is bad is reported
   const rf = await fetch(`${base}/infer/object_detection`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: 'large', image: { type: 'base64', value: png } }) });
   assert.equal(rf.status, 404);
   assert.match(((await rf.json()) as { message: string }).message, /serves nano, broken/);
-  // DeepStack's route answers an unknown model before it reads the body and closes the connection, so a client
-  // still sending can meet a reset instead of the answer: the whole request goes in one write here.
+  // DeepStack's route reads and drops an unknown model's body before its 404 (a large upload:
+  // test/http/compat-deepstack.test.ts); here the whole request goes in one write.
   const boundary = 'x-rfdetr-test';
   const multipart = Buffer.concat([
     Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`),

@@ -4,7 +4,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ApiKeys } from '../../src/http/auth.ts';
-import { goldens, postJson, start, waitFor } from './helpers.ts';
+import { bodyLimitFor } from '../../src/http/body.ts';
+import { MAX_IMAGE_BYTES } from '../../src/image/limits.ts';
+import { goldens, postJson, rawExchange, start, waitFor } from './helpers.ts';
 
 const image = () => goldens()[0]!.png;
 
@@ -107,6 +109,41 @@ test('deepstack: the routes share /predict\'s queue: full → 503 in DeepStack\'
     assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200, 200]);
   } finally {
     s.backend.release();
+    await s.stop();
+  }
+});
+
+test('deepstack: custom/{unknown model} reads and drops a large upload, then answers its 404 (not a reset mid-upload); past the body limit it answers at once', async () => {
+  const s = await start();
+  try {
+    // 24 MiB of multipart body in 64 KiB chunks, streamed: the client is still sending when the route knows the
+    // model is not served.
+    const boundary = 'x-rfdetr-large';
+    const chunk = new Uint8Array(64 * 1024).fill(0x41);
+    const chunks = 384;
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`));
+      },
+      pull(c) {
+        if (sent++ < chunks) return c.enqueue(chunk);
+        c.enqueue(new TextEncoder().encode(`\r\n--${boundary}--\r\n`));
+        c.close();
+      },
+    });
+    const r = await fetch(`${s.url}/v1/vision/custom/coco`, { method: 'POST', body, duplex: 'half', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } } as RequestInit);
+    assert.equal(r.status, 404);
+    const json: any = await r.json();
+    assert.equal(json.success, false);
+    assert.match(json.error, /model "coco" is not served here/);
+    assert.equal(sent, chunks + 1, 'the whole upload was taken');
+    // A declared length past the body limit is not waited for: the 404 goes at once and the connection closes
+    // (rawExchange resolves on the close, with no body byte sent).
+    const raw = await rawExchange(s.url, Buffer.from(`POST /v1/vision/custom/coco HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${bodyLimitFor(MAX_IMAGE_BYTES) + 1}\r\n\r\n`));
+    assert.match(raw, /^HTTP\/1\.1 404 /);
+    assert.match(raw, /\r\nConnection: close\r\n/i);
+  } finally {
     await s.stop();
   }
 });
