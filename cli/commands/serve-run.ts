@@ -175,7 +175,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   };
   process.on('SIGHUP', onHup);
   const failure = await waitForStop(server, f.deadlineMs, logger).finally(() => process.off('SIGHUP', onHup));
-  if (failure !== null) throw new BackendFailedError(`rfdetr serve: the engine failed and the server stopped: ${failure}`);
+  if (failure !== null) throw new BackendFailedError(`rfdetr serve: ${server.models.list().length > 1 ? 'every model failed' : 'the engine failed'} and the server stopped: ${failure}`);
 }
 
 

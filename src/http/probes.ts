@@ -168,7 +168,7 @@ export function registerProbes(app: Express, d: ProbeDeps): void {
       device_params: { ...(info ? { engine: info.engine, device: info.device, input_shape: info.inputShape } : {}), ...deviceParams, ...(info?.precision ? { precision: info.precision } : {}) },
       ...(devices ? { devices } : {}),
       models: d.lanes.list().map((l) => ({
-        ...modelStatus(l), engine: l.backend.info?.engine ?? null, device: l.backend.info?.device ?? null,
+        ...modelStatus(l), engine: l.backend.info?.engine ?? null, device: l.backend.info?.device ?? null, precision: l.backend.info?.precision ?? null,
         weights: weightsForInfo(l.weights, debug), params: l.params,
       })),
     });

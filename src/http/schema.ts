@@ -209,6 +209,7 @@ export const Info = Type.Object({
   devices: Type.Optional(Type.Array(DeviceEntry, { description: 'each sidecar (one per card or worker)' })),
   models: Type.Array(Type.Intersect([ModelStatus, Type.Object({
     engine: nullable(Type.String()), device: nullable(Type.String()),
+    precision: nullable(Type.String({ description: 'the precision its engine runs, as its sidecar says' })),
     weights: Type.Unknown({ description: 'as the top-level weights, for this model' }),
     params: Type.Record(Type.String(), Type.Unknown(), { description: 'how it was started (engine, precision)' }),
   })]), { description: 'every served model; the top-level fields describe the first (the default)' }),

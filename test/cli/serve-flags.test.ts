@@ -53,3 +53,9 @@ test('several models: conflicting or impossible model flags are usage errors (ex
     assert.match(r.stderr, want, args.join(' '));
   }
 });
+
+test('serve with several models exits 1 when every model failed to start, naming each id and why', async () => {
+  const r = await runInProcess(['serve', '--host', '127.0.0.1', '--port', '0', '--weights', 'a=/nowhere/a', '--weights', 'b=/nowhere/b']);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /rfdetr serve: every model failed and the server stopped: a: --weights names \/nowhere\/a, which is not a directory\. .*; b: --weights names \/nowhere\/b, which is not a directory\./);
+});

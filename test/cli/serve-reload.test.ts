@@ -2,7 +2,7 @@
 // nothing changed → nothing restarted; a checkpoint rewritten in place → swapped (the old backend closed); a new
 // entry → added; an entry gone → removed (its requests 404); an entry whose directory is bad → failed, the model
 // served before keeps serving. The models-file reader's errors name the file, the entry and what was expected.
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,8 @@ import { parseWeightsFlag, readModelsFile, type ModelEntry } from '../../src/htt
 import { synthVariantWeights, synthWeights, tempDir } from '../helpers/synth-weights.ts';
 import { FakeBackend, goldens, postJson, start } from '../http/helpers.ts';
 
-test('serve reload: unchanged, swapped in place, added, removed, failed', async (t) => {
+/** Checkpoints a (base) and n (nano) served from real directories, on backends the test holds. */
+async function setup(t: TestContext) {
   const root = tempDir('rfdetr-reload-');
   t.after(() => fs.rmSync(root, { recursive: true, force: true }));
   const A = path.join(root, 'a');
@@ -41,7 +42,11 @@ test('serve reload: unchanged, swapped in place, added, removed, failed', async 
   const swaps: string[] = [];
   const reload = createReloader(o, s.srv.models, () => entries, fingerprints, { inc: (l) => void swaps.push(`${l.model}:${l.outcome}`) });
   const outcomes = async () => (await reload()).models.map((m) => `${m.id}:${m.outcome}`);
+  return { A, N, opened, s, swaps, reload, outcomes, setEntries: (e: ModelEntry[]) => void (entries = e), entries: () => entries };
+}
 
+test('serve reload: unchanged, swapped in place, added, removed, failed', async (t) => {
+  const { A, opened, s, swaps, reload, outcomes, setEntries, entries } = await setup(t);
   assert.deepEqual(await outcomes(), ['a:unchanged', 'n:unchanged']);
   assert.equal(opened.length, 2, 'nothing restarted');
 
@@ -53,11 +58,11 @@ test('serve reload: unchanged, swapped in place, added, removed, failed', async 
   assert.equal(opened[0]!.closed, 1, 'the old backend of a is closed');
   assert.equal(s.srv.models.resolve('a').backend, opened[2]);
 
-  entries = [...entries, { id: 'b', weights: A }];
+  setEntries([...entries(), { id: 'b', weights: A }]);
   assert.deepEqual(await outcomes(), ['a:unchanged', 'n:unchanged', 'b:added']);
   assert.deepEqual(s.srv.models.list().map((l) => l.id), ['a', 'n', 'b']);
 
-  entries = entries.filter((e) => e.id !== 'n');
+  setEntries(entries().filter((e) => e.id !== 'n'));
   assert.deepEqual(await outcomes(), ['a:unchanged', 'b:unchanged', 'n:removed']);
   assert.equal(opened[1]!.closed, 1, 'n\'s backend is closed');
   const png = goldens()[0]!.png.toString('base64');
@@ -65,13 +70,25 @@ test('serve reload: unchanged, swapped in place, added, removed, failed', async 
   assert.equal(gone.status, 404);
   assert.match(gone.json.detail, /model "n" is not served here: this server serves a, b;/);
 
-  entries = [{ id: 'a', weights: path.join(root, 'nowhere') }, { id: 'b', weights: A }];
+  setEntries([{ id: 'a', weights: path.join(path.dirname(A), 'nowhere') }, { id: 'b', weights: A }]);
   const r = await reload();
   assert.equal(r.models[0]!.outcome, 'failed');
   assert.match(r.models[0]!.error!, /nowhere/);
   assert.equal(s.srv.models.resolve('a').backend, opened[2], 'a keeps its backend');
   assert.equal((await postJson(s.url, { image: png, model: 'a' })).status, 200);
   assert.deepEqual(swaps, ['a:swapped', 'b:added', 'n:removed', 'a:failed']);
+});
+
+test('serve reload: two reloads at once (SIGHUP twice, two admin calls) run one after the other: one new sidecar per change, none leaked', async (t) => {
+  const { A, opened, s, reload } = await setup(t);
+  const t1 = new Date(Date.now() + 5000);
+  fs.utimesSync(path.join(A, 'model.safetensors'), t1, t1);
+  const [first, second] = await Promise.all([reload(), reload()]);
+  assert.deepEqual(first.models.map((m) => `${m.id}:${m.outcome}`), ['a:swapped', 'n:unchanged']);
+  assert.deepEqual(second.models.map((m) => `${m.id}:${m.outcome}`), ['a:unchanged', 'n:unchanged'], 'the second re-reads after the first: a is already the new checkpoint');
+  assert.equal(opened.length, 3, 'one new backend for the one change');
+  assert.deepEqual(opened.map((b) => b.closed), [1, 0, 0], 'the old a closed; the new one serves');
+  assert.equal(s.srv.models.resolve('a').backend, opened[2]);
 });
 
 test('models file and --weights: ids, relative paths, and errors that name the entry and what was expected', () => {

@@ -16,6 +16,7 @@ import { waitFor } from '../helpers/wait-for.ts';
 import { runBin } from '../cli/helpers.ts';
 import { rawExchange } from '../http/helpers.ts';
 import { skipOrFail } from '../helpers/skip.ts';
+import { sidecarEngines } from '../../cli/sidecar-info.ts';
 
 const familyDir = process.env.RFDETR_FAMILY_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-family');
 const THRESHOLD = 0.3;
@@ -206,4 +207,38 @@ test('serve --weights ID=DIR: a model whose weights directory is bad is reported
   ]));
   assert.match(raw, /^HTTP\/1\.1 404 /);
   assert.match(raw, /"success":false,"error":"model \\"large\\" is not served here: this server serves nano, broken;/);
+});
+
+test('serve --models: a SIGHUP swap that changes a model\'s precision (fp32 → int8) starts a sidecar running the new one and answers from it', { timeout: 600_000 }, async (t) => {
+  const cpu = (await sidecarEngines(process.env))?.engines.get('cpu');
+  if (!cpu?.built || !cpu.precisions.includes('int8')) {
+    return skipOrFail(t, `the cpu engine here runs ${cpu?.built ? cpu.precisions.join(', ') : 'nothing (not built)'}, not int8: run on a CPU with AVX-512 VNNI or AVX-VNNI`);
+  }
+  const nano1 = await synthVariantWeights('nano');
+  const root = tempDir('rfdetr-models-precision-');
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  const file = path.join(root, 'models.json');
+  const write = (entry: object) => fs.writeFileSync(file, JSON.stringify({ models: [{ id: 'n', weights: nano1, ...entry }] }));
+  write({});
+  const { child, base, log } = await startServe(t, ['--models', file, '--threads', '1']);
+  const model = async () => ((await (await fetch(`${base}/info`)).json()) as { models: { id: string; precision: string | null; params: { precision?: string } }[] }).models[0]!;
+  const png = fs.readFileSync(path.join(nanoCase, 'input.png')).toString('base64');
+  assert.equal((await model()).precision, 'fp32');
+  const before = await predict(base, png, 'n');
+  assert.equal(before.status, 200);
+  assert.equal(same(before.body.detections, refOf(nanoCase)), null, 'fp32: the golden detections');
+  const oldSidecar = childrenOf(child.pid!).filter((p) => /rfdetr-sidecar/.test(cmdline(p)));
+  assert.equal(oldSidecar.length, 1);
+
+  write({ precision: 'int8' });
+  child.kill('SIGHUP');
+  await waitFor('the swap logged', () => /"event":"model_swapped"/.test(log()), 300_000);
+  const after = await model();
+  assert.deepEqual([after.precision, after.params.precision], ['int8', 'int8'], 'the new sidecar\'s hello names int8');
+  const r = await predict(base, png, 'n');
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.ok(Array.isArray(r.body.detections));
+  await waitFor('the fp32 sidecar gone', () => !alive(oldSidecar[0]!), 60_000);
+  const now = childrenOf(child.pid!).filter((p) => /rfdetr-sidecar/.test(cmdline(p)));
+  assert.equal(now.length, 1, `one sidecar: ${now.map(cmdline).join(' | ')}`);
 });
