@@ -14,9 +14,7 @@ import { ApiKeys, requireApiKey } from './auth.ts';
 import { clientIdOf } from './client-id.ts';
 import { connectionGuard } from './connection-guard.ts';
 import { bodyLimitFor, createBodyReader } from './body.ts';
-import { EngineQueue } from './engine-queue.ts';
-import { FairShare } from './fair-share.ts';
-import { EngineState } from './engine-state.ts';
+import type { EngineQueue } from './engine-queue.ts';
 import { createLifecycle, type ListenResult } from './lifecycle.ts';
 import { createJsonLogger, type Logger, type LogLevel } from './log.ts';
 import { ServerMetrics } from './metrics.ts';
@@ -24,7 +22,7 @@ import { createPredictHandler } from './predict.ts';
 import { createRequestListener } from './predict-route.ts';
 import type { ActivePredict } from './active.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
-import { modelIdentityOf, type ModelIdentity } from './model-identity.ts';
+import type { ModelIdentity } from './model-identity.ts';
 import { createVideoHandler, type OpenVideo } from './predict-video.ts';
 import { DEFAULT_VIDEO_LIMITS, videoDiskLimitOf, type VideoLimits } from './video-limits.ts';
 import { VideoUploads, type UploadClock } from './video-uploads.ts';
@@ -33,8 +31,8 @@ import { registerDocs } from './docs.ts';
 import { ROUTES } from './openapi.ts';
 import { createErrorResponder } from './respond.ts';
 import { createModelResolver } from './served-models.ts';
-import { laneOf, ModelLanes, type LaneFactory, type ModelLane, type ModelSpec } from './model-lanes.ts';
-import type { FrameDeps } from './predict-context.ts';
+import type { ModelLane, ModelLanes, ModelSpec } from './model-lanes.ts';
+import { createServerLanes } from './server-lanes.ts';
 import { isAdminPath, registerAdminRoutes, type AdminOptions } from './admin.ts';
 import { isRoboflowPath, registerRoboflowRoutes, roboflowErrorBody } from './compat-roboflow.ts';
 import { deepstackErrorBody, isDeepstackPath, registerDeepstackRoutes } from './compat-deepstack.ts';
@@ -169,39 +167,15 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const metrics = new ServerMetrics({ defaultMetrics: opts.defaultMetrics });
   const limits = { maxImageBytes: MAX_IMAGE_BYTES, maxImageSide: MAX_IMAGE_SIDE, maxBodyBytes: bodyLimitFor(MAX_IMAGE_BYTES) };
   const active = new Set<ActivePredict>();
-  let forwardEwmaMs = 0;
-  const lastBusyMs = new WeakMap<ModelLane, number>();
-  const fallbackLabels = opts.labels ?? [];
-  // One fair share for every model's queue, swapped-in lanes included: their sidecars share the cores.
-  const fairShare = new FairShare();
-  const makeLane: LaneFactory = (spec, primary) => {
-    const identity = modelSource(spec.model);
-    const engineState = new EngineState(spec.backend, metrics, { modelId: spec.id ?? identity().id, primary });
-    return laneOf({
-      fixedId: spec.id, identity, backend: spec.backend, engineState,
-      engine: new EngineQueue(spec.backend, spec.engineConcurrency ?? engineConcurrency, fairShare),
-      weights: spec.weights, params: spec.params ?? {},
-      labels: () => (spec.backend.info?.labels?.length ? spec.backend.info.labels : fallbackLabels),
-    });
-  };
   const specs: ModelSpec[] = opts.models ?? (opts.backend ? [{ backend: opts.backend, model: opts.model, weights: opts.weights }] : []);
   if (specs.length === 0) throw new RangeError('Expected `backend` or a non-empty `models` for createServer but received neither');
-  const lanes = new ModelLanes(makeLane, specs, opts.minReady ?? specs.length);
-  lanes.onRemoved = (id) => metrics.setModelState(id, null);
+  const served = createServerLanes({ specs, minReady: opts.minReady, metrics, engineConcurrency, fallbackLabels: opts.labels ?? [] });
+  const { lanes, sum } = served;
   const first = () => lanes.default;
   let draining = false;
-  const sum = (f: (l: ModelLane) => number) => lanes.all().reduce((n, l) => n + f(l), 0);
 
   // Past their body and not yet handed to the sidecar: decoding, waiting for a decode slot or for the engine.
   const waitingForEngine = () => admission.queued;
-  // Moves the busy-time counter up to now (it is a counter of the engine queue's running total).
-  const accountBusy = () => {
-    for (const l of lanes.all()) {
-      const busy = l.engine.busyMs();
-      metrics.engineBusySeconds.inc(Math.max(0, busy - (lastBusyMs.get(l) ?? 0)) / 1000);
-      lastBusyMs.set(l, busy);
-    }
-  };
   // The gauges and the busy counter are brought up to date when /metrics is scraped (refreshGauges), the only
   // reader: updating them at each of a request's hand-offs (~10 labelled gauge sets per /predict) cost its
   // path time and told nobody anything (bench/server/RESULTS.md §9).
@@ -217,7 +191,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   };
 
   const retryAfterS = (code: ErrorCode) => code === 'E_QUEUE_FULL'
-    ? Math.max(1, Math.ceil(((admission.queued + sum((l) => l.engine.inFlight) + 1) * (forwardEwmaMs || 1000)) / 1000))
+    ? Math.max(1, Math.ceil(((admission.queued + sum((l) => l.engine.inFlight) + 1) * (served.forwardEwmaMs() || 1000)) / 1000))
     : STARTING_RETRY_AFTER_S;
   const errors = createErrorResponder(retryAfterS, () => draining);
   // Other servers' APIs answer errors in their own shape, from the key check to the 404 (compat-*.ts).
@@ -280,7 +254,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     waiting: waitingForEngine,
     refreshGauges: () => {
       for (const l of lanes.list()) l.engineState.refresh();
-      accountBusy();
+      served.accountBusy();
       updateGauges();
     },
   });
@@ -288,21 +262,9 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   registerDocs(app);
 
   const decode = opts.decode ?? decodeImage;
-  const onForward = (ms: number) => {
-    metrics.engineForwardSeconds.inc(ms / 1000);
-    forwardEwmaMs = forwardEwmaMs === 0 ? ms : 0.8 * forwardEwmaMs + 0.2 * ms;
-  };
   const timelines = new Timelines();
   const bodyReader = createBodyReader({ maxImageBytes: limits.maxImageBytes, maxBodyBytes: limits.maxBodyBytes });
-  const laneDeps = (lane: ModelLane): FrameDeps => ({
-    backend: lane.backend, engine: lane.engine, admission, metrics, deadlineMs, labels: lane.labels,
-    decode: (bytes, o) => decode(bytes, o),
-    onForward: (ms) => {
-      onForward(ms);
-      metrics.modelForwards.inc({ model: lane.id });
-      metrics.modelForwardSeconds.inc({ model: lane.id }, ms / 1000);
-    },
-  });
+  const laneDeps = (lane: ModelLane) => served.laneDeps(lane, { admission, metrics, deadlineMs, decode: (bytes, o) => decode(bytes, o) });
   const handlePredict = createPredictHandler({
     lanes, laneDeps, notServing, draining: () => draining, admission, metrics, errors, deadlineMs,
     readBody: bodyReader,
@@ -383,10 +345,4 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     admission,
     videoUploads,
   };
-}
-
-function modelSource(m: CreateServerOptions['model']): () => ModelIdentity {
-  if (typeof m === 'function') return m;
-  const fixed = m ?? modelIdentityOf(null, null);
-  return () => fixed;
 }
