@@ -3,8 +3,8 @@
 // model's detections (test/fixtures/rfdetr-synth and ../shared/fixtures/rfdetr-family goldens); 8 clients mixed
 // across the models lose nothing while a SIGHUP swaps the second Base to a seed-2 checkpoint, whose answers
 // (equal to `rfdetr detect` on it) are all its answers once the swap is logged, and whose predecessor's sidecar
-// process is gone. A model whose weights directory is bad is reported by id while the others serve. Peak RSS and
-// the swap's times are reported as diagnostics (measured, never gated).
+// process is gone. A model whose weights directory is bad is reported by id while the others serve. What a swap
+// costs the traffic (round trips before / during / after), its times and the peak RSS: bench/swap/bench.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -45,7 +45,13 @@ function same(got: Det[], want: Det[]): string | null {
 function childrenOf(pid: number): number[] {
   const out = new Set<number>();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
-    for (const c of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/)) if (c) out.add(Number(c));
+    let children = '';
+    try {
+      children = fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8');
+    } catch {
+      continue; // the thread ended since the listing
+    }
+    for (const c of children.trim().split(/\s+/)) if (c) out.add(Number(c));
   }
   return [...out];
 }
@@ -56,8 +62,14 @@ const cmdline = (pid: number) => {
     return '';
   }
 };
-const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-const vmHwmKb = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+// A process reaped between the two reads is gone, not an error.
+const alive = (pid: number) => {
+  try {
+    return !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
 
 async function predict(base: string, image: string, model: string): Promise<{ status: number; body: any }> {
   const r = await fetch(`${base}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image, model, threshold: THRESHOLD, max_detections: 300 }) });
@@ -101,18 +113,11 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   let swapLogged = false;
   const failures: string[] = [];
   const counts = { base: 0, nano: 0, 'base-b-seed1': 0, 'base-b-seed2': 0, afterSwap: 0 };
-  let firstSeed2At: number | undefined;
-  let hupAt: number | undefined;
-  // Each answer's round trip, by when it was sent: before SIGHUP, between it and the swap's log line, after.
-  const latencies: { phase: string; model: string; ms: number }[] = [];
   const client = async (k: number) => {
     for (let i = k; !stop; i++) {
       const model = (['base', 'nano', 'base-b'] as const)[i % 3]!;
       const loggedBefore = swapLogged;
-      const phase = hupAt === undefined ? 'before' : swapLogged ? 'after' : 'during';
-      const sent = performance.now();
-      const r = await predict(base, model === 'nano' ? images.nano : images.base, model);
-      latencies.push({ phase, model, ms: performance.now() - sent });
+      const r = await predict(base, model === 'nano' ? images.nano : images.base, model).catch((e: Error) => ({ status: 0, body: { error: `${e.message}: ${String(e.cause)}` } }));
       if (r.status !== 200) {
         failures.push(`${model}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
         continue;
@@ -126,10 +131,8 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
       }
       const seed1 = same(dets, want.base) === null;
       const seed2 = same(dets, want.seed2) === null;
-      if (seed2) {
-        counts['base-b-seed2']++;
-        firstSeed2At ??= performance.now();
-      } else if (seed1) counts['base-b-seed1']++;
+      if (seed2) counts['base-b-seed2']++;
+      else if (seed1) counts['base-b-seed1']++;
       else failures.push(`base-b: neither checkpoint's detections: ${same(dets, want.base)}`);
       // Sent after the swap was logged: only the new checkpoint may answer.
       if (loggedBefore) {
@@ -142,16 +145,11 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   await waitFor('every model answered before the swap', () => counts.base > 2 && counts.nano > 2 && counts['base-b-seed1'] > 2, 300_000);
 
   write(base2);
-  hupAt = performance.now();
   child.kill('SIGHUP');
   const swapped = await waitFor('the swap logged', () => /^.*"event":"model_swapped".*$/m.exec(log)?.[0], 300_000);
   swapLogged = true;
-  const loggedAt = performance.now();
-  const oldGoneAt = await waitFor('the old base-b sidecar gone', () => (!alive(oldB[0]!) ? performance.now() : false), 60_000);
+  await waitFor('the old base-b sidecar gone', () => !alive(oldB[0]!), 60_000);
   await waitFor('answers sent after the swap', () => counts.afterSwap >= 6, 300_000);
-  // Peak RSS of the server and its sidecars (each process's own peak; the sum bounds the whole's).
-  const procs = [child.pid!, ...sidecars()];
-  const peakMb = procs.reduce((n, p) => n + vmHwmKb(p), 0) / 1024;
   stop = true;
   await Promise.all(clients);
 
@@ -159,19 +157,8 @@ test('serve --models: Base, Nano and a second Base each answer with their own de
   assert.equal(alive(oldB[0]!), false, 'the old sidecar process is gone');
   assert.equal(sidecars().length, 3, 'three sidecars again');
   assert.ok(sidecars().some((p) => cmdline(p).includes(base2)), 'a sidecar on the seed-2 checkpoint');
-  const ev = JSON.parse(swapped) as { model: string; ready_ms: number; drained_ms: number };
-  assert.equal(ev.model, 'base-b');
-  const h = hupAt!;
-  t.diagnostic(`answers: ${JSON.stringify(counts)}; swap: SIGHUP → new sidecar ready ${ev.ready_ms.toFixed(0)} ms, → old drained and stopped ${ev.drained_ms.toFixed(0)} ms (server's log); SIGHUP → first seed-2 answer ${((firstSeed2At ?? NaN) - h).toFixed(0)} ms, → swap logged ${(loggedAt - h).toFixed(0)} ms, → old pid gone ${(oldGoneAt - h).toFixed(0)} ms (test's clock)`);
-  const stats = (xs: number[]) => {
-    const v = [...xs].sort((p, q) => p - q);
-    return v.length ? `n=${v.length} median ${v[v.length >> 1]!.toFixed(0)} ms, max ${v.at(-1)!.toFixed(0)} ms` : 'n=0';
-  };
-  for (const phase of ['before', 'during', 'after']) {
-    const of = (m: string) => latencies.filter((l) => l.phase === phase && l.model === m).map((l) => l.ms);
-    t.diagnostic(`round trips sent ${phase} the swap: base-b ${stats(of('base-b'))}; base ${stats(of('base'))}; nano ${stats(of('nano'))}`);
-  }
-  t.diagnostic(`peak RSS (VmHWM) of the server + ${procs.length - 1} sidecars at the end: ${peakMb.toFixed(0)} MB (${procs.map((p) => `${p}:${(vmHwmKb(p) / 1024).toFixed(0)}`).join(', ')})`);
+  assert.equal((JSON.parse(swapped) as { model: string }).model, 'base-b');
+  assert.ok(counts['base-b-seed1'] > 2 && counts['base-b-seed2'] >= 6, `answers: ${JSON.stringify(counts)}`);
 });
 
 test('serve --weights ID=DIR: a model whose weights directory is bad is reported by id while the others serve; unknown models 404 in every API\'s shape', { timeout: 600_000 }, async (t) => {
