@@ -13,6 +13,7 @@ export const openSidecarBackend: BackendFactory = async (req) => {
     threads: req.threads,
     precision: req.precision,
     nice: req.nice,
+    loadNice: req.loadNice,
     socketPath: req.socketPath,
     external: req.socketPath !== undefined,
     logger,

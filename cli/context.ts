@@ -14,6 +14,8 @@ export interface BackendRequest {
   precision?: string | undefined;
   /** The sidecar's `--nice` (-20..0): its priority raised at start where permitted; 0 / absent = as started. */
   nice?: number | undefined;
+  /** The sidecar's `--load-nice` (0..19): its load and warm-up at that nice, then back to `nice` (a model swapped in). */
+  loadNice?: number | undefined;
   /** Connect to an externally supervised sidecar at this socket instead of spawning one. */
   socketPath?: string | undefined;
   /** Warnings and errors, one line each (stderr). */

@@ -78,9 +78,10 @@ async function oneRun(run: number, weights: { base1: string; base2: string; nano
       for (let i = k; !stop; i++) {
         const model = i % 2 === 0 ? 'swap' : 'other';
         const sent = performance.now();
-        const r = await fetch(`${base}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image: image.swap, model }) });
-        const body = (await r.json()) as { timing_ms?: { inference?: number } };
-        samples.push({ phase: sent < hupAt ? 'before' : sent < loggedAt ? 'during' : 'after', model, ms: performance.now() - sent, inferenceMs: body.timing_ms?.inference ?? NaN, status: r.status });
+        // A connection the server closed counts as a failed request (status 0), not as the bench's end.
+        const r = await fetch(`${base}/predict`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image: image.swap, model }) })
+          .then(async (x) => ({ status: x.status, body: (await x.json()) as { timing_ms?: { inference?: number } } }), () => ({ status: 0, body: {} as { timing_ms?: { inference?: number } } }));
+        samples.push({ phase: sent < hupAt ? 'before' : sent < loggedAt ? 'during' : 'after', model, ms: performance.now() - sent, inferenceMs: r.body.timing_ms?.inference ?? NaN, status: r.status });
       }
     };
     const loops = Array.from({ length: clients }, (_, k) => client(k));
@@ -105,7 +106,9 @@ async function oneRun(run: number, weights: { base1: string; base2: string; nano
       }
     }
     const failed = samples.filter((s) => s.status !== 200).length;
-    return { run, load1_start: load0, load1_end: os.loadavg()[0]!, ready_ms: ev.ready_ms, drained_ms: ev.drained_ms, swap_logged_ms: loggedAt - hupAt, forward_ms: forwardMs, peak_rss_mb: peakMb, failed, phases };
+    // The swapped-in sidecar's READY: whether its load and warm-up ran at --swap-nice (load_nice), and its nice after.
+    const ready = [...log.matchAll(/^.*"msg":"sidecar READY".*$/gm)].map((m) => JSON.parse(m[0]) as { model?: string; load_nice?: unknown; nice?: unknown }).filter((r) => r.model === 'swap').at(-1);
+    return { run, new_sidecar: { load_nice: ready?.load_nice ?? null, nice: ready?.nice ?? null }, load1_start: load0, load1_end: os.loadavg()[0]!, ready_ms: ev.ready_ms, drained_ms: ev.drained_ms, swap_logged_ms: loggedAt - hupAt, forward_ms: forwardMs, peak_rss_mb: peakMb, failed, phases };
   } finally {
     for (const c of cleanups) c();
   }
@@ -119,6 +122,7 @@ try {
     const r = await oneRun(run, weights, root);
     results.push(r);
     const f = (x: number) => x.toFixed(0);
+    console.log(`  the new sidecar: load_nice ${JSON.stringify(r.new_sidecar.load_nice)}, nice ${JSON.stringify(r.new_sidecar.nice)}`);
     console.log(`run ${run + 1}/${runs}: load ${r.load1_start.toFixed(1)} → ${r.load1_end.toFixed(1)}; one forward (swap, before) ${f(r.forward_ms)} ms; SIGHUP → ready ${f(r.ready_ms)} ms, → drained ${f(r.drained_ms)} ms; peak RSS ${f(r.peak_rss_mb)} MB; failed ${r.failed}`);
     for (const model of ['swap', 'other']) {
       const p = (ph: string) => r.phases[ph]![model]!;

@@ -26,6 +26,8 @@ export interface ModelStartOptions {
   precision: string | undefined;
   threads: number | undefined;
   nice: number;
+  /** serve --swap-nice: a sidecar a reload starts loads and warms up at this nice (0: as the others). */
+  swapNice: number;
   model: string | undefined;
   revision: string | undefined;
   /** --devices / --workers (one model only). */
@@ -42,7 +44,7 @@ export interface StartedModel {
  * Resolves `entry`'s checkpoint and spawns its sidecar (not waiting for it: probes say "starting"). `strict`: a
  * failure throws (one model: serve exits as before); else it is served as a failed model under its id.
  */
-export async function startModel(o: ModelStartOptions, entry: ModelEntry, strict: boolean): Promise<StartedModel> {
+export async function startModel(o: ModelStartOptions, entry: ModelEntry, strict: boolean, swapping = false): Promise<StartedModel> {
   const fingerprint = entryFingerprint(entry);
   const log = (line: string) => o.logger.log('info', line, { model: entry.id ?? null });
   const engine = entry.engine ?? o.engine;
@@ -55,6 +57,8 @@ export async function startModel(o: ModelStartOptions, entry: ModelEntry, strict
     const variant = checkpointVariant(w.files.model);
     const backend = await o.ctx.openBackend({
       engine, weightsDir: w.dir, threads: o.threads, precision, nice: o.nice, waitReady: false, pool: o.pool,
+      // Swapped in while the others serve: its load and warm-up forwards yield the cores to theirs (bench/swap).
+      ...(swapping && o.swapNice > 0 ? { loadNice: o.swapNice } : {}),
       log: (line) => o.logger.log('warn', line, { model: entry.id ?? null }),
       logger: withFields(o.logger, { component: 'sidecar', ...(entry.id !== undefined ? { model: entry.id } : {}) }),
     });
@@ -117,7 +121,7 @@ export function createReloader(o: ModelStartOptions, lanes: ModelLanes, read: ()
         report.models.push({ id: key, outcome: 'unchanged' });
         continue;
       }
-      const s = await startModel(o, entry, true).catch((e: Error) => e);
+      const s = await startModel(o, entry, true, true).catch((e: Error) => e);
       const id = key ?? entry.id ?? entry.weights ?? 'default';
       if (s instanceof Error) {
         report.models.push({ id, outcome: 'failed', error: s.message.split('\n')[0]! });

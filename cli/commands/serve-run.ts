@@ -56,6 +56,7 @@ export interface ServeFlags extends Omit<EngineFlags, 'weights'> {
   trustProxy?: boolean;
   decodeNice: number;
   engineNice: number;
+  swapNice: number;
 }
 
 
@@ -96,7 +97,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the main thread and the sidecar keep ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}${decodePriority.autogroup ? '; the kernel\'s autogroup scheduling is on: the sidecar\'s session gets an even share of the CPU against the server\'s whatever their threads\' nice (SERVING.md, --decode-nice)' : ''}`);
   else if (f.decodeNice !== 0) logger.log('warn', `--decode-nice ${f.decodeNice}: not applied: ${decodePriority.note}`, { event: 'decode_nice_unsupported' });
   const startOptions: ModelStartOptions = {
-    ctx, logger, engine: f.engine, precision: f.precision, threads: f.threads, nice: f.engineNice, model: f.model, revision: f.revision, pool,
+    ctx, logger, engine: f.engine, precision: f.precision, threads: f.threads, nice: f.engineNice, swapNice: f.swapNice, model: f.model, revision: f.revision, pool,
   };
   const fingerprints = new Map<string, string>();
   let specs: ModelSpec[];

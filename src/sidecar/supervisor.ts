@@ -34,6 +34,8 @@ export interface SidecarBackendOptions {
   threads?: number;
   /** `--nice`: the sidecar raises its priority to this (-20..0) at start when the host permits it; 0 or absent: not asked. */
   nice?: number;
+  /** `--load-nice`: the checkpoint load and warm-up at this nice (0..19), then back to `nice`; only where `nice` is applied. */
+  loadNice?: number;
   /** `--device-id` for accelerator engines. */
   deviceId?: number;
   /** `--precision`: one the engine runs (`rfdetr-sidecar --list-engines`); absent: the engine's default. */
@@ -368,6 +370,7 @@ export class SidecarBackend implements InferenceBackend {
     if (o.deviceId !== undefined) args.push('--device-id', String(o.deviceId));
     if (o.precision !== undefined) args.push('--precision', o.precision);
     if (o.nice !== undefined && o.nice !== 0) args.push('--nice', String(o.nice));
+    if (o.loadNice !== undefined && o.loadNice !== 0) args.push('--load-nice', String(o.loadNice));
     return args;
   }
 

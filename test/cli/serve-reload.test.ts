@@ -22,17 +22,19 @@ async function setup(t: TestContext) {
   fs.cpSync(await synthWeights(1n), A, { recursive: true });
   fs.cpSync(await synthVariantWeights('nano'), N, { recursive: true });
   const opened: FakeBackend[] = [];
+  const loadNices: Array<number | undefined> = [];
   const ctx = {
     env: {}, cwd: root, stdout: { write: () => true }, stderr: { write: () => true }, readStdin: async () => Buffer.alloc(0),
     openBackend: async (req) => {
       const b = new FakeBackend();
       b.info = { ...b.info!, variant: req.weightsDir.endsWith(`${path.sep}n`) ? 'nano' : 'base' };
       opened.push(b);
+      loadNices.push(req.loadNice);
       return b;
     },
   } as CliContext;
   const o: ModelStartOptions = {
-    ctx, logger: createJsonLogger('error'), engine: 'cpu', precision: undefined, threads: 1, nice: 0, model: undefined, revision: undefined, pool: undefined,
+    ctx, logger: createJsonLogger('error'), engine: 'cpu', precision: undefined, threads: 1, nice: -10, swapNice: 19, model: undefined, revision: undefined, pool: undefined,
   };
   let entries: ModelEntry[] = [{ id: 'a', weights: A }, { id: 'n', weights: N }];
   const started = await Promise.all(entries.map((e) => startModel(o, e, false)));
@@ -42,11 +44,11 @@ async function setup(t: TestContext) {
   const swaps: string[] = [];
   const reload = createReloader(o, s.srv.models, () => entries, fingerprints, { inc: (l) => void swaps.push(`${l.model}:${l.outcome}`) });
   const outcomes = async () => (await reload()).models.map((m) => `${m.id}:${m.outcome}`);
-  return { A, N, opened, s, swaps, reload, outcomes, setEntries: (e: ModelEntry[]) => void (entries = e), entries: () => entries };
+  return { A, N, opened, loadNices, s, swaps, reload, outcomes, setEntries: (e: ModelEntry[]) => void (entries = e), entries: () => entries };
 }
 
 test('serve reload: unchanged, swapped in place, added, removed, failed', async (t) => {
-  const { A, opened, s, swaps, reload, outcomes, setEntries, entries } = await setup(t);
+  const { A, opened, loadNices, s, swaps, reload, outcomes, setEntries, entries } = await setup(t);
   assert.deepEqual(await outcomes(), ['a:unchanged', 'n:unchanged']);
   assert.equal(opened.length, 2, 'nothing restarted');
 
@@ -57,6 +59,7 @@ test('serve reload: unchanged, swapped in place, added, removed, failed', async 
   assert.equal(opened.length, 3);
   assert.equal(opened[0]!.closed, 1, 'the old backend of a is closed');
   assert.equal(s.srv.models.resolve('a').backend, opened[2]);
+  assert.deepEqual(loadNices, [undefined, undefined, 19], 'only the sidecar a reload starts loads at --swap-nice');
 
   setEntries([...entries(), { id: 'b', weights: A }]);
   assert.deepEqual(await outcomes(), ['a:unchanged', 'n:unchanged', 'b:added']);

@@ -40,6 +40,7 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         {"--frame-timeout-ms", "RFDETR_FRAME_TIMEOUT_MS", &out.frame_timeout_ms, 1, 3600000,
          "a time in milliseconds from 1 to 3600000"},
         {"--nice", "RFDETR_NICE", &out.nice, -20, 0, "a nice value from -20 (highest priority) to 0 (as started)"},
+        {"--load-nice", "RFDETR_LOAD_NICE", &out.load_nice, 0, 19, "a nice value from 0 (off) to 19 (lowest priority)"},
     };
     struct str_source {
         const char *  flag;
@@ -165,6 +166,10 @@ std::string options_help(const std::vector<std::string> & engines) {
            "                       session, its autogroup too; needs CAP_SYS_NICE or RLIMIT_NICE, else said\n"
            "                       once on stderr and in READY's \"nice\", and it carries on (env RFDETR_NICE;\n"
            "                       default 0 = as started)\n"
+           "  --load-nice N        0..19: load the checkpoint and warm up at nice N (every thread, and the\n"
+           "                       autogroup), then go back to --nice's value before READY; only when --nice was\n"
+           "                       applied (going back needs the same privilege), else ignored and said in READY's\n"
+           "                       \"load_nice\" (a server swapping in a model while others serve; default 0 = off)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"

@@ -17,6 +17,7 @@ struct sidecar_options {
     bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
     int         frame_timeout_ms = 30000;  // --frame-timeout-ms / RFDETR_FRAME_TIMEOUT_MS: a half-sent frame's stall limit
     int         nice             = 0;      // --nice / RFDETR_NICE: -20..0, raised at start when permitted (priority.h)
+    int         load_nice        = 0;      // --load-nice: 0..19, the nice of the load and warm-up when --nice applied
 };
 
 enum class options_status {

@@ -113,7 +113,20 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
         case options_status::OPTIONS_OK: break;
     }
     // Before any thread exists (the engine's pool, the pipeline): they inherit the main thread's nice value.
-    const priority_result prio = priority_raise(opts.nice);
+    priority_result prio = priority_raise(opts.nice);
+    // --load-nice only where --nice was applied: coming back from a higher nice needs that privilege.
+    struct {
+        int         requested = 0;
+        bool        applied   = false;
+        const char * note     = "";
+    } load_nice;
+    if (opts.load_nice > 0) {
+        if (prio.applied && opts.nice < 0) {
+            load_nice.requested = opts.load_nice;
+        } else {
+            load_nice.note = "not applied: --nice was not applied, and going back from a higher nice needs its privilege";
+        }
+    }
 
     // Stdout is the READY channel, but engine libraries log there too (ttnn's logger writes to stdout): keep
     // the channel on a saved descriptor and point stdout at stderr, so their lines land with the other logs.
@@ -173,11 +186,19 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
         eo.device_id = opts.device_id;
         eo.precision = opts.precision;
         eo.eager     = opts.eager;
+        // --load-nice: the load and warm-up yield the cores to the sidecars already serving; the threads they
+        // start inherit it, and priority_raise below sets every thread (and the autogroup) back.
+        if (load_nice.requested > 0) {
+            load_nice.applied = priority_raise(load_nice.requested).applied;
+        }
         const auto t_load = clock_type::now();
         eng               = entry->create(opts.weights_dir, eo);
         load_ms           = ms_since(t_load);
         input_size        = eng->input_size();
         warmup_ms         = warm_up(*eng, input_size);
+        if (load_nice.requested > 0) {
+            prio = priority_raise(opts.nice);
+        }
     } catch (const std::exception & e) {
         listener_close(lst);
         fail_line("engine '" + opts.engine + "' failed to start from '" + opts.weights_dir + "': " + e.what() +
@@ -195,6 +216,7 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
         {"socket", lst.path},
         {"pid", static_cast<long long>(getpid())},
         {"nice", nlohmann::json::parse(priority_json(prio))},
+        {"load_nice", {{"requested", opts.load_nice}, {"applied", load_nice.applied}, {"note", load_nice.note}}},
     };
     std::fprintf(ready_out, "READY %s\n", ready.dump().c_str());
     std::fflush(ready_out);
