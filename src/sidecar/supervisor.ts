@@ -488,7 +488,9 @@ export class SidecarBackend implements InferenceBackend {
         return;
       }
       live.missed++;
-      this.#log.warn(`sidecar missed a ping (${live.missed}/${this.#o.maxMissedPings})`, { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
+      this.#log.warn(`sidecar missed a ping (${live.missed}/${this.#o.maxMissedPings})`, {
+        timeoutMs: this.#o.pingTimeoutMs, pingWritten: e.details?.written, loopLateMs: e.details?.lateMs, infersInFlight: conn.inFlight, ...this.#fields,
+      });
       if (live.missed >= this.#o.maxMissedPings) {
         this.#kill(attempt, conn, new RfdetrError('E_SIDECAR_EXITED',
           `the sidecar missed ${live.missed} pings of ${this.#o.pingTimeoutMs} ms; killed it`, { reason: 'unresponsive' }));
