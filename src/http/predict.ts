@@ -67,8 +67,8 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     const form = bodyFormOf(req);
     tl.form = form;
     // Refused before a byte of the body is read (the answer closes the connection): a client whose queue share
-    // is full. Reading bodies only to refuse them afterwards cost the server's one thread most of its time
-    // under the red team's batches and 40 MB bodies (bench/redteam: GC and copies), every other client waiting.
+    // is full. Bodies read only to be refused afterwards (the red team's batches and 40 MB bodies) cost the
+    // server's one thread seconds of copies and GC, every other client waiting (bench/README.md, red team).
     admission.checkShare(client);
     const body = admission.enterBody(client);
     const cost = form === 'json' ? JSON_BYTE_COST : 1;
