@@ -120,6 +120,14 @@ export class Admission {
     return new QueuePlaces(this, client, n);
   }
 
+  /**
+   * Throws the 503 for a client whose whole share of the queue is taken: no request of its (each brings at least
+   * one image) can be admitted now, so its body is not worth reading.
+   */
+  checkShare(client: string): void {
+    if (this.queuedBy(client) >= this.limits.clientShare) this.check(client, 1);
+  }
+
   /** Throws the 503 admit() would throw for `n` images now; takes nothing. */
   check(client: string, n: number): void {
     const { queueSize, clientShare } = this.limits;

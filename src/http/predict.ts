@@ -13,7 +13,8 @@ import type { DetectParams, PredictResponse, PredictTiming } from '../detect/pip
 import { runFrames, type FrameOutcome } from '../detect/frame-runner.ts';
 import type { QueuePlaces } from './admission.ts';
 import { JSON_BYTE_COST, type UndecodedBytes } from './memory-budget.ts';
-import { bodyFormOf, type BatchInput, type PredictInput, type UrlInput } from './body.ts';
+import { bodyFormOf, bodyLimitFor, type BatchInput, type BodyForm, type PredictInput, type UrlInput } from './body.ts';
+import { MAX_IMAGE_BYTES } from '../image/decode.ts';
 import { classFilterOf, classThresholdsOf } from './params.ts';
 import { abortedBy, beginActive, type ActivePredict } from './active.ts';
 import { deadlineError } from './engine-queue.ts';
@@ -37,6 +38,17 @@ function imageErrorBody(e: unknown): Record<string, unknown> {
   return body;
 }
 
+/**
+ * The body length a request declares (a plain Content-Length within what its form may send), else 0. A longer
+ * one is refused by the body reader at once (413 / 400), without reading, so it reserves nothing.
+ */
+function declaredLength(req: Request, form: BodyForm): number {
+  const cl = req.headers['content-length'];
+  if (cl === undefined || req.headers['transfer-encoding'] !== undefined || !/^\d{1,15}$/.test(cl)) return 0;
+  const n = Number(cl);
+  return n <= (form === 'raw' ? MAX_IMAGE_BYTES : bodyLimitFor(MAX_IMAGE_BYTES)) ? n : 0;
+}
+
 function bodyTimeoutError(ms: number): RfdetrError {
   return new RfdetrError('E_BODY_TIMEOUT', `the request body did not arrive completely within ${ms} ms: send the whole body promptly (the connection is closed)`, { body_timeout_ms: ms });
 }
@@ -54,8 +66,22 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
   async function receiveBody(req: Request, res: Response, signal: AbortSignal, tl: Timeline, client: string, readBody: PredictDeps['readBody']): Promise<{ input: PredictInput | BatchInput | UrlInput; bytes: UndecodedBytes; parseMs: number }> {
     const form = bodyFormOf(req);
     tl.form = form;
+    // Refused before a byte of the body is read (the answer closes the connection): a client whose queue share
+    // is full. Bodies read only to be refused afterwards (the red team's batches and 40 MB bodies) cost the
+    // server's one thread seconds of copies and GC, every other client waiting (bench/README.md, red team).
+    admission.checkShare(client);
     const body = admission.enterBody(client);
     const cost = form === 'json' ? JSON_BYTE_COST : 1;
+    // A declared length is reserved at once, so a body that cannot fit in the client's share of the memory
+    // budget is refused before it is read rather than part-way through; bytes beyond it are counted as they come.
+    const declared = declaredLength(req, form);
+    let received = 0;
+    try {
+      body.bytes.add(declared * cost);
+    } catch (e) {
+      body.leave();
+      throw e;
+    }
     let timer: NodeJS.Timeout | undefined;
     let overBudget: (e: Error) => void = () => {};
     const refused = new Promise<never>((_, reject) => {
@@ -65,8 +91,11 @@ export function createPredictHandler(d: PredictDeps, active: Set<ActivePredict>)
     // Attached in the same tick as the parser's own listener, so both see every chunk.
     const onData = (chunk: Buffer) => {
       tl.mark('body_first');
+      received += chunk.length;
+      const beyond = Math.min(chunk.length, received - declared);
+      if (beyond <= 0) return;
       try {
-        body.bytes.add(chunk.length * cost);
+        body.bytes.add(beyond * cost);
       } catch (e) {
         overBudget(e as Error);
       }

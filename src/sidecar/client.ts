@@ -26,6 +26,8 @@ interface Pending {
   resolve: (m: Replied) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout | undefined;
+  /** Set when the deadline passed: the give-up, one loop turn later (after the socket was read). */
+  judge: NodeJS.Immediate | undefined;
   sentAt: number;
   /** performance.now() when the last byte of the request frame was handed to the kernel. */
   writtenAt: number | undefined;
@@ -63,6 +65,8 @@ export class SidecarConnection {
   #nextId = 1;
   #closeError: RfdetrError | undefined;
   #closing = false;
+  /** performance.now() when the last frame from the sidecar was read (-Infinity before the first after the hello). */
+  #lastReadAt = -Infinity;
   readonly #shm: ShmChannel;
   readonly #decoders: DecoderCaps;
 
@@ -92,6 +96,11 @@ export class SidecarConnection {
   /** Requests the sidecar is working on, including ones whose caller gave up. */
   get inFlight(): number {
     return this.#pending.size;
+  }
+
+  /** When the last frame from the sidecar (any reply or error, to any request) was read: it is alive then. */
+  get lastReadAt(): number {
+    return this.#lastReadAt;
   }
 
   /** Age in ms of the oldest infer the sidecar has not answered (0 when none): a stuck forward shows here. */
@@ -195,9 +204,10 @@ export class SidecarConnection {
     const frame = encodeFrameParts({ kind: 'request', id, op, ...fields });
     return new Promise<Replied>((resolve, reject) => {
       const p: Pending = {
-        op, resolve, reject, timer: undefined, sentAt: performance.now(), writtenAt: undefined, abandoned: false, slot,
+        op, resolve, reject, timer: undefined, judge: undefined, sentAt: performance.now(), writtenAt: undefined, abandoned: false, slot,
         cleanup: () => {
           if (p.timer) clearTimeout(p.timer);
+          if (p.judge) clearImmediate(p.judge);
           signal?.removeEventListener('abort', onAbort);
         },
       };
@@ -209,8 +219,17 @@ export class SidecarConnection {
       };
       const onAbort = () => giveUp(new RfdetrError('E_ABORTED', `${op} request ${id} aborted by the caller`));
       if (deadlineMs !== undefined && Number.isFinite(deadlineMs)) {
-        p.timer = setTimeout(() => giveUp(new RfdetrError('E_DEADLINE',
-          `the sidecar did not answer ${op} request ${id} within ${Math.round(deadlineMs)} ms`, { op, deadlineMs })), Math.max(0, deadlineMs));
+        // A timer runs in the loop's timers phase, before the poll phase reads the socket: after this process's
+        // loop was held up past the deadline (a long parse, a GC, too little CPU under load), a reply the sidecar
+        // sent in time is still unread. So the deadline is judged one turn later, once what arrived was read.
+        p.timer = setTimeout(() => {
+          p.timer = undefined;
+          // For the log of a missed ping: whether the request had even left this process (a socket the sidecar
+          // does not read holds it back), and how late this process's loop ran the deadline.
+          const facts = { op, deadlineMs, written: p.writtenAt !== undefined, lateMs: Math.round(performance.now() - p.sentAt - deadlineMs) };
+          p.judge = setImmediate(() => giveUp(new RfdetrError('E_DEADLINE',
+            `the sidecar did not answer ${op} request ${id} within ${Math.round(deadlineMs)} ms`, facts)));
+        }, Math.max(0, deadlineMs));
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#pending.set(id, p);
@@ -224,6 +243,7 @@ export class SidecarConnection {
   }
 
   #onMessage(m: WireMessage, readAt: number): void {
+    this.#lastReadAt = readAt;
     if (m.kind !== 'reply' && m.kind !== 'error') {
       this.#fail(new RfdetrError('E_PROTOCOL', `sidecar sent a ${m.kind} frame after its hello`));
       return;

@@ -5,7 +5,8 @@
 // sidecar's own message. A clean exit (0) while serving (someone else told it to stop) is restarted without
 // counting as a crash. External mode connects to a sidecar someone else runs (systemd) and reconnects with the
 // same backoff and cap instead of spawning. A ready sidecar that misses a ping is `unresponsive` (not served,
-// /ready 503) until it answers one again, and is killed after `maxMissedPings` in a row.
+// /ready 503) until it answers one again, and is killed after `maxMissedPings` in a row. A ping is missed only
+// when nothing at all came from the sidecar while it waited: a reply to another request shows it alive.
 //
 // The lifecycle is one value, #phase, with the data that phase owns:
 //   starting → ready ⇄ unresponsive → restarting (backoff, then the next launch) → ready … | failed | stopped
@@ -57,7 +58,8 @@ export interface SidecarBackendOptions {
   defaultDeadlineMs?: number;
   /**
    * Liveness pings every `pingIntervalMs` (default 2 000), each answered within `pingTimeoutMs` (default
-   * 2 000) or missed: one miss → `unresponsive`, `maxMissedPings` (default 5) in a row → killed and restarted.
+   * 2 000) or missed (no frame at all from the sidecar meanwhile): one miss → `unresponsive`, `maxMissedPings`
+   * (default 5) in a row → killed and restarted.
    */
   pingIntervalMs?: number;
   pingTimeoutMs?: number;
@@ -476,18 +478,22 @@ export class SidecarBackend implements InferenceBackend {
       return;
     }
     live.pinging = true;
+    const sentAt = performance.now();
     try {
       await conn.ping(this.#o.pingTimeoutMs);
-      live.missed = 0;
-      const now = this.#phase;
-      if (now.state === 'unresponsive' && now.attempt === attempt) {
-        this.#enter({ state: 'ready', attempt, conn, live }, { reason: 'answered a ping' });
-        for (const w of [...this.#calls.waiters]) w.resolve();
-      }
+      this.#alive(attempt, conn, live, 'answered a ping');
     } catch (e) {
       if (!isRfdetrError(e, 'E_DEADLINE') || this.#current() !== attempt) return;
+      if (conn.lastReadAt >= sentAt) {
+        // Its answers to other requests arrived while the ping waited: the process reads, works and writes.
+        this.#log.debug('sidecar answered other requests but not the ping in time; counted alive', { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
+        this.#alive(attempt, conn, live, 'answered another request');
+        return;
+      }
       live.missed++;
-      this.#log.warn(`sidecar missed a ping (${live.missed}/${this.#o.maxMissedPings})`, { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
+      this.#log.warn(`sidecar missed a ping (${live.missed}/${this.#o.maxMissedPings})`, {
+        timeoutMs: this.#o.pingTimeoutMs, pingWritten: e.details?.written, loopLateMs: e.details?.lateMs, infersInFlight: conn.inFlight, ...this.#fields,
+      });
       if (live.missed >= this.#o.maxMissedPings) {
         this.#kill(attempt, conn, new RfdetrError('E_SIDECAR_EXITED',
           `the sidecar missed ${live.missed} pings of ${this.#o.pingTimeoutMs} ms; killed it`, { reason: 'unresponsive' }));
@@ -496,6 +502,16 @@ export class SidecarBackend implements InferenceBackend {
       }
     } finally {
       live.pinging = false;
+    }
+  }
+
+  /** The sidecar showed it is alive: the misses start over, and an unresponsive one is ready again. */
+  #alive(attempt: Attempt, conn: SidecarConnection, live: Liveness, reason: string): void {
+    live.missed = 0;
+    const now = this.#phase;
+    if (now.state === 'unresponsive' && now.attempt === attempt) {
+      this.#enter({ state: 'ready', attempt, conn, live }, { reason });
+      for (const w of [...this.#calls.waiters]) w.resolve();
     }
   }
 

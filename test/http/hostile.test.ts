@@ -105,6 +105,50 @@ describe('nobody locks the server up', () => {
     }
   });
 
+  test('a client whose queue share is full is refused 503 before its body is read (headers alone get the answer)', async () => {
+    // Share 2 of --queue-size 4; the engine holds one forward, two more images wait: every request of this
+    // client would be refused once its body was in, so the body is not read (bench/redteam: reading refused
+    // batches and 40 MB bodies was most of the server's thread under attack).
+    const s = await start({ queueSize: 4, bodyTimeoutMs: 2000 });
+    const release = s.backend.block();
+    try {
+      const first = postJson(s.url, { image: b64(0) });
+      await waitFor(() => s.backend.calls === 1, 'the first forward to start');
+      const queued = [postJson(s.url, { image: b64(0) }), postJson(s.url, { image: b64(1) })];
+      await waitFor(() => s.srv.admission.queued === 2, 'two images queued');
+      const head = 'POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n';
+      const reply = await rawExchange(s.url, Buffer.from(head));
+      assert.equal(statusOf(reply), 503, reply.slice(0, 300));
+      assert.match(reply, /you already have 2 images queued and one client may have 2/);
+      assert.match(reply, /Connection: close/i);
+      release();
+      assert.deepEqual([(await first).status, ...(await Promise.all(queued)).map((r) => r.status)], [200, 200, 200]);
+      assert.equal(s.srv.admission.bodiesInFlight, 0);
+      await stillServes(s);
+    } finally {
+      release();
+      await s.stop();
+    }
+  });
+
+  test('a body whose declared length cannot fit in the client\'s memory share is refused 503 before it is read', async () => {
+    // 512 MiB limit: one client may hold 128 MiB of undecoded bytes; a 45 MB JSON body counts 3 bytes per byte.
+    const s = await start({ memoryLimit: 512 * 1024 * 1024, bodyTimeoutMs: 2000 });
+    try {
+      const head = 'POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 45000000\r\n\r\n{"image":"';
+      const reply = await rawExchange(s.url, Buffer.from(head));
+      assert.equal(statusOf(reply), 503, reply.slice(0, 300));
+      assert.match(reply, /request bodies and downloads not yet decoded fill one client's share \(128 MiB\)/);
+      assert.equal(s.srv.admission.memory.undecoded, 0, 'nothing stays reserved');
+      assert.equal(s.srv.admission.bodiesInFlight, 0);
+      // A declared length that fits is reserved whole and given back once the image is decoded.
+      await stillServes(s);
+      assert.equal(s.srv.admission.memory.undecoded, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('decoded pixels stay within the memory budget: tiny PNGs declaring 8192×8192 decode one at a time under a 512 MiB limit (256 MiB per image)', async () => {
     const bomb = await sharp({ create: { width: 8192, height: 8192, channels: 3, background: { r: 0, g: 0, b: 0 } } }).png({ compressionLevel: 9 }).toBuffer();
     assert.ok(bomb.length < 1024 * 1024, `a ${bomb.length}-byte PNG`);

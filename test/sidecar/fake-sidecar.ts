@@ -20,7 +20,10 @@
 //   stubborn        ignore the shutdown op and SIGTERM
 //   held            hold every infer's answer until the process gets SIGUSR2, then answer the held ones and
 //                   every later one at once
+//   mute-pings      as ok, but never answer a ping (infers are answered at once): busy or wedged, only the
+//                   replies tell
 // FAKE_VARIANT=NAME: the variant its hello names (default base).
+// FAKE_LOG_PINGS=1: log each ping answered (or left unanswered) on stderr.
 // FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
 import net from 'node:net';
 import { existsSync, readFileSync, unlinkSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -123,7 +126,9 @@ const server = net.createServer((sock) => {
       // As a sidecar from before the op answers it: this fake decodes nothing.
       sock.write(encodeFrame({ kind: 'error', id: m.id, ok: false, error: { code: 'E_UNKNOWN_OP', message: "unknown op 'decoders'; expected one of infer, ping, shutdown, shm_attach" } }));
     } else if (m.op === 'ping') {
-      sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }));
+      const mute = scenario === 'mute-pings';
+      if (process.env.FAKE_LOG_PINGS) process.stderr.write(`fake-sidecar: ping ${m.id} ${mute ? 'not answered' : 'answered'}\n`);
+      if (!mute) sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }));
     } else if (m.op === 'shutdown') {
       if (scenario === 'stubborn') return;
       sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }), () => stop(0));

@@ -141,6 +141,57 @@ test('fake sidecar: a hang gives a deadline error, missed pings kill it, the res
   checkEcho(px, await b.infer({ pixelValues: px }));
 });
 
+/** Holds this process's event loop for `ms` (what a long parse or a CPU-starved server does to it). */
+function holdLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { /* spin */ }
+}
+
+test('fake sidecar: pings answered while this server\'s own loop is held past their deadline are not missed', async (t) => {
+  // Each hold is 4x the ping deadline with one loop turn between: the sidecar's answer is in the socket when the
+  // deadline timer runs, before the poll phase reads it. Counting that as a miss made a CPU-starved server call
+  // a healthy sidecar unresponsive (bench/redteam, a legitimate request answered 503).
+  const { b, logs } = fake(t, 'ok', { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 1000 }, { FAKE_LOG_PINGS: '1' });
+  await b.ready();
+  const states: BackendState[] = [];
+  b.onStateChange((s) => states.push(s));
+  const answered = () => logs.filter((l) => /fake-sidecar: ping \d+ answered/.test(l)).length;
+  const first = answered();
+  let holds = 0;
+  while (answered() < first + 5) {
+    holdLoop(400);
+    holds++;
+    await new Promise((r) => setImmediate(r));
+  }
+  assert.deepEqual(states, [], `state changes while the loop was held ${holds} times`);
+  assert.ok(!logs.some((l) => l.includes('missed a ping')), logs.filter((l) => /ping/.test(l)).join('\n'));
+  assert.equal(b.state, 'ready');
+});
+
+test('fake sidecar: a sidecar answering infers but not pings stays ready; once it answers nothing, misses kill it', async (t) => {
+  const { b, logs } = fake(t, 'mute-pings,ok', { pingIntervalMs: 50, pingTimeoutMs: 500, maxMissedPings: 3 }, { FAKE_LOG_PINGS: '1' });
+  await b.ready();
+  const firstPid = b.pid!;
+  const states: BackendState[] = [];
+  b.onStateChange((s) => states.push(s));
+  const unanswered = () => logs.filter((l) => /fake-sidecar: ping \d+ not answered/.test(l)).length;
+  // Busy: back-to-back infers answered while four pings go unanswered past their deadline.
+  const px = rampPixels();
+  let answered = 0;
+  while (unanswered() < 4 && states.length === 0) {
+    const r = await b.infer({ pixelValues: px }, { deadlineMs: 5_000 }).catch((e: Error) => e);
+    if (!(r instanceof Error)) answered++;
+  }
+  assert.deepEqual(states, [], `state changes while infers were answered (${answered} of them)`);
+  assert.ok(!logs.some((l) => l.includes('missed a ping')), logs.filter((l) => /ping/.test(l)).join('\n'));
+  // Nothing in flight and no answers: the misses count, and the third kills it.
+  await waitState(b, 'restarting');
+  assert.deepEqual(states.slice(0, 2), ['unresponsive', 'restarting']);
+  assert.ok(logs.some((l) => l.includes('missed 3 pings')), logs.join('\n'));
+  await waitState(b, 'ready');
+  assert.notEqual(b.pid, firstPid);
+});
+
 test('fake sidecar: a garbage frame is a protocol error, the sidecar is replaced', async (t) => {
   const { b } = fake(t, 'garbage,ok');
   await b.ready();
