@@ -37,8 +37,14 @@ FROM ${NODE_IMAGE} AS node
 #############################################################
 FROM ${BUILD_BASE} AS ttnn-sdk
 ARG RFDETR_TTNN_VERSION=""
+# A file name in scripts/image/ttnn-headers/ (a tt-metal-headers-*.tar.xz staged there by scripts/image-build.sh
+# from ../shared/ttnn-sdk): its headers instead of a clone of tt-metal's tag from GitHub. It must match
+# RFDETR_TTNN_VERSION's API generation (../shared/ttnn-sdk's: 0.70.1).
+ARG RFDETR_TTNN_HEADERS_TARBALL=""
 COPY scripts/fetch-ttnn-sdk.sh /tmp/fetch-ttnn-sdk.sh
-RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}"
+COPY scripts/image/ttnn-headers/ /tmp/ttnn-headers/
+RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}" \
+      ${RFDETR_TTNN_HEADERS_TARBALL:+"/tmp/ttnn-headers/${RFDETR_TTNN_HEADERS_TARBALL}"}
 
 #############################################################
 # build: npm ci (which builds the sidecar through scripts/build-sidecar.sh), then stage /opt/rfdetr
@@ -53,6 +59,9 @@ COPY --from=ttnn-sdk /opt/ttnn-sdk /opt/ttnn-sdk
 # build-sidecar.sh apt-installs the compiler, CMake, Ninja, OpenBLAS and the headers it needs (root here).
 ARG RFDETR_CMAKE_ARGS="-DRFDETR_BUILD_TESTS=OFF"
 ENV RFDETR_CMAKE_ARGS=${RFDETR_CMAKE_ARGS}
+# The commit BUILD-INFO.json names (.git is not in the build context): scripts/image-build.sh passes it. Build
+# args are in the environment of the RUN steps after them (container-build.sh reads RFDETR_COMMIT).
+ARG RFDETR_COMMIT=""
 WORKDIR /src
 COPY . .
 RUN bash scripts/container-build.sh --dest /opt/rfdetr
@@ -64,6 +73,9 @@ FROM ${RUNTIME_BASE} AS runtime
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
 COPY --from=build /opt/rfdetr/runtime-packages.txt /tmp/runtime-packages.txt
 COPY scripts/container-runtime-setup.sh /tmp/container-runtime-setup.sh
+# 1: Debian's ffmpeg for video inputs (`rfdetr detect` on videos). Off by default: it adds ~450 MB (measured on
+# debian:bookworm-slim with --no-install-recommends; SERVING.md, "Container image"); still images never need it.
+ARG RFDETR_WITH_FFMPEG=0
 RUN bash /tmp/container-runtime-setup.sh /tmp/runtime-packages.txt
 COPY --from=build /opt/rfdetr /opt/rfdetr
 # The libraries the TT sidecar's rpath names (nothing for a CPU build); headers stay in the build stage.
