@@ -18,10 +18,11 @@
 #     -v rfdetr-cache:/var/cache/rfdetr rfdetr-serve:tt --host 0.0.0.0 --port 20000 --engine tt
 # (Or build on an image with a built tt-metal tree: BUILD_BASE/RUNTIME_BASE=<that image>, TT_METAL_HOME set,
 # RFDETR_CMAKE_ARGS="-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF", no RFDETR_TTNN_VERSION.)
-# Verified on the project's machines: the same CMake layout compiled and linked against ttnn 0.70.1 with
-# tt-metal headers of its API generation, every call checked against 0.78.0's exports (scripts/check-ttnn.sh).
-# Not verified: the TT build of this file (no GitHub access there for the headers), a compile against 0.78.0's
-# headers, a card.
+# Verified on the project's machines (no GitHub there): this file's TT build on debian:bookworm-slim with
+# tt-metal headers of 0.70.1's API generation (../shared/ttnn-sdk, staged into scripts/image/ttnn-headers/ and
+# named by RFDETR_TTNN_HEADERS_TARBALL) and the ttnn 0.70.1 wheel, i.e. linked against 0.70.1, not the 0.78.0
+# pin; every call of that build checked against 0.78.0's exports (scripts/image-build.sh tt, image-smoke.sh tt).
+# Not verified: the v0.78.0 GitHub path above, the ubuntu:24.04 bases, a compile against 0.78.0's headers, a card.
 
 # Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node. 22, not 20: node
 # 20 left maintenance in April 2026, and PyPI (where scripts/image-build.sh takes node from when no registry is

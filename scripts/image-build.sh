@@ -140,7 +140,7 @@ times+=("build $tag: $(since "$t0") s since the start")
 echo "image-build: built $tag" >&2
 
 # tt linked against another release than the pin: the 0.78.0 call check, beside the build. It reads the object
-# the image build compiled (tt-ops-ttnn.cpp.o, in the build stage: `--target build` is every layer cached) and
+# the image build compiled (tt-ops-ttnn.cpp.o, in the build stage's last layer) and
 # checks each ttnn call in it against the ttnn $TTNN_PIN wheel's exports on this machine, as check-ttnn.sh step 4
 # does. Beside, not inside: it needs a second 90 MB wheel and Python's nm-parsing the image never ships, and its
 # verdict is about the sources, which CI's check-ttnn.sh holds too; here it ties that verdict to this image's object.
@@ -148,15 +148,22 @@ if [ "$variant" = tt ] && [ "$ttnn_version" != "$TTNN_PIN" ]; then
   t=$EPOCHREALTIME
   check=$(mktemp -d)
   trap 'rm -rf "$trust" "$check"; cleanup_staged' EXIT
-  nice -n 10 "$ENGINE" build --pull=never ${fmt[@]+"${fmt[@]}"} --target build -q -t "$tag-build" "${build_args[@]}" . >/dev/null ||
-    { echo "image-build: could not tag the build stage of $tag (needed for the $TTNN_PIN call check)" >&2; exit 1; }
-  cid=$("$ENGINE" create "$tag-build")
-  obj=$("$ENGINE" run --rm --entrypoint sh "$tag-build" -c 'find /src/sidecar/build -name tt-ops-ttnn.cpp.o | head -1')
-  [ -n "$obj" ] || { "$ENGINE" rm "$cid" >/dev/null; echo "image-build: the build stage of $tag has no tt-ops-ttnn.cpp.o" >&2; exit 1; }
+  # The build stage's last layer, as this build's log names it (podman keeps it: --layers); with docker, or no
+  # such line, the stage is built again with --target (every layer cached unless the sources changed meanwhile).
+  stage_image=$(cut -f2 "$log" | awk '/^\[[0-9]+\/[0-9]+\] STEP 1\/[0-9]+: FROM .* AS build$/ { f = 1; next }
+    f && /^\[[0-9]+\/[0-9]+\] STEP 1\// { exit } f && /^--> [0-9a-f]+$/ { id = $2 } END { print id }')
+  if [ -z "$stage_image" ] || ! "$ENGINE" image inspect "$stage_image" >/dev/null 2>&1; then
+    nice -n 10 "$ENGINE" build --pull=never ${fmt[@]+"${fmt[@]}"} --target build -q -t "$tag-build" "${build_args[@]}" . >/dev/null 2>&1 ||
+      { echo "image-build: could not build the build stage of $tag (needed for the $TTNN_PIN call check)" >&2; exit 1; }
+    stage_image=$tag-build
+  fi
+  cid=$("$ENGINE" create "$stage_image" true)
+  obj=$("$ENGINE" run --rm --entrypoint sh "$stage_image" -c 'find /src/sidecar/build -name tt-ops-ttnn.cpp.o | head -1')
+  [ -n "$obj" ] || { "$ENGINE" rm "$cid" >/dev/null; echo "image-build: the build stage of $tag ($stage_image) has no tt-ops-ttnn.cpp.o" >&2; exit 1; }
   "$ENGINE" cp "$cid:$obj" "$check/tt-ops-ttnn.cpp.o"
   "$ENGINE" cp "$cid:/opt/ttnn-sdk/wheel/ttnn/build/lib" "$check/linked-lib"
   "$ENGINE" rm "$cid" >/dev/null
-  "$ENGINE" rmi "$tag-build" >/dev/null 2>&1 || true
+  [ "$stage_image" = "$tag-build" ] && { "$ENGINE" rmi "$tag-build" >/dev/null 2>&1 || true; }
   cache=${RFDETR_TTNN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rfdetr-ttnn}
   target=$cache/ttnn-$TTNN_PIN
   if [ ! -f "$target/.unpacked" ]; then
