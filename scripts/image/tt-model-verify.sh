@@ -16,9 +16,13 @@
 # cp310/cp312 wheels only, Debian 12's Python is 3.11; torch's +cpu builds come from download.pytorch.org,
 # which does not answer here). Exit 0 = every check that ran passed.
 set -euo pipefail
-tag=${1:?usage: scripts/image/tt-model-verify.sh TAG}
+[ $# -eq 1 ] && [ "${1#-}" = "$1" ] || { echo "usage: scripts/image/tt-model-verify.sh TAG   (an image built by scripts/image-build.sh tt; ENGINE=podman|docker)" >&2; exit 2; }
+tag=$1
 cd "$(dirname "$0")/../.."
-: "${ENGINE:?tt-model-verify: run through scripts/image-smoke.sh tt (ENGINE unset)}"
+case "${ENGINE:-}" in
+  podman|docker) ;;
+  *) echo "tt-model-verify: ENGINE='${ENGINE:-}'; expected podman or docker (scripts/image-smoke.sh tt sets it)" >&2; exit 2 ;;
+esac
 
 # The manifest's kind, runtime.app, runtime.packages and verify: lines (read with the repo's own yaml package).
 manifest=$(node --input-type=module -e '

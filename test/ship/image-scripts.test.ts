@@ -93,6 +93,17 @@ test('image-build.sh tt without GitHub and without a headers tarball: exit 1 nam
   assert.ok(!r.ran.includes('podman build'), `built anyway: ${r.ran}`);
 });
 
+test('image/tt-model-verify.sh: no tag, two, an option, or no ENGINE are a usage error (exit 2) that runs nothing', () => {
+  const verify = path.join(packageRoot, 'scripts', 'image', 'tt-model-verify.sh');
+  for (const [args, env] of [[[], { ENGINE: 'podman' }], [['a', 'b'], { ENGINE: 'podman' }], [['--help'], { ENGINE: 'podman' }], [['rfdetr-serve:tt'], { ENGINE: '' }], [['rfdetr-serve:tt'], { ENGINE: 'lxc' }]] as const) {
+    fs.rmSync(calls, { force: true });
+    const r = spawnSync('bash', [verify, ...args], { cwd: packageRoot, encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ...env } });
+    assert.equal(r.status, 2, `tt-model-verify.sh ${args.join(' ')} (ENGINE=${env.ENGINE}): exit ${r.status}, stderr ${r.stderr}`);
+    assert.match(r.stderr, args.length === 1 && args[0] !== '--help' ? /ENGINE='.*'; expected podman or docker/ : /^usage: scripts\/image\/tt-model-verify\.sh TAG/);
+    assert.equal(fs.existsSync(calls) ? fs.readFileSync(calls, 'utf8') : '', '', 'nothing was run');
+  }
+});
+
 test('smoke-http.mjs: a missing command or argument is a usage error (exit 2)', () => {
   const helper = path.join(packageRoot, 'scripts', 'image', 'smoke-http.mjs');
   for (const args of [[], ['ready'], ['ready', 'http://127.0.0.1:1'], ['predict', 'http://127.0.0.1:1'], ['nope', 'http://127.0.0.1:1']]) {
