@@ -105,7 +105,14 @@ t=$EPOCHREALTIME
 http ready "$url" "${RFDETR_SMOKE_READY_S:-300}" || { "$ENGINE" logs --tail 20 "$name" >&2; fail "not ready"; }
 echo "image-smoke: ready $(since "$t") s after the start" >&2
 http health "$url"
-http predict "$url" test/fixtures/rfdetr-synth/case-1
+predicted=$(http predict "$url" test/fixtures/rfdetr-synth/case-1 2>&1) || { echo "$predicted" >&2; fail "/predict"; }
+echo "$predicted" >&2
+# The stop below waits for three queued inferences: on a loaded machine one takes longer than the 30 s grace
+# allows for three (15 s each at load 13 on 2 cores: podman killed the server). The grace is at least 30 s and
+# at least 4 inferences + 10 s, as measured by this /predict.
+infer_ms=$(grep -o 'inference [0-9]* ms' <<<"$predicted" | grep -o '[0-9]*' || echo 0)
+grace=$(( (4 * ${infer_ms:-0} + 999) / 1000 + 10 ))
+[ "$grace" -ge 30 ] || grace=30
 "$ENGINE" exec "$name" rfdetr smoke --url http://127.0.0.1:20000 || fail "rfdetr smoke inside the container did not PASS"
 if [ "$ENGINE" = podman ]; then
   "$ENGINE" healthcheck run "$name" || fail "the HEALTHCHECK says unhealthy on a ready server"
@@ -123,7 +130,7 @@ exec 3< "$fifo"
 read -r line <&3 || true
 [ "$line" = in-flight ] || { wait "$client" || true; fail "the in-flight requests never reached the engine"; }
 t=$EPOCHREALTIME
-"$ENGINE" stop -t "$grace" "$name" >/dev/null
+"$ENGINE" stop -t "$grace" "$name" >/dev/null  # overrides the run's --stop-timeout
 stopped=$(since "$t")
 cat <&3 >&2
 exec 3<&-
