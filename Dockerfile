@@ -18,10 +18,11 @@
 #     -v rfdetr-cache:/var/cache/rfdetr rfdetr-serve:tt --host 0.0.0.0 --port 20000 --engine tt
 # (Or build on an image with a built tt-metal tree: BUILD_BASE/RUNTIME_BASE=<that image>, TT_METAL_HOME set,
 # RFDETR_CMAKE_ARGS="-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF", no RFDETR_TTNN_VERSION.)
-# Verified on the project's machines: the same CMake layout compiled and linked against ttnn 0.70.1 with
-# tt-metal headers of its API generation, every call checked against 0.78.0's exports (scripts/check-ttnn.sh).
-# Not verified: the TT build of this file (no GitHub access there for the headers), a compile against 0.78.0's
-# headers, a card.
+# Verified on the project's machines (no GitHub there): this file's TT build on debian:bookworm-slim with
+# tt-metal headers of 0.70.1's API generation (../shared/ttnn-sdk, staged into scripts/image/ttnn-headers/ and
+# named by RFDETR_TTNN_HEADERS_TARBALL) and the ttnn 0.70.1 wheel, i.e. linked against 0.70.1, not the 0.78.0
+# pin; every call of that build checked against 0.78.0's exports (scripts/image-build.sh tt, image-smoke.sh tt).
+# Not verified: the v0.78.0 GitHub path above, the ubuntu:24.04 bases, a compile against 0.78.0's headers, a card.
 
 # Node (>= 20.18.1): copied out of the official image as files, so both bases get the same node. 22, not 20: node
 # 20 left maintenance in April 2026, and PyPI (where scripts/image-build.sh takes node from when no registry is
@@ -37,8 +38,14 @@ FROM ${NODE_IMAGE} AS node
 #############################################################
 FROM ${BUILD_BASE} AS ttnn-sdk
 ARG RFDETR_TTNN_VERSION=""
+# A file name in scripts/image/ttnn-headers/ (a tt-metal-headers-*.tar.xz staged there by scripts/image-build.sh
+# from ../shared/ttnn-sdk): its headers instead of a clone of tt-metal's tag from GitHub. It must match
+# RFDETR_TTNN_VERSION's API generation (../shared/ttnn-sdk's: 0.70.1).
+ARG RFDETR_TTNN_HEADERS_TARBALL=""
 COPY scripts/fetch-ttnn-sdk.sh /tmp/fetch-ttnn-sdk.sh
-RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}"
+COPY scripts/image/ttnn-headers/ /tmp/ttnn-headers/
+RUN bash /tmp/fetch-ttnn-sdk.sh /opt/ttnn-sdk "${RFDETR_TTNN_VERSION}" \
+      ${RFDETR_TTNN_HEADERS_TARBALL:+"/tmp/ttnn-headers/${RFDETR_TTNN_HEADERS_TARBALL}"}
 
 #############################################################
 # build: npm ci (which builds the sidecar through scripts/build-sidecar.sh), then stage /opt/rfdetr
@@ -53,6 +60,9 @@ COPY --from=ttnn-sdk /opt/ttnn-sdk /opt/ttnn-sdk
 # build-sidecar.sh apt-installs the compiler, CMake, Ninja, OpenBLAS and the headers it needs (root here).
 ARG RFDETR_CMAKE_ARGS="-DRFDETR_BUILD_TESTS=OFF"
 ENV RFDETR_CMAKE_ARGS=${RFDETR_CMAKE_ARGS}
+# The commit BUILD-INFO.json names (.git is not in the build context): scripts/image-build.sh passes it. Build
+# args are in the environment of the RUN steps after them (container-build.sh reads RFDETR_COMMIT).
+ARG RFDETR_COMMIT=""
 WORKDIR /src
 COPY . .
 RUN bash scripts/container-build.sh --dest /opt/rfdetr
@@ -64,6 +74,9 @@ FROM ${RUNTIME_BASE} AS runtime
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
 COPY --from=build /opt/rfdetr/runtime-packages.txt /tmp/runtime-packages.txt
 COPY scripts/container-runtime-setup.sh /tmp/container-runtime-setup.sh
+# 1: Debian's ffmpeg for video inputs (`rfdetr detect` on videos). Off by default: it adds ~450 MB (measured on
+# debian:bookworm-slim with --no-install-recommends; SERVING.md, "Container image"); still images never need it.
+ARG RFDETR_WITH_FFMPEG=0
 RUN bash /tmp/container-runtime-setup.sh /tmp/runtime-packages.txt
 COPY --from=build /opt/rfdetr /opt/rfdetr
 # The libraries the TT sidecar's rpath names (nothing for a CPU build); headers stay in the build stage.

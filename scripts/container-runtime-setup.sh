@@ -5,6 +5,7 @@
 #   scripts/container-runtime-setup.sh [--dry-run] PACKAGES_FILE
 #
 # --dry-run prints the commands instead of running them (the tests use it; the real run needs root).
+# Env: RFDETR_WITH_FFMPEG=1 also installs ffmpeg.
 set -euo pipefail
 
 dry=0
@@ -17,7 +18,8 @@ fi
 
 # ca-certificates: the weights download (HTTPS to the Hub). tini is not needed: node is PID 1 and the CLI
 # handles SIGTERM itself (see the Dockerfile).
-mapfile -t pkgs < <(grep -v '^[[:space:]]*$' "$file"; echo ca-certificates)
+# RFDETR_WITH_FFMPEG=1 adds ffmpeg (video inputs; the Dockerfile's build arg of that name).
+mapfile -t pkgs < <(grep -v '^[[:space:]]*$' "$file"; echo ca-certificates; if [ "${RFDETR_WITH_FFMPEG:-0}" = 1 ]; then echo ffmpeg; fi)
 uid=10001
 run() {
   if [ "$dry" = "1" ]; then echo "$*"; else "$@"; fi

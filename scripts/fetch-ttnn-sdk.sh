@@ -2,7 +2,11 @@
 # Fetches what the `tt` engine compiles and links against without building tt-metal (the Dockerfile's ttnn-sdk
 # stage): the ttnn wheel's libraries from PyPI and the host headers of tt-metal's release tag.
 #
-#   scripts/fetch-ttnn-sdk.sh DEST VERSION     e.g. /opt/ttnn-sdk 0.78.0; VERSION empty: creates DEST, fetches nothing
+#   scripts/fetch-ttnn-sdk.sh DEST VERSION [HEADERS_TARBALL]
+#       e.g. /opt/ttnn-sdk 0.78.0; VERSION empty: creates DEST, fetches nothing
+#       HEADERS_TARBALL: a tt-metal-headers-*.tar.xz (../shared/ttnn-sdk's layout: tt-metal-headers/{tt-metal,deps})
+#       unpacked as DEST/headers instead of cloning from GitHub. Its headers must be of VERSION's API generation:
+#       ../shared/ttnn-sdk's are 0.70.1's, so scripts/image-build.sh pairs them with VERSION=0.70.1.
 #
 # DEST/wheel    the unpacked wheel, minus its Python modules: ttnn/build/lib (_ttnncpp.so, libtt_metal.so, ...),
 #               ttnn.libs (MPI, hwloc, numa), ttnn/tt_metal (the runtime files TT_METAL_RUNTIME_ROOT names),
@@ -10,18 +14,24 @@
 # DEST/headers  tt-metal/ (a shallow, blob-filtered, sparse clone of tag vVERSION with the umd submodule) and
 #               deps/ (the header-only libraries at the versions that tag's cmake/dependencies.cmake pins)
 #                                                                          -> RFDETR_TTNN_HEADERS
-# Written and reviewed, not run on the project's machines (no access to GitHub there); scripts/check-ttnn.sh
-# runs the same CMake layout against ../shared/ttnn-sdk's headers and the wheels from PyPI.
+# The GitHub path is written and reviewed, not run on the project's machines (no access to GitHub there); the
+# HEADERS_TARBALL path with 0.70.1 is what `scripts/image-build.sh tt` runs there (issue 37).
 set -euo pipefail
-dest=${1:?usage: fetch-ttnn-sdk.sh DEST VERSION}
+dest=${1:?usage: fetch-ttnn-sdk.sh DEST VERSION [HEADERS_TARBALL]}
 version=${2-}
+tarball=${3-}
 mkdir -p "$dest/wheel" "$dest/headers"  # always: the Dockerfile copies DEST/wheel into the runtime stage
 if [ -z "$version" ]; then
   echo "fetch-ttnn-sdk: no ttnn version requested (CPU build): nothing fetched" >&2
   exit 0
 fi
 
-pkgs=(git ca-certificates python3 python3-pip)
+if [ -n "$tarball" ] && [ ! -r "$tarball" ]; then
+  echo "fetch-ttnn-sdk: cannot read the headers tarball '$tarball' (expected a tt-metal-headers-*.tar.xz)" >&2
+  exit 2
+fi
+pkgs=(ca-certificates python3 python3-pip)
+if [ -n "$tarball" ]; then pkgs+=(xz-utils); else pkgs+=(git); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,6 +51,16 @@ python3 -m zipfile -e "$tmp"/ttnn-"$version"-*.whl "$tmp/wheel"
 mkdir -p "$dest/wheel/ttnn"
 mv "$tmp/wheel/ttnn/build" "$tmp/wheel/ttnn/tt_metal" "$dest/wheel/ttnn/"
 mv "$tmp/wheel/ttnn.libs" "$tmp/wheel/ttnn-$version.dist-info" "$dest/wheel/"
+
+if [ -n "$tarball" ]; then
+  tar -xJf "$tarball" -C "$dest/headers" --strip-components=1
+  [ -f "$dest/headers/tt-metal/ttnn/api/ttnn/device.hpp" ] && [ -d "$dest/headers/deps/fmt/include" ] || {
+    echo "fetch-ttnn-sdk: $tarball has no tt-metal-headers/tt-metal/ttnn/api/ttnn/device.hpp and deps/fmt/include" >&2
+    exit 1
+  }
+  echo "fetch-ttnn-sdk: ttnn $version libraries, headers from $(basename "$tarball"): RFDETR_TTNN_WHEEL=$dest/wheel RFDETR_TTNN_HEADERS=$dest/headers" >&2
+  exit 0
+fi
 
 # The headers: only the directories a host translation unit includes (../shared/ttnn-sdk/README.md lists them).
 src=$dest/headers/tt-metal

@@ -40,7 +40,7 @@ test('container-build: stages the serving tree with production dependencies only
   assert.equal(r.status, 0, r.stderr);
   for (const f of ['package.json', 'package-lock.json', 'bin/rfdetr', 'bin/rfdetr-node', 'bin/rfdetr.js', 'src/config/paths.ts',
     'sidecar/schema/rfdetr-base.json', 'sidecar/schema/coco-config.json', 'scripts/healthcheck.mjs',
-    'test/fixtures/rfdetr-synth/case-1/input.png', 'node_modules/express/package.json', 'node_modules/tsx/package.json']) {
+    'test/fixtures/rfdetr-synth/case-1/input.png', 'node_modules/express/package.json', 'tsconfig.json', 'tsconfig.build.json']) {
     assert.ok(fs.existsSync(path.join(dest, f)), `staged tree lacks ${f}`);
   }
   const pkg = JSON.parse(readText('package.json')) as { devDependencies: Record<string, string> };
@@ -55,6 +55,28 @@ test('container-build: stages the serving tree with production dependencies only
   assert.equal(info.bundled_libs, false);
 });
 
+test('container-build: a fresh compiled/ ships without tsx and esbuild, and rfdetr runs it; a stale one says what to do', (t) => {
+  const dest = path.join(tmp, 'plain');
+  const info = JSON.parse(fs.readFileSync(path.join(dest, 'BUILD-INFO.json'), 'utf8'));
+  if (!fs.existsSync(path.join(packageRoot, 'compiled', '.built'))) return skipOrFail(t, 'no compiled/ in this checkout (npm install builds it with the dev dependencies)');
+  assert.equal(info.typescript_runtime, false, 'the checkout\'s compiled/ is fresh (npm install), so the staged tree runs it');
+  for (const gone of ['node_modules/tsx', 'node_modules/esbuild', 'node_modules/@esbuild']) {
+    assert.ok(!fs.existsSync(path.join(dest, gone)), `${gone} was shipped`);
+  }
+  const run = spawnSync(process.execPath, [path.join(dest, 'bin/rfdetr.js'), '--version'], { encoding: 'utf8', env: { ...process.env, RFDETR_FROM_SOURCE: '' } });
+  assert.equal(run.status, 0, `rfdetr --version from the staged tree without tsx: ${run.stderr}`);
+  assert.match(run.stdout, /rfdetr/);
+  // A source edited in the staged tree: compiled/ is stale and tsx is absent.
+  const copy = path.join(tmp, 'stale');
+  fs.cpSync(dest, copy, { recursive: true, verbatimSymlinks: true });
+  const ts = path.join(copy, 'cli', 'main.ts');
+  const later = new Date(fs.statSync(path.join(copy, 'compiled', '.built')).mtimeMs + 60_000);
+  fs.utimesSync(ts, later, later);
+  const stale = spawnSync(process.execPath, [path.join(copy, 'bin/rfdetr.js'), '--version'], { encoding: 'utf8', env: { ...process.env, RFDETR_FROM_SOURCE: '' } });
+  assert.equal(stale.status, 1);
+  assert.match(stale.stderr, /^rfdetr: compiled\/ is missing or older than the TypeScript sources in .*stale, and tsx \(which runs them\) is not installed; rebuild with 'node scripts\/build-cli\.mjs'/);
+});
+
 test('container-build: runtime-packages.txt is the Debian packages owning the linked libraries, not the C runtime', () => {
   const dest = path.join(tmp, 'plain');
   const pkgs = fs.readFileSync(path.join(dest, 'runtime-packages.txt'), 'utf8').trim().split('\n');
@@ -67,8 +89,10 @@ test('container-build: runtime-packages.txt is the Debian packages owning the li
 
 test('container-build: --bundle-libs puts the BLAS beside the sidecar and the wrapper loads it from there', () => {
   const dest = path.join(tmp, 'bundled');
-  const r = stage(dest, ['--bundle-libs']);
+  const r = stage(dest, ['--bundle-libs'], { RFDETR_COMMIT: 'c0ffee0-from-the-image-build' });
   assert.equal(r.status, 0, r.stderr);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(dest, 'BUILD-INFO.json'), 'utf8')).commit, 'c0ffee0-from-the-image-build',
+    'RFDETR_COMMIT (the Dockerfile build arg: no .git in the build context) is the commit recorded');
   const libs = fs.readdirSync(path.join(dest, 'sidecar/lib'));
   assert.ok(libs.includes('libopenblas.so.0'), `bundled: ${libs.join(' ')}`);
   assert.ok(!libs.some((l) => /^lib(c|m|stdc\+\+|gcc_s)\.so/.test(l)), `the C/C++ runtime is never bundled: ${libs.join(' ')}`);
@@ -142,6 +166,9 @@ test('container-runtime-setup: installs the listed packages, creates rfdetr (uid
   // The same uid everywhere the image runs: Kubernetes' securityContext.
   const dep = parse(readText('deploy/k8s/deployment.yaml'));
   assert.equal(dep.spec.template.spec.securityContext.runAsUser, 10001);
+  assert.ok(!r.stdout.includes('ffmpeg'), 'ffmpeg only when asked for');
+  const withFfmpeg = spawnSync('bash', [path.join(packageRoot, 'scripts/container-runtime-setup.sh'), '--dry-run', list], { encoding: 'utf8', env: { ...process.env, RFDETR_WITH_FFMPEG: '1' } });
+  assert.ok(withFfmpeg.stdout.includes('--no-install-recommends libopenblas0-pthread libgfortran5 ca-certificates ffmpeg\n'), withFfmpeg.stdout);
   const missing = spawnSync('bash', [path.join(packageRoot, 'scripts/container-runtime-setup.sh'), '--dry-run', path.join(tmp, 'nope.txt')], { encoding: 'utf8' });
   assert.equal(missing.status, 2);
   assert.match(missing.stderr, /cannot read '.*nope\.txt' \(written by scripts\/container-build\.sh as runtime-packages\.txt\)/);
