@@ -330,13 +330,12 @@ void pack_a(const float * a, int lda, int rows, int k, int mr, float * dst, floa
     const float * src[16];
     for (int i0 = 0; i0 < rows; i0 += mr) {
         const int n = std::min(mr, rows - i0);
-        for (int r = 0; r < n; ++r) {
-            src[r] = a + static_cast<size_t>(i0 + r) * lda;
-            if (ln) {
-                float * y = rowbuf + static_cast<size_t>(r) * k;
-                layernorm_row(src[r], y, k, ln->gamma, ln->beta, ln->eps);
-                src[r] = y;
-            }
+        for (int r = 0; r < n; ++r) src[r] = a + static_cast<size_t>(i0 + r) * lda;
+        if (ln) {
+            float * y[16];
+            for (int r = 0; r < n; ++r) y[r] = rowbuf + static_cast<size_t>(r) * k;
+            layernorm_rows(src, y, n, k, ln->gamma, ln->beta, ln->eps);
+            for (int r = 0; r < n; ++r) src[r] = y[r];
         }
         transpose_rows(src, n, k, dst + static_cast<size_t>(i0) * k, mr);  // rows n..mr-1 are never read
     }
