@@ -23,8 +23,10 @@ using namespace simd;
 
 namespace {
 
-// A block of packed A rows is sized to stay in the 1 MB L2 next to the weight panel streaming past it:
-// 96 K floats (384 KB), i.e. 252 rows at k = 384, 56 at k = 1536.
+// A block of packed A rows is sized to stay in L2 next to the weight panel streaming past it: 96 K floats (384 KB),
+// i.e. 252 rows at k = 384, 56 at k = 1536. L2 is 2 MB per core on Sapphire Rapids, 1 MB on Ice Lake server and
+// Zen 4 (512 KB on Zen 3); blocks sized for 2 MB (192 K and 384 K floats) ran no faster on Sapphire Rapids (cpu
+// README, "fp32 and threads on a Sapphire Rapids"), so one size that fits every one of these serves all of them.
 constexpr size_t k_a_block_floats = 96 * 1024;
 constexpr int    k_max_block_rows = 1024;
 
