@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -172,6 +173,45 @@ TEST_P(cpu_gemm, packed_gemm_keeps_the_blocked_summation_order_bit_for_bit) {
         }
         EXPECT_EQ(wrong, 0u) << "floats differing from the blocked summation order; first at " << first << ": "
                              << t.c[first] << " instead of " << want[first];
+    }
+}
+
+TEST_P(cpu_gemm, conv3x3_gives_the_bits_of_im2col_then_gemm) {
+    // gemm_conv3x3 packs the 3x3 convolution's A straight from the map; it must give, float for float, im2col_3x3's
+    // rows through gemm_packed. Odd maps and channels (k = 9 ch across the 128-deep chunks), pixel ranges that
+    // start mid-row, a range past one L2 row block (ch 128: 84-row blocks), output between guard floats.
+    const char * isa = this->isa();
+    struct shape { int h, w, ch, ld, n, p0, m; };
+    const shape shapes[] = {{1, 1, 3, 3, 5, 0, 1},         {5, 7, 19, 23, 37, 0, 35},  {5, 7, 19, 23, 37, 8, 19},
+                            {3, 4, 1, 2, 33, 5, 7},        {11, 11, 128, 131, 33, 3, 118}};
+    for (const auto & sh : shapes) {
+        SCOPED_TRACE(std::string(isa) + " h=" + std::to_string(sh.h) + " w=" + std::to_string(sh.w) + " ch=" +
+                     std::to_string(sh.ch) + " n=" + std::to_string(sh.n) + " pixels " + std::to_string(sh.p0) + "+" +
+                     std::to_string(sh.m));
+        const int  k    = 9 * sh.ch, ldc = sh.n + 3;
+        const auto x    = random_vec(static_cast<size_t>(sh.h) * sh.w * sh.ld, 50 + sh.ch);
+        const auto wt   = random_vec(static_cast<size_t>(sh.n) * k, 51 + sh.ch);
+        const auto bias = random_vec(sh.n, 52);
+        const auto pw   = rfdetr::cpu::pack_weight(wt.data(), sh.n, k, k);
+        rfdetr::cpu::epilogue e;
+        e.kind = rfdetr::cpu::epi::bias;
+        e.bias = bias.data();
+        std::vector<float> cols(static_cast<size_t>(sh.h) * sh.w * k, 0.0f);
+        rfdetr::cpu::im2col_3x3(x.data(), sh.ld, sh.h, sh.w, sh.ch, cols.data(), 0, sh.h);
+        std::vector<float> scratch(rfdetr::cpu::gemm_scratch_floats(k));
+        std::vector<float> want(static_cast<size_t>(sh.m) * ldc + 2 * k_pad, k_guard), got = want;
+        rfdetr::cpu::gemm_packed(sh.m, cols.data() + static_cast<size_t>(sh.p0) * k, k, pw, want.data() + k_pad, ldc,
+                                 e, scratch.data());
+        std::fill(scratch.begin(), scratch.end(), 1e30f);  // nothing may be read before it is written
+        rfdetr::cpu::gemm_conv3x3(x.data(), sh.ld, sh.h, sh.w, sh.ch, sh.p0, sh.m, pw, got.data() + k_pad, ldc, e,
+                                  scratch.data());
+        size_t wrong = 0, first = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            if (std::memcmp(&got[i], &want[i], 4) != 0 && wrong++ == 0) first = i;
+        }
+        EXPECT_EQ(wrong, 0u) << "floats differing from im2col + gemm_packed; first at " << first << " (output row "
+                             << (static_cast<long>(first) - k_pad) / ldc << "): " << got[first] << " instead of "
+                             << want[first];
     }
 }
 

@@ -58,6 +58,78 @@ TEST(cpu_kernels, layernorm_matches_reference_with_offset_rows) {
     }
 }
 
+// layernorm_row's arithmetic spelled out in scalars: per lane j % 8 a running sum in order, the 8 lanes reduced as
+// hsum does ((l + h) pairs, then [0]+[2] and [1]+[3], then those two), the tail added after; the squares the same
+// way with one FMA per value; the normalising multiply-add fused over the first dim/8*8 values, two roundings on
+// the tail. The engine's LayerNorm must give these bits whatever rows it groups and whatever vector width it uses.
+float no_fuse(float v) {
+    asm volatile("" : "+x"(v));
+    return v;
+}
+float hsum8(const float l[8]) {
+    float a[4];
+    for (int i = 0; i < 4; ++i) a[i] = l[i] + l[i + 4];
+    const float b0 = a[0] + a[2], b1 = a[1] + a[3];
+    return b0 + b1;
+}
+void layernorm_row_spelled(const float * x, float * y, int dim, const float * g, const float * b, float eps) {
+    const int d8 = dim / 8 * 8;
+    float     l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < d8; ++j) l[j % 8] = l[j % 8] + x[j];
+    float sum = hsum8(l);
+    for (int j = d8; j < dim; ++j) sum += x[j];
+    const float mean = sum / static_cast<float>(dim);
+    for (float & v : l) v = 0.0f;
+    for (int j = 0; j < d8; ++j) {
+        const float d = x[j] - mean;
+        l[j % 8]      = std::fma(d, d, l[j % 8]);
+    }
+    float sq = hsum8(l);
+    for (int j = d8; j < dim; ++j) sq += no_fuse((x[j] - mean) * (x[j] - mean));
+    const float rstd = 1.0f / std::sqrt(sq / static_cast<float>(dim) + eps);
+    for (int j = 0; j < d8; ++j) y[j] = std::fma((x[j] - mean) * rstd, g[j], b[j]);
+    for (int j = d8; j < dim; ++j) y[j] = no_fuse((x[j] - mean) * rstd * g[j]) + b[j];
+}
+
+TEST(cpu_kernels, layernorm_rows_give_the_bits_of_the_row_arithmetic_in_every_grouping_and_width) {
+    // Row counts cover every group split (8, 4, 2, 1 and mixes); dims cover no vector part, a tail only, an exact
+    // number of 8- and 16-lane vectors, one 8-group past the 16s, and the model's 256/384 with a tail.
+    const int dims[] = {1, 7, 8, 15, 16, 24, 43, 256, 389};
+    int       widths = 0;
+    for (const bool wide : {false, true}) {
+        if (!rfdetr::cpu::layernorm_select_avx512(wide)) continue;
+        ++widths;
+        for (const int dim : dims) {
+            for (int rows = 1; rows <= 15; ++rows) {
+                const int  ld = dim + 5;
+                const auto x  = random_vec(static_cast<size_t>(rows) * ld, 40 + dim + rows, -3.0f, 5.0f);
+                const auto g = random_vec(dim, 41 + dim), b = random_vec(dim, 42 + dim);
+                std::vector<float> want(static_cast<size_t>(rows) * ld, -7.0f), got = want, got2 = want;
+                std::vector<const float *> xs;
+                std::vector<float *>       ys;
+                for (int r = 0; r < rows; ++r) {
+                    layernorm_row_spelled(x.data() + r * ld, want.data() + r * ld, dim, g.data(), b.data(), 1e-6f);
+                    xs.push_back(x.data() + r * ld);
+                    ys.push_back(got.data() + r * ld);
+                }
+                rfdetr::cpu::layernorm_rows(xs.data(), ys.data(), rows, dim, g.data(), b.data(), 1e-6f);
+                rfdetr::cpu::layernorm(x.data(), ld, got2.data(), ld, rows, dim, g.data(), b.data(), 1e-6f);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+                        << "layernorm_rows, " << (wide ? "avx512" : "avx2") << " pass, dim " << dim << ", rows " << rows
+                        << ": row " << i / ld << " column " << i % ld << " got " << got[i] << " want " << want[i]
+                        << " (columns >= dim are guards that must stay -7)";
+                    ASSERT_EQ(std::memcmp(&got2[i], &want[i], 4), 0)
+                        << "layernorm, " << (wide ? "avx512" : "avx2") << " pass, dim " << dim << ", rows " << rows
+                        << ": row " << i / ld << " column " << i % ld;
+                }
+            }
+        }
+    }
+    rfdetr::cpu::layernorm_select_avx512(__builtin_cpu_supports("avx512f"));
+    if (widths < 2) RFDETR_SKIP_OR_FAIL("this CPU lacks AVX-512 (avx512f in /proc/cpuinfo): only the AVX2 pass of the LayerNorm was checked");
+}
+
 class cpu_kernels_isa : public rfdetr::test::isa_test {};
 RFDETR_FOR_EVERY_ISA(cpu_kernels_isa);
 

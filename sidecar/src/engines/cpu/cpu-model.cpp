@@ -303,7 +303,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
                              : attention_kv_floats(d_.tokens, d_.head_dim)) * d_.heads);
     taps_.resize(sz(d_.pixels, 4 * d_.vit_dim));
     cat_.resize(sz(d_.pixels, 5 * d_.c2f_hidden));
-    im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));
+    if (m_[0][0].w.q || m_[0][0].w.b) im2col_.resize(sz(d_.pixels, 9 * d_.c2f_hidden));  // fp32: gemm_conv3x3
     t128_.resize(sz(d_.pixels, d_.c2f_hidden));
     y256_.resize(sz(d_.pixels, d_.dim));
     memory_.resize(sz(d_.pixels, d_.dim));
@@ -609,10 +609,15 @@ void model::run_projector() {
             const int     parts = std::min(4 * pool_.size(), d_.grid);  // image row bands, as row_parts
             pool_.parallel_for(parts, [&](int p, int thread) {
                 const int y0 = d_.grid * p / parts, y1 = d_.grid * (p + 1) / parts;
-                im2col_3x3(src, ldsrc, d_.grid, d_.grid, d_.c2f_hidden, im2col_.data(), y0, y1);
                 const int r0 = y0 * d_.grid, rows = (y1 - y0) * d_.grid;
-                gemm_packed(rows, im2col_.data() + sz(r0, k9), k9, cv.w, dst + sz(r0, lddst), lddst, epilogue{},
-                            gemm_scratch(thread));
+                if (!cv.w.q && !cv.w.b) {  // fp32: packed straight from the map
+                    gemm_conv3x3(src, ldsrc, d_.grid, d_.grid, d_.c2f_hidden, r0, rows, cv.w, dst + sz(r0, lddst),
+                                 lddst, epilogue{}, gemm_scratch(thread));
+                } else {
+                    im2col_3x3(src, ldsrc, d_.grid, d_.grid, d_.c2f_hidden, im2col_.data(), y0, y1);
+                    gemm_packed(rows, im2col_.data() + sz(r0, k9), k9, cv.w, dst + sz(r0, lddst), lddst, epilogue{},
+                                gemm_scratch(thread));
+                }
                 ln_silu(dst, lddst, r0, rows, d_.c2f_hidden, cv);
             });
         }

@@ -23,8 +23,10 @@ using namespace simd;
 
 namespace {
 
-// A block of packed A rows is sized to stay in the 1 MB L2 next to the weight panel streaming past it:
-// 96 K floats (384 KB), i.e. 252 rows at k = 384, 56 at k = 1536.
+// A block of packed A rows is sized to stay in L2 next to the weight panel streaming past it: 96 K floats (384 KB),
+// i.e. 252 rows at k = 384, 56 at k = 1536. L2 is 2 MB per core on Sapphire Rapids, 1 MB on Ice Lake server and
+// Zen 4 (512 KB on Zen 3); blocks sized for 2 MB (192 K and 384 K floats) ran no faster on Sapphire Rapids (cpu
+// README, "fp32 and threads on a Sapphire Rapids"), so one size that fits every one of these serves all of them.
 constexpr size_t k_a_block_floats = 96 * 1024;
 constexpr int    k_max_block_rows = 1024;
 
@@ -330,13 +332,12 @@ void pack_a(const float * a, int lda, int rows, int k, int mr, float * dst, floa
     const float * src[16];
     for (int i0 = 0; i0 < rows; i0 += mr) {
         const int n = std::min(mr, rows - i0);
-        for (int r = 0; r < n; ++r) {
-            src[r] = a + static_cast<size_t>(i0 + r) * lda;
-            if (ln) {
-                float * y = rowbuf + static_cast<size_t>(r) * k;
-                layernorm_row(src[r], y, k, ln->gamma, ln->beta, ln->eps);
-                src[r] = y;
-            }
+        for (int r = 0; r < n; ++r) src[r] = a + static_cast<size_t>(i0 + r) * lda;
+        if (ln) {
+            float * y[16];
+            for (int r = 0; r < n; ++r) y[r] = rowbuf + static_cast<size_t>(r) * k;
+            layernorm_rows(src, y, n, k, ln->gamma, ln->beta, ln->eps);
+            for (int r = 0; r < n; ++r) src[r] = y[r];
         }
         transpose_rows(src, n, k, dst + static_cast<size_t>(i0) * k, mr);  // rows n..mr-1 are never read
     }
@@ -398,16 +399,12 @@ void gemm_tile(int rows, int k, const float * a, int as, const float * b, int ld
     }
 }
 
-void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
-                 float * scratch, const a_layernorm * ln) {
-    if (w.q) {
-        qgemm_packed(m, a, lda, *w.q, c, ldc, e, scratch, ln);
-        return;
-    }
-    if (w.b) {
-        bgemm_packed(m, a, lda, *w.b, c, ldc, e, scratch, ln);
-        return;
-    }
+namespace {
+
+// The blocked loop of gemm_packed over an m x w.k A that `pack(m0, rows, dst, rowbuf)` packs block by block (rows
+// [m0, m0 + rows) into mr-row panels [k][mr] at dst; rowbuf: 14 k floats of scratch).
+template <class Pack>
+void gemm_blocks(int m, const packed_weight & w, float * c, int ldc, const epilogue & e, float * scratch, Pack pack) {
     const isa_kernels & isa = *active();
     const int           mr  = isa.mr;
     const int           k   = w.k;
@@ -418,7 +415,7 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
     const int     panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
     for (int m0 = 0; m0 < m; m0 += mc) {
         const int rows = std::min(mc, m - m0);
-        pack_a(a + static_cast<size_t>(m0) * lda, lda, rows, k, mr, scratch, row, ln);
+        pack(m0, rows, scratch, row);
         for (int p = 0; p < panels; ++p) {
             const int      j0    = p * k_gemm_nr;
             const epilogue ep    = epilogue_from_column(e, j0);
@@ -441,6 +438,50 @@ void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float
             }
         }
     }
+}
+
+}  // namespace
+
+void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
+                 float * scratch, const a_layernorm * ln) {
+    if (w.q) {
+        qgemm_packed(m, a, lda, *w.q, c, ldc, e, scratch, ln);
+        return;
+    }
+    if (w.b) {
+        bgemm_packed(m, a, lda, *w.b, c, ldc, e, scratch, ln);
+        return;
+    }
+    const int mr = gemm_mr();
+    gemm_blocks(m, w, c, ldc, e, scratch, [&](int m0, int rows, float * dst, float * rowbuf) {
+        pack_a(a + static_cast<size_t>(m0) * lda, lda, rows, w.k, mr, dst, rowbuf, ln);
+    });
+}
+
+// The 3x3 convolution's A rows are im2col_3x3's, packed straight from the map: for each of the 9 taps, the mr
+// pixels' shifted rows (a zero row where the tap falls in the padding) are transposed into the panel's k rows
+// ci * 9 + tap, i.e. from row `tap` at a stride of 9 rows. The same floats in the same places as packing
+// im2col_3x3's rows, without writing them (im2col's scatter at stride 9 had been ~1.5 % of a forward).
+void gemm_conv3x3(const float * x, int ld, int h, int w, int ch, int p0, int m, const packed_weight & wt, float * c,
+                  int ldc, const epilogue & e, float * scratch) {
+    const int mr = gemm_mr();
+    gemm_blocks(m, wt, c, ldc, e, scratch, [&](int m0, int rows, float * dst, float * rowbuf) {
+        std::fill(rowbuf, rowbuf + ch, 0.0f);
+        const float * src[16];
+        for (int i0 = 0; i0 < rows; i0 += mr) {
+            const int n     = std::min(mr, rows - i0);
+            float *   panel = dst + static_cast<size_t>(i0) * wt.k;
+            for (int tap = 0; tap < 9; ++tap) {
+                const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+                for (int r = 0; r < n; ++r) {
+                    const int pix = p0 + m0 + i0 + r, sy = pix / w + dy, sx = pix % w + dx;
+                    src[r] = sy < 0 || sy >= h || sx < 0 || sx >= w ? rowbuf
+                                                                    : x + (static_cast<size_t>(sy) * w + sx) * ld;
+                }
+                transpose_rows(src, n, ch, panel + static_cast<size_t>(tap) * mr, 9 * mr);
+            }
+        }
+    });
 }
 
 }  // namespace rfdetr::cpu

@@ -92,6 +92,13 @@ size_t gemm_scratch_floats(int k);
 void gemm_packed(int m, const float * a, int lda, const packed_weight & w, float * c, int ldc, const epilogue & e,
                  float * scratch, const a_layernorm * ln = nullptr);
 
+// A 3x3, pad 1, stride 1 convolution of the pixel-major map x [h*w, ld] (ch channels) as gemm_packed over
+// im2col_3x3's rows for the m output pixels p0.. (row-major), without the im2col buffer: c[m, n] (ldc) =
+// epi(im2col(x)[p0 .. p0+m) * W^T) with W packed from the conv weight [n][ch][3][3] (k = 9 ch), bit for bit
+// gemm_packed's result on those rows. fp32 weights only (w.q, w.b unset). scratch: gemm_scratch_floats(9 ch).
+void gemm_conv3x3(const float * x, int ld, int h, int w, int ch, int p0, int m, const packed_weight & wt, float * c,
+                  int ldc, const epilogue & e, float * scratch);
+
 // dst[c * ldd + r] = src[r][c] for r < n, c < k: the packing transpose (AVX2 8x8 blocks), shared with
 // the attention's q and key packing.
 void transpose_rows(const float * const * src, int n, int k, float * dst, int ldd);

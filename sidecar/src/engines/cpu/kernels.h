@@ -14,6 +14,12 @@ void layernorm(const float * x, int ldx, float * y, int ldy, int rows, int dim, 
                const float * beta, float eps);
 // One row of layernorm (the arithmetic layernorm uses): y = LN(x) * gamma + beta over dim values.
 void layernorm_row(const float * x, float * y, int dim, const float * gamma, const float * beta, float eps);
+// layernorm_row on rows x[i] -> y[i], i in [0, rows), up to 8 at a time (the same bits as one by one, faster).
+void layernorm_rows(const float * const * x, float * const * y, int rows, int dim, const float * gamma,
+                    const float * beta, float eps);
+// Tests: the LayerNorm's normalising pass in AVX-512 (on) or AVX2 (off; the default follows the CPU). Returns false
+// (and changes nothing) when on is asked of a CPU without AVX-512.
+bool layernorm_select_avx512(bool on);
 
 // x[i] = silu(x[i]) over a [rows, n] block with leading dimension ld. (Bias, ReLU and the exact-erf GELU
 // are GEMM epilogues: gemm.h.)
