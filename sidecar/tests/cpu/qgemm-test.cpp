@@ -201,6 +201,16 @@ TEST(cpu_qgemm, weight_quantisation_is_per_channel_and_within_half_a_step) {
     }
 }
 
+TEST(cpu_qgemm, weight_panels_start_on_cache_lines) {
+    // Each 64-byte AMX tile row of a panel must be one cache line (one that straddles two loads at 0.6-0.7x the
+    // rate); panels are kqp * 128 bytes, a multiple of 64, so the data's start decides it.
+    for (int n : {1, 37, 100}) {
+        const auto         w = random_vec(static_cast<size_t>(n) * 45, 42);
+        const cpu::qweight q = cpu::quantize_weight(w.data(), n, 45, 45);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(q.data.data()) % 64, 0u) << "n = " << n;
+    }
+}
+
 TEST(cpu_qgemm, int8_product_is_within_the_quantisation_bound_of_the_float_product) {
     // |x_q s_a - x| <= s_a/2 and |w_q s_w - w| <= s_w/2 bound each term's error by
     // |x| s_w/2 + |w| s_a/2 + s_a s_w/4; the sum of those bounds the output's (float rounding aside).
