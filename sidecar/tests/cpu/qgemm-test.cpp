@@ -87,6 +87,7 @@ void check_all_sizes() {
         for (int n : {1, 7, 8, 9, 16, 17, 31, 32, 33, 91}) check(m, n, 37, cpu::epi::store, false);
     }
     for (int k : {63, 64, 65, 129}) check(35, 40, k, cpu::epi::bias, false);
+    check(70, 40, 4000, cpu::epi::bias_scale_add, false);  // several AMX row blocks (32 rows each at k = 4000)
     rfdetr::test::for_each_epilogue_case(check);
     check(2, 3, 1, cpu::epi::store, false);
 }
