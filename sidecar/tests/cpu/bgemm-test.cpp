@@ -226,6 +226,16 @@ TEST(cpu_bgemm_round, weight_panels_hold_the_rounded_weights_in_pairs_zero_padde
     }
 }
 
+TEST(cpu_bgemm_round, weight_panels_start_on_cache_lines) {
+    // Each 64-byte AMX tile row of a panel must be one cache line (one that straddles two loads at 0.6-0.7x the
+    // rate); panels are kp * 64 bytes, a multiple of 64, so the data's start decides it.
+    for (int n : {1, 37, 100}) {
+        std::vector<float> w = rfdetr::test::random_vec(static_cast<size_t>(n) * 45, 4);
+        const cpu::bweight b = cpu::to_bweight(w.data(), n, 45, 45);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data.data()) % 64, 0u) << "n = " << n;
+    }
+}
+
 TEST(cpu_bgemm_round, bf16_rows_need_whole_k_steps_and_bf16_outputs_take_no_residual) {
     std::string missing;
     if (!cpu::bf16_supported(missing)) RFDETR_SKIP_OR_FAIL("this CPU has no bf16 kernel: " + missing);

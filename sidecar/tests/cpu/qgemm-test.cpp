@@ -87,6 +87,7 @@ void check_all_sizes() {
         for (int n : {1, 7, 8, 9, 16, 17, 31, 32, 33, 91}) check(m, n, 37, cpu::epi::store, false);
     }
     for (int k : {63, 64, 65, 129}) check(35, 40, k, cpu::epi::bias, false);
+    check(70, 40, 4000, cpu::epi::bias_scale_add, false);  // several AMX row blocks (32 rows each at k = 4000)
     rfdetr::test::for_each_epilogue_case(check);
     check(2, 3, 1, cpu::epi::store, false);
 }
@@ -198,6 +199,16 @@ TEST(cpu_qgemm, weight_quantisation_is_per_channel_and_within_half_a_step) {
         }
         EXPECT_EQ(q.comp[j], 128 * sum);
         EXPECT_EQ(top, j == 5 ? 0 : cpu::k_qw_max) << "channel " << j << " does not use its full range";
+    }
+}
+
+TEST(cpu_qgemm, weight_panels_start_on_cache_lines) {
+    // Each 64-byte AMX tile row of a panel must be one cache line (one that straddles two loads at 0.6-0.7x the
+    // rate); panels are kqp * 128 bytes, a multiple of 64, so the data's start decides it.
+    for (int n : {1, 37, 100}) {
+        const auto         w = random_vec(static_cast<size_t>(n) * 45, 42);
+        const cpu::qweight q = cpu::quantize_weight(w.data(), n, 45, 45);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(q.data.data()) % 64, 0u) << "n = " << n;
     }
 }
 

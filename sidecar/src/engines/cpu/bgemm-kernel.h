@@ -28,14 +28,16 @@ inline const float * b_a_row(const float * x, float * row, int k, const a_layern
     return row;
 }
 
-// dst[0, kpad) = bf16(x[0, k)) (bgemm.h's bf16_round, by vcvtne2ps2bf16), zero past k; kpad a multiple of 32.
-RFDETR_AVX512BF16 inline void round_row_bf16(const float * x, int k, uint16_t * dst, int kpad) {
+// dst[0, kpad) = bf16(x[0, k)) (bgemm.h's bf16_round, by vcvtne2ps2bf16), zero past k; kpad a multiple of 32. Each
+// run of 32 elements goes chunk elements after the previous one (32: one contiguous row; bgemm-amx's tile layout
+// puts them a k step apart).
+RFDETR_AVX512BF16 inline void round_row_bf16(const float * x, int k, uint16_t * dst, int kpad, int chunk = 32) {
     for (int kk = 0; kk < kpad; kk += 32) {
         const int       l0 = k - kk, l1 = k - kk - 16;
         const __mmask16 m0 = l0 >= 16 ? 0xFFFF : l0 <= 0 ? 0 : static_cast<__mmask16>((1u << l0) - 1);
         const __mmask16 m1 = l1 >= 16 ? 0xFFFF : l1 <= 0 ? 0 : static_cast<__mmask16>((1u << l1) - 1);
         const __m512bh  v  = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, x + kk + 16), _mm512_maskz_loadu_ps(m0, x + kk));
-        _mm512_storeu_si512(dst + kk, (__m512i)v);
+        _mm512_storeu_si512(dst + static_cast<size_t>(kk / 32) * chunk, (__m512i)v);
     }
 }
 

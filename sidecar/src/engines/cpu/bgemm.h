@@ -40,7 +40,7 @@ constexpr int k_bk_tile = 32;
 // first 64 and 16-31 in the second, so a 16-row load at stride 128 is a VNNI-2 B tile of 16 columns (qweight's
 // trick). kp pads k to a multiple of 32 so the AMX kernel needs no k tail.
 struct bweight {
-    std::vector<uint16_t> data;
+    std::vector<uint16_t, cache_line_allocator<uint16_t>> data;  // 64-byte aligned: each AMX tile row one cache line
     int                   n = 0, k = 0;
     int                   kp = 0;  // k rounded up to k_bk_tile
     const uint16_t *      panel(int p) const { return data.data() + static_cast<size_t>(p) * kp * k_gemm_nr; }

@@ -168,11 +168,15 @@ class model {
     const float *          dec_norm_g_, *dec_norm_b_, *cls_b_, *box_b_[3];
 
     // buffers
-    std::vector<float>   pos_embed_, cols_, embeddings_, x_, h_, qkv_, ctx_, mlp_, att_scratch_, taps_;
-    std::vector<uint16_t> qkv_b_, ctx_b_;  // bf16 with the bf16 attention: q, k, v and its output as bf16 rows, else empty
-    std::vector<uint16_t> mlp_b_;        // bf16: the MLP's hidden rows (bgemm.h's hand-off), else empty
+    std::vector<float>   pos_embed_, cols_, embeddings_, x_, h_, qkv_, ctx_, mlp_, taps_;
+    // What AMX tiles read in place, on cache lines (gemm.h's cache_line_allocator): a 64-byte tile row that straddles
+    // two lines loads at 0.6-0.7x the rate. bf16 rows with the bf16 attention: q, k, v and its output, else empty;
+    // the MLP's hidden rows at bf16 (bgemm.h's hand-off), else empty; the attention's per-thread scratch; a global
+    // block's keys and values, packed per head.
+    template <class T> using lines = std::vector<T, cache_line_allocator<T>>;
+    lines<uint16_t>      qkv_b_, ctx_b_, mlp_b_;
+    lines<float>         att_scratch_, keys_;
     std::vector<float>   gemm_scratch_;  // per thread: gemm_scratch_stride_ floats
-    std::vector<float>   keys_;          // a global block's keys and values, packed per head
     size_t               att_scratch_stride_ = 0;
     size_t               gemm_scratch_stride_ = 0;
     int                  kmax_                = 0;  // deepest reduction of the packed weights

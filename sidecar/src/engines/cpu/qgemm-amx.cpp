@@ -61,10 +61,11 @@ RFDETR_AMX void amx_tiles_configure() {
 
 namespace {
 
-// t[32][32] int32 (rows 16-31 only when Two) = sum over kt steps of 64 k of a[rows][64 bytes] (row stride
-// lda bytes) x b (a weight panel, [16 k groups][32 columns][4] per step, rows of 128 bytes).
+// The sums of one 32 x 32 block into tmm0-3 (tmm2-3 only when Two): over kt steps of 64 k, a[rows][64 bytes] (row
+// stride lda bytes) x b (a weight panel, [16 k groups][32 columns][4] per step, rows of 128 bytes). They stay in
+// the tiles until store_sums, so the caller can run the previous block's epilogue while these products are in flight.
 template <bool Two>
-RFDETR_AMX void block_sums(const uint8_t * a, int lda, const int8_t * b, int kt, int32_t * t) {
+RFDETR_AMX void block_sums(const uint8_t * a, int lda, const int8_t * b, int kt) {
     constexpr long k_panel_row = 4 * k_gemm_nr;  // bytes per k group of a weight panel
     _tile_zero(0);
     _tile_zero(1);
@@ -87,7 +88,12 @@ RFDETR_AMX void block_sums(const uint8_t * a, int lda, const int8_t * b, int kt,
             _tile_dpbusd(3, 5, 7);
         }
     }
+}
+
+// t[32][32] int32 (rows 16-31 only when Two) = tmm0-3, block_sums' sums.
+template <bool Two> RFDETR_AMX void store_sums(int32_t * t) {
     constexpr long k_t_row = 4 * 32;  // bytes per row of t
+    memory_barrier();                 // the epilogue's reads of t's previous contents come first
     _tile_stored(0, t, k_t_row);
     _tile_stored(1, t + 16, k_t_row);
     if (Two) {
@@ -96,7 +102,6 @@ RFDETR_AMX void block_sums(const uint8_t * a, int lda, const int8_t * b, int kt,
     }
     memory_barrier();
 }
-
 
 // quantize_row's numerics (the same max, the same x * (127 / max) rounded to nearest even and clamped, u8 =
 // q + 128) on 16 floats per step, writing the row contiguously up to kpad bytes (q = 0 past k): the AMX A
@@ -173,9 +178,25 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
     float *   sa = reinterpret_cast<float *>(qa + static_cast<size_t>(mc) * kpad);
     float *   row = sa + mc;
     const int panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
-    alignas(64) int32_t t[32 * 32];
+    // Two sum buffers: block b's tiles are stored into t[b & 1] while block b - 1's epilogue reads the other (the
+    // epilogue runs after the next block's tile products are issued, so its vector work overlaps them).
+    alignas(64) int32_t t[2][32 * 32];
+    int                 cur = 0;
+    struct {
+        int      n = 0, i0 = 0, j0 = 0, ncols = 0;
+        float *  c = nullptr;
+        epilogue ep;
+    } prev;
+    bool have_prev = false;
+    auto finish    = [&]() {
+        store_block(t[cur ^ 1], prev.n, sa + prev.i0, w.scale.data() + prev.j0, w.comp.data() + prev.j0, prev.c, ldc,
+                    prev.ncols, prev.ep);
+    };
     amx_tiles_configure();
     for (int m0 = 0; m0 < m; m0 += mc) {
+        // The row scales sa of the previous row block's last block are still to be read: its epilogue first.
+        if (have_prev) finish();
+        have_prev = false;
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
             const float * x = a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
@@ -188,19 +209,26 @@ void qgemm_amx(int m, const float * a, int lda, const qweight & w, float * c, in
         for (int i0 = 0; i0 < rows; i0 += 32) {
             const int n = std::min(32, rows - i0);
             for (int p = 0; p < panels; ++p) {
-                const int      j0    = p * k_gemm_nr;
-                const epilogue ep    = epilogue_from_column(e, j0);
-                const int      ncols = std::min(k_gemm_nr, w.n - j0);
+                const int j0 = p * k_gemm_nr;
                 if (n > k_tile_rows) {
-                    block_sums<true>(qa + static_cast<size_t>(i0) * kpad, kpad, w.panel(p), kt, t);
+                    block_sums<true>(qa + static_cast<size_t>(i0) * kpad, kpad, w.panel(p), kt);
                 } else {
-                    block_sums<false>(qa + static_cast<size_t>(i0) * kpad, kpad, w.panel(p), kt, t);
+                    block_sums<false>(qa + static_cast<size_t>(i0) * kpad, kpad, w.panel(p), kt);
                 }
-                store_block(t, n, sa + i0, w.scale.data() + j0, w.comp.data() + j0,
-                            c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep);
+                if (have_prev) finish();
+                if (n > k_tile_rows) {
+                    store_sums<true>(t[cur]);
+                } else {
+                    store_sums<false>(t[cur]);
+                }
+                prev      = {n, i0, j0, std::min(k_gemm_nr, w.n - j0), c + static_cast<size_t>(m0 + i0) * ldc + j0,
+                             epilogue_from_column(e, j0)};
+                have_prev = true;
+                cur ^= 1;
             }
         }
     }
+    if (have_prev) finish();
     // Back to the initial tile state: the kernel then skips the 8 KB of tile data on every context switch.
     amx_tiles_release();
 }

@@ -38,7 +38,7 @@ constexpr int k_qk_tile = 16;
 // multiple of 64) so the AMX kernel needs no k tail; the model's k (256, 384, 640, 768, 1152, 1536, 2048)
 // are already multiples of 64, so the padding costs them nothing.
 struct qweight {
-    std::vector<int8_t>  data;
+    std::vector<int8_t, cache_line_allocator<int8_t>> data;  // 64-byte aligned: each AMX tile row one cache line
     std::vector<float>   scale;  // s_w[j]
     std::vector<int32_t> comp;   // 128 * sum_k q_w[j,k]
     int                  n = 0, k = 0;
