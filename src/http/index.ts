@@ -18,6 +18,7 @@
 //   limiter.ts           the weighted semaphore the budgets are made of, fair across clients
 //   engine-queue.ts      clients in turn in front of the engine (or pool), cost-aware
 //   virtual-time.ts      per-client virtual time for the engine queue's fair share
+//   fair-share.ts        the one fair share of engine time across every model a server serves
 //   predict-route.ts     POST /predict ahead of express's router (the same middlewares)
 //   predict.ts           POST /predict: body → admission → a frame source run by the runner → JSON
 //   predict-context.ts   the types a /predict request and each of its frames run under
@@ -41,11 +42,13 @@
 //   model-identity.ts    the name and id the server gives the loaded variant
 //   served-models.ts     a request's model name → a model served, as the routes see it
 //   model-lanes.ts       the models served, each its backend and queue; a swap and a removal drain the old one
+//   server-lanes.ts      the server's models as lanes: each its engine state and a queue on the one fair share
 //   models-file.ts       serve --weights ID=DIR and --models FILE read into model entries
 //   admin.ts             POST /admin/reload (its own keys; off by default)
 //   compat-roboflow.ts   Roboflow Inference's routes (inference-sdk) on the /predict pipeline
 //   compat-deepstack.ts  DeepStack / CodeProject.AI's detection routes on the /predict pipeline
 //   compat-openapi.ts    those routes in /openapi.json
+//   discard-body.ts      a body read and thrown away before an answer decided ahead of it, so the client sees it
 //   index.ts             this map and the public surface
 export { createServer, MODEL_ID, MODEL_NAME, modelIdentityOf, type ModelIdentity, type CreateServerOptions, type ListenResult, type RfdetrServer, type WeightsInfo, type ModelSpec, type ModelLane, type ModelLanes } from './server.ts';
 export { READY_MESSAGE, LOG_LEVELS, createJsonLogger, isLogLevel, type LogLevel, type Logger } from './log.ts';
