@@ -68,7 +68,7 @@ export interface SidecarInfo {
 }
 
 /**
- * `serve --engine-nice`'s default: the spawned sidecar asks for nice -10 (process and autogroup), applied only
+ * `serve --engine-nice`'s default: the spawned sidecar asks for nice -10 (every thread; the server's session, so its autogroup, is left alone), applied only
  * where the host permits it (bench/README.md, "Engine priority", has the numbers that chose it).
  */
 export const DEFAULT_ENGINE_NICE = -10;

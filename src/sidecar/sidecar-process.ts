@@ -1,4 +1,4 @@
-// One spawned rfdetr-sidecar process: started with execa in its own process group, its stderr kept as a
+// One spawned rfdetr-sidecar process: started with execa (in its own process group, in this session), its stderr kept as a
 // short tail for error reports, its READY line read from stdout, and its exit turned into an error that says
 // how it ended and what it last printed.
 import { execa, type ResultPromise } from 'execa';
@@ -46,10 +46,17 @@ export class SidecarProcess {
     this.#log.info('sidecar spawn', { file: o.file, args: o.args, ...o.logFields });
     this.#child = execa(o.file, o.args, {
       stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', buffer: false, reject: false, env: o.env, extendEnv: false,
-      // Its own process group: a terminal's Ctrl-C goes to the CLI, which then closes the sidecar in order
-      // (otherwise the sidecar would stop on the same SIGINT and be restarted). --exit-with-parent
-      // (PR_SET_PDEATHSIG) still ends it if this process dies.
-      detached: true,
+      // This process's session, a process group of its own: the sidecar calls setpgid itself
+      // (--own-process-group, which the supervisor passes), so a terminal's Ctrl-C goes to the CLI, which then
+      // closes the sidecar in order (otherwise the sidecar would stop on the same SIGINT and be restarted).
+      // Not a session of its own (detached: setsid): with the kernel's autogroup scheduling each session gets
+      // an even share of the CPU first, so a sidecar leading its own got one core of two against this process's
+      // session under load, whatever the nice values (bench/README.md, "Fairness without privilege": the
+      // legitimate client's p50 12.8 s in its own session, 5.7 s in this one). --exit-with-parent
+      // (PR_SET_PDEATHSIG) still ends it if this process dies; execa's own cleanup stays off, as for a
+      // detached child, so the supervisor's orderly close is the only one.
+      detached: false,
+      cleanup: false,
     });
     let partial = '';
     this.#child.stderr?.setEncoding('utf8');

@@ -367,7 +367,7 @@ export class SidecarBackend implements InferenceBackend {
 
   #sidecarArgs(): string[] {
     const o = this.#o;
-    const args = ['--socket', this.#socketPath, '--engine', o.engine, '--weights', o.weightsDir!, '--exit-with-parent'];
+    const args = ['--socket', this.#socketPath, '--engine', o.engine, '--weights', o.weightsDir!, '--exit-with-parent', '--own-process-group'];
     if (o.threads !== undefined) args.push('--threads', String(o.threads));
     if (o.deviceId !== undefined) args.push('--device-id', String(o.deviceId));
     if (o.precision !== undefined) args.push('--precision', o.precision);

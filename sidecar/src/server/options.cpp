@@ -88,12 +88,12 @@ options_status options_parse(int argc, const char * const * argv, const char * (
         if (arg == "--list-engines") {
             return options_status::OPTIONS_LIST_ENGINES;
         }
-        if (arg == "--exit-with-parent" || arg == "--eager") {
+        if (arg == "--exit-with-parent" || arg == "--eager" || arg == "--own-process-group") {
             if (has_inline) {
                 error = arg + " takes no value, got '" + value + "'";
                 return options_status::OPTIONS_USAGE_ERROR;
             }
-            (arg == "--eager" ? out.eager : out.exit_with_parent) = true;
+            (arg == "--eager" ? out.eager : arg == "--own-process-group" ? out.own_process_group : out.exit_with_parent) = true;
             continue;
         }
         const str_source * sflag = nullptr;
@@ -172,6 +172,10 @@ std::string options_help(const std::vector<std::string> & engines) {
            "                       \"load_nice\"; for a server swapping in a model while others serve\n"
            "                       (env RFDETR_LOAD_NICE; default 0 = off)\n"
            "  --exit-with-parent   exit (cleanly) when the parent process dies\n"
+           "  --own-process-group  at start, a process group of its own in its parent's session: a terminal's\n"
+           "                       Ctrl-C reaches the parent only, while the CPU scheduler's autogroup (one per\n"
+           "                       session) stays the parent's, so nice values order the engine's threads against\n"
+           "                       the parent's (how rfdetr serve and detect start it)\n"
            "  --eager              accelerator engines: run op by op, no trace capture (debugging)\n"
            "  --list-engines       print the engines as JSON and exit: {\"engines\": [{\"name\", \"built\",\n"
            "                       \"precisions\", \"default_precision\", \"host_cores\", \"unbuilt_reason\"}]}, the built\n"

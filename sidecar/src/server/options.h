@@ -14,6 +14,7 @@ struct sidecar_options {
     int         device_id = 0;     // --device-id / TT_DEVICE_ID
     std::string precision;         // --precision: one of the engine's (registry.h); "" = the engine's default
     bool        exit_with_parent = false;
+    bool        own_process_group = false;  // --own-process-group: setpgid(0, 0) at start, same session
     bool        eager            = false;  // --eager: accelerator engines run op by op, no trace (debugging)
     int         frame_timeout_ms = 30000;  // --frame-timeout-ms / RFDETR_FRAME_TIMEOUT_MS: a half-sent frame's stall limit
     int         nice             = 0;      // --nice / RFDETR_NICE: -20..0, raised at start when permitted (priority.h)

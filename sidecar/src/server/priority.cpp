@@ -63,8 +63,11 @@ priority_result priority_raise(int requested) {
     errno  = 0;
     r.nice = getpriority(PRIO_PROCESS, 0);
 
-    // With autogroup scheduling the CPU is first shared between sessions: the sidecar (spawned detached, so
-    // leading a session of its own) outranks the server's session only by its autogroup's nice.
+    // With autogroup scheduling the CPU is first shared between sessions. A sidecar that leads a session of its
+    // own (started by hand, by an older server, or as a systemd unit) outranks other sessions only by its
+    // autogroup's nice; one that rfdetr serve started shares the server's session (--own-process-group), where
+    // the thread nice values above already order its threads against the server's, and the session's
+    // autogroup, the server's too, is left alone ("not a session leader").
     if (!autogroup_enabled()) {
         r.autogroup = "off";
     } else if (getsid(0) != getpid()) {

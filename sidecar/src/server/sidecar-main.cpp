@@ -112,6 +112,14 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }
+    // First, so that a terminal's Ctrl-C meant for the parent finds this process in a group of its own as soon
+    // as possible. The parent does not spawn it in a new session (setsid): sessions are the kernel's autogroups,
+    // and a sidecar leading its own would get half the CPU against the parent's whole session whatever the
+    // threads' nice values (priority.cpp; SERVING.md, "CPU priority of the engine").
+    if (opts.own_process_group && setpgid(0, 0) != 0) {
+        std::fprintf(stderr, "rfdetr-sidecar: --own-process-group: setpgid: %s; carrying on in the parent's group\n",
+                     std::strerror(errno));
+    }
     // Before any thread exists (the engine's pool, the pipeline): they inherit the main thread's nice value.
     priority_result prio = priority_raise(opts.nice);
     // --load-nice only where --nice was applied: coming back from a higher nice needs that privilege.

@@ -32,10 +32,11 @@ TEST(options, env_fills_in_and_flags_win) {
     EXPECT_EQ(o.device_id, 2);
     EXPECT_FALSE(o.exit_with_parent);
     EXPECT_FALSE(o.eager);
+    EXPECT_FALSE(o.own_process_group);
 
     rfdetr::sidecar_options f;
     ASSERT_EQ(parse({"--socket", "/flag.sock", "--engine=cpu", "--threads", "1", "--device-id=0", "--precision", "bf16",
-                     "--exit-with-parent", "--eager"}, f, err),
+                     "--exit-with-parent", "--eager", "--own-process-group"}, f, err),
               rfdetr::options_status::OPTIONS_OK) << err;
     EXPECT_EQ(f.socket_path, "/flag.sock");
     EXPECT_EQ(f.engine, "cpu");
@@ -45,6 +46,7 @@ TEST(options, env_fills_in_and_flags_win) {
     EXPECT_EQ(f.precision, "bf16");
     EXPECT_TRUE(f.exit_with_parent);
     EXPECT_TRUE(f.eager);
+    EXPECT_TRUE(f.own_process_group);
     rfdetr::sidecar_options q;
     ASSERT_EQ(parse({"--precision", "int8"}, q, err), rfdetr::options_status::OPTIONS_OK) << err;
     EXPECT_EQ(q.precision, "int8");
@@ -62,6 +64,8 @@ TEST(options, bad_values_name_the_flag_and_value) {
     EXPECT_NE(err.find("--exit-with-parent takes no value"), std::string::npos) << err;
     EXPECT_EQ(parse({"--eager=1"}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
     EXPECT_NE(err.find("--eager takes no value"), std::string::npos) << err;
+    EXPECT_EQ(parse({"--own-process-group=1"}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
+    EXPECT_NE(err.find("--own-process-group takes no value"), std::string::npos) << err;
     EXPECT_EQ(parse({"--engine", ""}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
     EXPECT_EQ(parse({"-x"}, o, err), rfdetr::options_status::OPTIONS_USAGE_ERROR);
     EXPECT_NE(err.find("unknown flag '-x'"), std::string::npos) << err;
