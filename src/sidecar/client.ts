@@ -38,6 +38,13 @@ interface Pending {
   cleanup: () => void;
 }
 
+/** Where this connection's writes stood at a moment (SidecarConnection.writeMark()). */
+export interface WriteMark {
+  at: number;
+  /** Bytes libuv held for the kernel then. */
+  queued: number;
+}
+
 /** A reply and when it was read; `writtenAt` is when the request frame left (undefined if not yet told). */
 interface Replied {
   message: WireMessage;
@@ -67,6 +74,8 @@ export class SidecarConnection {
   #closing = false;
   /** performance.now() when the last frame from the sidecar was read (-Infinity before the first after the hello). */
   #lastReadAt = -Infinity;
+  /** performance.now() when the last request frame was handed whole to the kernel. */
+  #lastWrittenAt = -Infinity;
   readonly #shm: ShmChannel;
   readonly #decoders: DecoderCaps;
 
@@ -101,6 +110,30 @@ export class SidecarConnection {
   /** When the last frame from the sidecar (any reply or error, to any request) was read: it is alive then. */
   get lastReadAt(): number {
     return this.#lastReadAt;
+  }
+
+  /** Where the writes stand now, for wroteSince(). */
+  writeMark(): WriteMark {
+    return { at: performance.now(), queued: this.#kernelQueue() };
+  }
+
+  /**
+   * Whether bytes went from this process to the kernel since `mark`: a frame finished, or the one being written
+   * shrank. The kernel takes them only as the sidecar reads, so a request still unwritten behind a large frame
+   * (a 200 MB image) says nothing against the sidecar while this is true.
+   */
+  wroteSince(mark: WriteMark): boolean {
+    return this.#lastWrittenAt >= mark.at || this.#kernelQueue() < mark.queued;
+  }
+
+  /**
+   * Bytes libuv holds for the kernel on this socket. No public API reports a partial write's progress (Node's
+   * writableLength counts a frame until its callback); the stream handle's writeQueueSize is libuv's live
+   * count (0 where a Node release lacks it, and then only finished frames count).
+   */
+  #kernelQueue(): number {
+    const handle = (this.#socket as unknown as { _handle?: { writeQueueSize?: unknown } })._handle;
+    return typeof handle?.writeQueueSize === 'number' ? handle.writeQueueSize : 0;
   }
 
   /** Age in ms of the oldest infer the sidecar has not answered (0 when none): a stuck forward shows here. */
@@ -237,6 +270,7 @@ export class SidecarConnection {
       for (let i = 0; i < frame.length - 1; i++) this.#socket.write(frame[i]!);
       this.#socket.write(frame[frame.length - 1]!, () => {
         p.writtenAt = performance.now();
+        this.#lastWrittenAt = p.writtenAt;
       });
       this.#socket.uncork();
     });

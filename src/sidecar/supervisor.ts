@@ -6,7 +6,8 @@
 // counting as a crash. External mode connects to a sidecar someone else runs (systemd) and reconnects with the
 // same backoff and cap instead of spawning. A ready sidecar that misses a ping is `unresponsive` (not served,
 // /ready 503) until it answers one again, and is killed after `maxMissedPings` in a row. A ping is missed only
-// when nothing at all came from the sidecar while it waited: a reply to another request shows it alive.
+// when nothing at all came from the sidecar while it waited: a reply to another request shows it alive, and so
+// does a ping still queued behind frames the sidecar was reading (the kernel took bytes of them meanwhile).
 //
 // The lifecycle is one value, #phase, with the data that phase owns:
 //   starting → ready ⇄ unresponsive → restarting (backoff, then the next launch) → ready … | failed | stopped
@@ -58,7 +59,8 @@ export interface SidecarBackendOptions {
   defaultDeadlineMs?: number;
   /**
    * Liveness pings every `pingIntervalMs` (default 2 000), each answered within `pingTimeoutMs` (default
-   * 2 000) or missed (no frame at all from the sidecar meanwhile): one miss → `unresponsive`, `maxMissedPings`
+   * 2 000) or missed (no frame at all from the sidecar meanwhile, and no bytes read by it if the ping was still
+   * queued behind other frames): one miss → `unresponsive`, `maxMissedPings`
    * (default 5) in a row → killed and restarted.
    */
   pingIntervalMs?: number;
@@ -479,6 +481,7 @@ export class SidecarBackend implements InferenceBackend {
     }
     live.pinging = true;
     const sentAt = performance.now();
+    const mark = conn.writeMark();
     try {
       await conn.ping(this.#o.pingTimeoutMs);
       this.#alive(attempt, conn, live, 'answered a ping');
@@ -488,6 +491,13 @@ export class SidecarBackend implements InferenceBackend {
         // Its answers to other requests arrived while the ping waited: the process reads, works and writes.
         this.#log.debug('sidecar answered other requests but not the ping in time; counted alive', { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
         this.#alive(attempt, conn, live, 'answered another request');
+        return;
+      }
+      if (e.details?.written === false && conn.wroteSince(mark)) {
+        // The ping never left: it waited behind frames (a 200 MB image) that the sidecar was still reading.
+        // The kernel took bytes meanwhile, so the process reads; one that stops reading stops the bytes too.
+        this.#log.debug('the ping waited behind frames the sidecar was reading; counted alive', { timeoutMs: this.#o.pingTimeoutMs, ...this.#fields });
+        this.#alive(attempt, conn, live, 'read the frames before the ping');
         return;
       }
       live.missed++;

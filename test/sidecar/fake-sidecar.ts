@@ -22,6 +22,8 @@
 //                   every later one at once
 //   mute-pings      as ok, but never answer a ping (infers are answered at once): busy or wedged, only the
 //                   replies tell
+// 'slow-reader': reads its socket at about 6 MB/s (what the kernel holds is taken every 10 ms) and holds its
+// infers' replies until a ping arrives (so nothing but bytes read shows it alive while a backlog drains).
 // FAKE_VARIANT=NAME: the variant its hello names (default base).
 // FAKE_LOG_PINGS=1: log each ping answered (or left unanswered) on stderr.
 // FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
@@ -81,6 +83,7 @@ const NQ = 300;
 const NC = 91;
 const labels = ['N/A', ...Array.from({ length: NC - 1 }, (_, i) => `label-${i + 1}`)];
 const sockets = new Set<net.Socket>();
+const slowHeld: Array<() => void> = [];
 
 function stop(code: number): void {
   for (const s of sockets) s.destroy();
@@ -128,6 +131,7 @@ const server = net.createServer((sock) => {
     } else if (m.op === 'ping') {
       const mute = scenario === 'mute-pings';
       if (process.env.FAKE_LOG_PINGS) process.stderr.write(`fake-sidecar: ping ${m.id} ${mute ? 'not answered' : 'answered'}\n`);
+      if (scenario === 'slow-reader') for (const answer of slowHeld.splice(0)) answer();
       if (!mute) sock.write(encodeFrame({ kind: 'reply', id: m.id, ok: true }));
     } else if (m.op === 'shutdown') {
       if (scenario === 'stubborn') return;
@@ -153,10 +157,20 @@ const server = net.createServer((sock) => {
         ? { kind: 'reply', id: m.id, ok: true, logits: f32Bytes(logits), pred_boxes: f32Bytes(boxes), preprocess_ms: 0, forward_ms: 0.25 }
         : { kind: 'reply', id: m.id, ok: true, outputs, preprocess_ms: 0, forward_ms: 0.25 }));
       if (held) held.push(reply);
+      else if (scenario === 'slow-reader') slowHeld.push(reply);
       else reply();
     }
   }, () => sock.destroy());
-  sock.on('data', (d: Buffer) => reader.push(d));
+  if (scenario === 'slow-reader') {
+    sock.pause();
+    const tick = setInterval(() => {
+      const d = sock.read() as Buffer | null;
+      if (d) reader.push(d);
+    }, 10);
+    sock.on('close', () => clearInterval(tick));
+  } else {
+    sock.on('data', (d: Buffer) => reader.push(d));
+  }
 });
 
 mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });

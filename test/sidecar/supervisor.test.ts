@@ -192,6 +192,29 @@ test('fake sidecar: a sidecar answering infers but not pings stays ready; once i
   assert.notEqual(b.pid, firstPid);
 });
 
+test('fake sidecar: a ping queued behind frames the sidecar is still reading is not missed; a sidecar that reads nothing is', async (t) => {
+  const { b, logs } = fake(t, 'slow-reader', { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 2 });
+  await b.ready();
+  const firstPid = b.pid!;
+  const states: BackendState[] = [];
+  b.onStateChange((s) => states.push(s));
+  // Four 3.8 MB frames at the fake's ~6 MB/s: each ping waits unwritten for seconds, 20 times its deadline,
+  // and no reply comes meanwhile (the fake holds them until a ping reaches it).
+  const px = rampPixels();
+  const results = await Promise.all(Array.from({ length: 4 }, () => b.infer({ pixelValues: px }, { deadlineMs: 60_000 }).catch((e: Error) => e)));
+  assert.deepEqual(results.filter((r) => r instanceof Error).map(String), []);
+  assert.deepEqual(states, [], 'no state change while the sidecar read the backlog');
+  assert.ok(!logs.some((l) => l.includes('missed a ping')), logs.filter((l) => /ping/.test(l)).join('\n'));
+  assert.ok(logs.some((l) => l.includes('the ping waited behind frames the sidecar was reading')), 'the pings did wait unwritten');
+  // The next start reads but answers no ping: nothing was queued, so the misses still count and kill it.
+  b.destroy();
+  const second = fake(t, 'mute-pings', { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 2 });
+  await second.b.ready();
+  await waitState(second.b, 'restarting');
+  assert.ok(second.logs.some((l) => l.includes('missed 2 pings')), second.logs.join('\n'));
+  assert.notEqual(second.b.pid, firstPid);
+});
+
 test('fake sidecar: a garbage frame is a protocol error, the sidecar is replaced', async (t) => {
   const { b } = fake(t, 'garbage,ok');
   await b.ready();
