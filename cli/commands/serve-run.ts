@@ -10,7 +10,7 @@ import { checkDistinctIds, parseWeightsFlag, readModelsFile, type ModelEntry } f
 import { withFields } from '../../src/log.ts';
 import { RfdetrError } from '../../src/errors.ts';
 import { resolveWeights, type ResolvedWeights } from '../../src/weights/resolve.ts';
-import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
+import { lowerDecodePriority, lowerMainPriority } from '../../src/image/decode-priority.ts';
 import { createReloader, modelIdOf, startModel, type ModelStartOptions, type ReloadReport, type StartedModel } from './serve-models.ts';
 
 import { planMembers } from '../../src/sidecar/devices.ts';
@@ -55,6 +55,7 @@ export interface ServeFlags extends Omit<EngineFlags, 'weights'> {
   openDocs?: boolean;
   trustProxy?: boolean;
   decodeNice: number;
+  serverNice: number;
   engineNice: number;
   swapNice: number;
 }
@@ -94,20 +95,24 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   const pool = poolFor(ctx, f, engine?.hostCores ?? null);
   // Before the first decode; the sidecar is spawned by the main thread, which keeps its priority.
   const decodePriority = await lowerDecodePriority(f.decodeNice);
-  if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the main thread and the sidecar keep ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}${decodePriority.autogroup ? '; the kernel\'s autogroup scheduling is on: the sidecar\'s session gets an even share of the CPU against the server\'s whatever their threads\' nice (SERVING.md, --decode-nice)' : ''}`);
+  if (decodePriority.nice !== null) log(`decode threads: ${decodePriority.threads} reniced to ${decodePriority.nice} (--decode-nice ${f.decodeNice}; the sidecars start at ${decodePriority.nice - f.decodeNice})${decodePriority.note ? `; ${decodePriority.note}` : ''}${decodePriority.autogroup ? '; the kernel\'s autogroup scheduling is on: the server and its sidecars share one session, whose share of the CPU other sessions on this host split evenly with it (SERVING.md, --decode-nice)' : ''}`);
   else if (f.decodeNice !== 0) logger.log('warn', `--decode-nice ${f.decodeNice}: not applied: ${decodePriority.note}`, { event: 'decode_nice_unsupported' });
   const startOptions: ModelStartOptions = {
     ctx, logger, engine: f.engine, precision: f.precision, threads: f.threads, nice: f.engineNice, swapNice: f.swapNice, model: f.model, revision: f.revision, pool,
   };
   const fingerprints = new Map<string, string>();
   let specs: ModelSpec[];
+  const started: StartedModel[] = [];
   if (f.sidecarSocket) specs = [await externalModel(ctx, f, logger)];
   else {
-    const started: StartedModel[] = [];
     for (const e of entries) started.push(await startModel(startOptions, e, !several));
     specs = started.map((m) => m.spec);
-    started.forEach((m) => fingerprints.set(modelIdOf(m.spec), m.fingerprint));
   }
+  // Once the sidecars run (they keep the priority they started with): the main thread yields to their engines.
+  const mainPriority = lowerMainPriority(f.serverNice);
+  if (mainPriority.nice !== null) log(`main thread: nice ${mainPriority.nice} (--server-nice ${f.serverNice}): under load the sidecars' engines get the cores first; a sidecar started later (a restart, a reload) inherits it`);
+  else if (f.serverNice !== 0) logger.log('warn', `--server-nice ${f.serverNice}: not applied: ${mainPriority.note}`, { event: 'server_nice_not_applied' });
+  started.forEach((m) => fingerprints.set(modelIdOf(m.spec), m.fingerprint));
   const destroyAll = (e: Error) => {
     for (const s of specs) s.backend.destroy(e);
   };
@@ -129,7 +134,7 @@ export async function runServe(ctx: CliContext, f: ServeFlags, engine: EngineFac
   let reload: (() => Promise<ReloadReport>) | undefined;
   const server = createServer({
     models: specs, minReady, queueSize: f.queueSize, deadlineMs: f.deadlineMs, logger, allowUrlHosts: f.allowUrlHost,
-    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy, decodePriority, engineNice: f.sidecarSocket ? null : f.engineNice,
+    memoryLimit: f.memoryLimit, apiKeys, openMetrics: f.openMetrics, openDocs: f.openDocs, trustProxy: f.trustProxy, decodePriority, mainPriority, engineNice: f.sidecarSocket ? null : f.engineNice,
     videoLimits: {
       maxBytes: f.videoMaxBytes, maxDurationS: f.videoMaxDurationS, maxFrames: f.videoMaxFrames, maxVideos: f.videoMaxConcurrent,
       maxUploads: f.videoMaxUploads, clientUploads: f.videoClientUploads, diskLimit: f.videoDiskLimit, minUploadRate: f.videoMinUploadRate,

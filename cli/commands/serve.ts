@@ -7,7 +7,7 @@ import { DEFAULT_VIDEO_LIMITS } from '../../src/http/video-limits.ts';
 import { parseDeviceList } from '../../src/sidecar/devices.ts';
 import { MIN_MEMORY_LIMIT } from '../../src/http/memory-budget.ts';
 import { parseAllowedHost } from '../../src/image/allowed-host.ts';
-import { DEFAULT_DECODE_NICE } from '../../src/image/decode-priority.ts';
+import { DEFAULT_DECODE_NICE, DEFAULT_SERVER_NICE } from '../../src/image/decode-priority.ts';
 import { DEFAULT_ENGINE_NICE } from '../../src/sidecar/backend.ts';
 import type { CliContext } from '../context.ts';
 import { checkEngine } from '../engine-check.ts';
@@ -88,7 +88,8 @@ export function serveCommand(ctx: CliContext): Command {
     .addOption(new Option('--min-ready-devices <n>', '/ready is 200 while at least this many sidecars are ready (default 1)').argParser(intParser(1, 1024)).default(1))
     .addOption(new Option('--allow-url-host <host>', 'let /predict fetch image_url from HOST (ports 80/443) or HOST:PORT (repeatable; off by default); a loopback or private address must be named as the address itself').argParser(parseUrlHost))
     .addOption(new Option('--decode-nice <n>', `the server's decode threads (sharp, libuv's pool) run this much nicer than its main thread and the sidecar's engine, so one client's huge decodes do not slow every client's forward; 0 = off (Linux only)`).argParser(intParser(0, 19)).default(DEFAULT_DECODE_NICE))
-    .addOption(new Option('--engine-nice <n>', `-20..0: the spawned sidecar raises its CPU priority (every thread, and its session's autogroup) to this nice value at start, where the host permits it (root, CAP_SYS_NICE, RLIMIT_NICE; else a warning and it runs as started; /info sidecar.nice says which); 0 = off (Linux only)`).argParser(intParser(-20, 0)).default(DEFAULT_ENGINE_NICE))
+    .addOption(new Option('--server-nice <n>', `once its sidecars run, the server's main thread (request handling) runs this much nicer, so under load the engines' forward threads get the cores first; needs no privilege. A sidecar started later (a restart, a reload) inherits it and then shares the main thread's priority; 0 = off (Linux only)`).argParser(intParser(0, 19)).default(DEFAULT_SERVER_NICE))
+    .addOption(new Option('--engine-nice <n>', `-20..0: the spawned sidecar raises its CPU priority (every thread; it shares the server's session and autogroup) to this nice value at start, where the host permits it (root, CAP_SYS_NICE, RLIMIT_NICE; else a warning and it runs as started; /info sidecar.nice says which); 0 = off (Linux only)`).argParser(intParser(-20, 0)).default(DEFAULT_ENGINE_NICE))
     .addOption(new Option('--swap-nice <n>', '0..19: a sidecar a reload starts (SIGHUP, POST /admin/reload) loads its checkpoint and warms up at this nice, so the models already serving keep the cores, then goes back to --engine-nice before it serves; only where --engine-nice is applied (going back needs that privilege); 0 = off (the default: at 19 on a host saturated by other work, one measured swap took 134 s to be ready instead of 3-6 s)').argParser(intParser(0, 19)).default(0))
     .addOption(new Option('--log-level <level>', `${LOG_LEVELS.join(' | ')}`).argParser(parseLogLevel).default('info'))
     .addOption(new Option('--models <file>', 'serve the models a JSON file lists, {"models": [{"id": "nano", "weights": DIR, "engine"?: E, "precision"?: P}]}, each its own sidecar and queue; re-read on SIGHUP (a new or changed model is swapped in without downtime, a removed one answers 404)'))

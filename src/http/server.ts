@@ -7,7 +7,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { drainingError, RfdetrError, type ErrorCode } from '../errors.ts';
 import { MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, decodeImage, type DecodeOptions, type RgbImage } from '../image/decode.ts';
 import { createUrlFetcher } from '../image/fetch-url.ts';
-import type { DecodePriority } from '../image/decode-priority.ts';
+import type { DecodePriority, MainPriority } from '../image/decode-priority.ts';
 import type { InferenceBackend } from '../sidecar/backend.ts';
 import { Admission, DEFAULT_LIMITS, clientShareOf } from './admission.ts';
 import { ApiKeys, requireApiKey } from './auth.ts';
@@ -84,6 +84,8 @@ export interface CreateServerOptions {
   trustProxy?: boolean;
   /** What `lowerDecodePriority` (src/image/decode-priority.ts) did at start-up, for /info; absent: not called. */
   decodePriority?: DecodePriority;
+  /** What `lowerMainPriority` (--server-nice) did once the sidecars ran, for /info; absent: not called. */
+  mainPriority?: MainPriority;
   /** serve --engine-nice: the nice value the spawned sidecar was asked for (null: an external sidecar). */
   engineNice?: number | null;
   /** Requests in flight on one connection (pipelining); more → 503 and the connection closes. Default 2. */
@@ -245,6 +247,7 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
       allow_url_hosts: [...(opts.allowUrlHosts ?? [])],
       api_keys: apiKeys.enabled, trust_proxy: opts.trustProxy === true,
       decode_nice: opts.decodePriority ?? null,
+      server_nice: opts.mainPriority ?? null,
       engine_nice: opts.engineNice ?? null,
       min_ready: lanes.minReady,
       admin_reload: opts.admin !== undefined,

@@ -1,4 +1,5 @@
-// The server's helper threads at a lower CPU priority than its main thread and its sidecar. On a host whose
+// The server's threads at a lower CPU priority than its sidecar's engine: the helper threads below the main
+// thread (--decode-nice), then the main thread itself below the sidecars once they run (--server-nice). On a host whose
 // engine computes on the same cores (the cpu engine's forward threads in the sidecar), the decodes of one
 // client's huge images (sharp: libuv's pool and libvips's workers), the inflates of its compressed bodies and
 // the writes of its 200 MB frames otherwise take a core from every other client's forward: under the red-team
@@ -25,9 +26,8 @@ export interface DecodePriority {
   /**
    * The kernel's autogroup scheduling is on (kernel.sched_autogroup_enabled = 1): outside a cpu cgroup (a
    * container's), the CPU is first shared evenly between sessions, and nice values order threads only within
-   * one. The sidecar runs in a session of its own (its own process group, for Ctrl-C), so it gets a session's
-   * share however the server's threads are niced; lowering the server's whole session is the operator's
-   * choice (SERVING.md, --decode-nice).
+   * one. The sidecar runs in the server's session (a process group of its own, for Ctrl-C), so the nice
+   * values order its threads against the server's; other sessions on the host get their even shares.
    */
   autogroup?: true;
 }
@@ -84,4 +84,37 @@ function autogroupOn(): boolean {
   } catch {
     return false;
   }
+}
+
+/** What lowerMainPriority did, for /info and the start-up log. */
+export interface MainPriority {
+  /** The requested increment (--server-nice); 0 = off. */
+  delta: number;
+  /** The main thread's nice value now; null when nothing was done. */
+  nice: number | null;
+  /** Why nothing was changed; absent when the main thread got `nice`. */
+  note?: string;
+}
+
+export const DEFAULT_SERVER_NICE = 5;
+
+/**
+ * Gives the calling (main) thread its nice + `delta` (at most 19): Linux's setpriority(PRIO_PROCESS, 0) is per
+ * thread. Call it once the sidecars run: a process this thread starts afterwards (a restarted or swapped-in
+ * sidecar, ffmpeg) inherits the value, and an unprivileged process cannot lower it again. Under the red-team
+ * attack (bench/redteam, unprivileged, quiet Zen 4) the main thread at 0 took a third of the CPU from the
+ * engine's two forward threads (forward 0.97 s against 0.49 s alone; the legitimate client's p50 10.9 s); at
+ * +5, 0.73 s and p50 4.0 s.
+ */
+export function lowerMainPriority(delta: number): MainPriority {
+  if (!Number.isInteger(delta) || delta < 0 || delta > 19) throw new RangeError(`Expected an integer 0–19 for the server nice increment but received ${delta}`);
+  if (delta === 0) return { delta, nice: null, note: 'off (--server-nice 0)' };
+  if (process.platform !== 'linux') return { delta, nice: null, note: `per-thread priorities are Linux-only; on ${process.platform} the main thread's priority would be the whole process's` };
+  const nice = Math.min(19, os.getPriority(0) + delta);
+  try {
+    os.setPriority(0, nice);
+  } catch (e) {
+    return { delta, nice: null, note: `setpriority(${nice}): ${(e as Error).message}` };
+  }
+  return { delta, nice: os.getPriority(0) };
 }

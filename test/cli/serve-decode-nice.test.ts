@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { sidecarBinary, testFixturesDir } from '../../src/config/paths.ts';
-import { lowerDecodePriority } from '../../src/image/decode-priority.ts';
+import { lowerDecodePriority, lowerMainPriority } from '../../src/image/decode-priority.ts';
 import { skipOrFail } from '../helpers/skip.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { startServe } from '../helpers/serve-child.ts';
@@ -38,7 +38,7 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   if (process.platform !== 'linux') return skipOrFail(t, 'per-thread nice values are read from Linux\'s /proc; run on Linux');
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
   const weights = await synthWeights();
-  const { child, base, log: serveLog } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--log-level', 'warn']);
+  const { child, base, log: serveLog } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--decode-nice', '7', '--engine-nice', '0', '--server-nice', '0', '--log-level', 'warn']);
 
   // Decodes run on libuv's pool and start libvips's workers: several at once, so that more than one is needed.
   const image = fs.readFileSync(path.join(testFixturesDir, 'rfdetr-synth', 'case-1', 'input.png')).toString('base64');
@@ -63,4 +63,32 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   assert.ok(engine.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(engine)}`);
   assert.deepEqual(engine.filter((th) => th.nice !== main.nice), [], `every sidecar thread at the main thread's nice ${main.nice}`);
   assert.equal(main.nice, threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice, 'the main thread keeps the nice it was started with');
+});
+
+test('lowerMainPriority: 0 changes nothing; outside 0–19 is a RangeError naming the value', () => {
+  const before = threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice;
+  assert.deepEqual(lowerMainPriority(0), { delta: 0, nice: null, note: 'off (--server-nice 0)' });
+  assert.equal(threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice, before);
+  assert.throws(() => lowerMainPriority(20), /Expected an integer 0–19 for the server nice increment but received 20/);
+  assert.throws(() => lowerMainPriority(-1), /but received -1/);
+});
+
+test('serve --server-nice 3: once the sidecar runs, the server\'s main thread at +3 and the sidecar\'s threads at the nice they started with; /info says so', { timeout: 300_000 }, async (t) => {
+  if (process.platform !== 'linux') return skipOrFail(t, 'per-thread nice values are read from Linux\'s /proc; run on Linux');
+  assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
+  const weights = await synthWeights();
+  const { child, base } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--server-nice', '3', '--engine-nice', '0', '--log-level', 'warn']);
+  const started = threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice;  // what the server inherited
+  const pid = child.pid!;
+  const main = threadsOf(pid).find((th) => th.tid === pid)!;
+  const want = Math.min(19, started + 3);
+  assert.equal(main.nice, want, 'the server\'s main thread runs 3 nicer than it started');
+  const info = (await (await fetch(`${base}/info`)).json()) as { serving: { server_nice: unknown } };
+  assert.deepEqual(info.serving.server_nice, { delta: 3, nice: want });
+  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
+  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
+  const engine = threadsOf(sidecar);
+  assert.ok(engine.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(engine)}`);
+  assert.deepEqual(engine.filter((th) => th.nice !== started), [], `every sidecar thread at nice ${started}, as started`);
 });

@@ -138,7 +138,7 @@ describe('when ready', () => {
       assert.deepEqual(b.serving, {
         queue_size: 7, client_queue_share: 4, deadline_ms: 1234, prep_concurrency: b.serving.prep_concurrency, engine_concurrency: 1, max_bodies: 256,
         body_timeout_ms: 30000, memory_limit_bytes: 1024 * 1024 * 1024, max_image_work_bytes: 512 * 1024 * 1024, allow_url_hosts: [],
-        api_keys: false, trust_proxy: false, decode_nice: null, engine_nice: null, min_ready: 1, admin_reload: false,
+        api_keys: false, trust_proxy: false, decode_nice: null, server_nice: null, engine_nice: null, min_ready: 1, admin_reload: false,
       });
       assert.equal(b.device_params.threads, 2);
       assert.equal(b.source.tt_port.commit, '5b0149869465892477141b4c1dfc4622db0d1ec5');
