@@ -82,11 +82,8 @@ COPY --from=build /opt/rfdetr /opt/rfdetr
 # The libraries the TT sidecar's rpath names (nothing for a CPU build); headers stay in the build stage.
 COPY --from=ttnn-sdk /opt/ttnn-sdk/wheel /opt/ttnn-sdk/wheel
 
-# MALLOC_ARENA_MAX=2: glibc's per-thread malloc arenas kept 756-772 MB of the server's RSS 60 s after the
-# red-team attack, 212-281 MB with two (bench/README.md, "The server's main thread yields to the engine").
 ENV PATH=/opt/rfdetr/bin:${PATH} \
     NODE_ENV=production \
-    MALLOC_ARENA_MAX=2 \
     HOME=/var/lib/rfdetr \
     HF_HOME=/var/cache/rfdetr/huggingface \
     TT_METAL_CACHE=/var/cache/rfdetr/tt-metal \

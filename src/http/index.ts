@@ -13,6 +13,7 @@
 //   client-id.ts         who a request is, for the fair share
 //   connection-guard.ts  per-connection limits (pipelined requests, answers nobody reads)
 //   active.ts            the requests in progress, for the drain, and the wait that ends when one is aborted
+//   idle-gc.ts           one full garbage collection when the server goes quiet after traffic (its RSS back down)
 //   admission.ts         the budgets a request passes through (bodies, memory, queue places, decode slots)
 //   memory-budget.ts     the one memory budget (--memory-limit) for everything a request holds
 //   limiter.ts           the weighted semaphore the budgets are made of, fair across clients

@@ -21,6 +21,7 @@ import { ServerMetrics } from './metrics.ts';
 import { createPredictHandler } from './predict.ts';
 import { createRequestListener } from './predict-route.ts';
 import type { ActivePredict } from './active.ts';
+import { IdleCollector, exposedGc } from './idle-gc.ts';
 import { registerProbes, type WeightsInfo } from './probes.ts';
 import type { ModelIdentity } from './model-identity.ts';
 import { createVideoHandler, type OpenVideo } from './predict-video.ts';
@@ -62,6 +63,8 @@ export interface CreateServerOptions {
   weights?: WeightsInfo;
   /** COCO-91 labels by class index, used when the backend's hello carries none. */
   labels?: readonly string[];
+  /** A full garbage collection once the server has been quiet this long after traffic (idle-gc.ts); 0 = never. Default 10000. */
+  idleGcMs?: number;
   /** Images admitted and not yet on the engine (one client: half); more → 503. Default 32. */
   queueSize?: number;
   /** Per-request deadline from arrival to response, ms; → 504. Default 60000. */
@@ -323,13 +326,25 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
     errorsFor(req.path).send(res, err);
   });
 
+  const handle = createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e));
+  let requests = 0;
+  const idleGcMs = opts.idleGcMs ?? 10_000;
+  const gc = idleGcMs > 0 ? exposedGc() : null;
+  if (gc instanceof Error) logger.log('warn', `the idle garbage collection is off: ${gc.message}`, { event: 'idle_gc_unavailable' });
+  const stopIdleGc = gc && !(gc instanceof Error)
+    ? new IdleCollector({ activity: () => requests, busy: () => active.size > 0 || sum((l) => l.engine.inFlight) > 0, collect: gc }).start(idleGcMs)
+    : () => {};
   const lifecycle = createLifecycle({
-    app, listener: createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e)), lanes, logger, active,
+    app, listener: (req, res) => {
+      requests++;
+      handle(req, res);
+    }, lanes, logger, active,
     serving: () => notReady() === undefined,
     readyFields: { queue_size: admission.limits.queueSize, deadline_ms: deadlineMs },
   });
   const drain = (ms: number) => {
     draining = true;
+    stopIdleGc();
     return lifecycle.drain(ms);
   };
 
