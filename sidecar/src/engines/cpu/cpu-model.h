@@ -146,7 +146,7 @@ class model {
     const checkpoint & ckpt_;
     precision          prec_;
     precision          projector_prec_;
-    bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16
+    bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16, or AVX512-BF16 on AMD
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
