@@ -2,6 +2,8 @@
 // numbers in msgpackr's forms, so both languages produce identical bytes for the golden frames.
 #include "protocol/protocol-internal.h"
 
+#include <cstring>
+
 namespace rfdetr {
 
 using wire::k_field_names;
@@ -67,6 +69,19 @@ void pack_output_values(msgpack::packer<vector_writer> & pk, const message & m) 
 void pack_number(msgpack::packer<vector_writer> & pk, double v) {
     if (v >= 0.0 && v < 4294967296.0 && v == static_cast<double>(static_cast<uint64_t>(v))) {
         pk.pack_uint64(static_cast<uint64_t>(v));
+    } else if (v >= 18446744073709551616.0) {
+        // From 2^64 up (2^64 is a client's uint64 maximum read as a double): msgpack-cxx's pack_double and
+        // pack_float admit 2^64 to their integer path (their bound, double(UINT64_MAX), rounds up to 2^64) and
+        // convert it to uint64_t, which is undefined behaviour (protocol-fuzz under UBSan,
+        // finding-protocol-threshold-2p64). Written here as the float64 they write for larger values: 0xcb and
+        // the 8 bytes big-endian, appended as a body (pack_str_body appends its bytes as they are).
+        uint64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof bits);
+        char raw[9] = {static_cast<char>(0xcb)};
+        for (int i = 0; i < 8; i++) {
+            raw[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+        }
+        pk.pack_str_body(raw, sizeof raw);
     } else {
         pk.pack_double(v);
     }

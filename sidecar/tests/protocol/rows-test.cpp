@@ -158,6 +158,24 @@ TEST(protocol_rows, a_negative_integral_threshold_round_trips_for_the_server_to_
     }
 }
 
+TEST(protocol_rows, a_threshold_of_2_to_the_64_round_trips_without_undefined_behaviour) {
+    // protocol-fuzz (sidecar/fuzz/corpus/protocol-fuzz/finding-protocol-threshold-2p64): a class threshold sent as
+    // the uint64 maximum decodes to the double 2^64, and msgpack-cxx's pack_double converted that to uint64_t
+    // (undefined: only UBSan sees it, scripts/ctest-sanitized.sh). It must encode, and decode to the same value.
+    message m = infer_with_select();
+    m.select.threshold                  = 18446744073709551616.0;
+    m.select.class_thresholds[0].second = 18446744073709551616.0;
+    message              d;
+    std::vector<uint8_t> f;
+    const auto           r = round_trip(m, d, f);
+    ASSERT_EQ(r.error, rfdetr::wire_error::WIRE_ERROR_NONE) << r.message;
+    EXPECT_EQ(d.select.threshold, 18446744073709551616.0);
+    EXPECT_EQ(d.select.class_thresholds[0].second, 18446744073709551616.0);
+    std::vector<uint8_t> again;
+    rfdetr::encode_frame(d, again);
+    EXPECT_EQ(again, f) << "the re-encoding is canonical";
+}
+
 TEST(protocol_rows, a_malformed_select_is_a_field_error_naming_what_was_expected) {
     message d;
     // {id: 5, op: infer, pixel_values: bin(4), select: <sel>}
