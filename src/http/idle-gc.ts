@@ -1,7 +1,7 @@
 // One full garbage collection when the server goes quiet after traffic. The buffers a burst of requests held
 // (bodies, decoded pixels, frames) go back to the system only once V8 collects the objects that own them, and V8
 // collects when JavaScript allocates: an idle server allocates nothing, so it kept them. Under the red-team attack
-// (bench/redteam) the server's RSS 60 s after the attack was 711-772 MB in four of seven runs; with a collection
+// (bench/redteam) the server's RSS 60 s after the attack was 702-772 MB in six of thirteen runs; with a collection
 // every 10 s, 214 MB (bench/README.md, "The server's main thread yields to the engine").
 import v8 from 'node:v8';
 import vm from 'node:vm';
