@@ -329,11 +329,12 @@ export function createServer(opts: CreateServerOptions): RfdetrServer {
   const handle = createRequestListener(app, [...common, ...predictRoute], (res, e) => errors.send(res, e));
   let requests = 0;
   const idleGcMs = opts.idleGcMs ?? 10_000;
-  const gc = idleGcMs > 0 ? exposedGc() : null;
-  if (gc instanceof Error) logger.log('warn', `the idle garbage collection is off: ${gc.message}`, { event: 'idle_gc_unavailable' });
-  const stopIdleGc = gc && !(gc instanceof Error)
-    ? new IdleCollector({ activity: () => requests, busy: () => active.size > 0 || sum((l) => l.engine.inFlight) > 0, collect: gc }).start(idleGcMs)
-    : () => {};
+  let stopIdleGc = () => {};
+  if (idleGcMs > 0) {
+    const gc = exposedGc();
+    if (gc instanceof Error) logger.log('warn', `the idle garbage collection is off: ${gc.message}`, { event: 'idle_gc_unavailable' });
+    else stopIdleGc = new IdleCollector({ activity: () => requests, busy: () => active.size > 0 || sum((l) => l.engine.inFlight) > 0, collect: gc }).start(idleGcMs);
+  }
   const lifecycle = createLifecycle({
     app, listener: (req, res) => {
       requests++;

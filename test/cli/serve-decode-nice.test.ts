@@ -26,6 +26,17 @@ function threadsOf(pid: number): ThreadNice[] {
   });
 }
 
+/** The nice value of `pid`'s main thread. */
+const mainNice = (pid: number) => threadsOf(pid).find((th) => th.tid === pid)!.nice;
+
+/** The rfdetr-sidecar among `pid`'s children, asserted present. */
+function sidecarOf(pid: number): number {
+  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
+  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
+  return sidecar;
+}
+
 test('lowerDecodePriority: 0 changes nothing; outside 0–19 is a RangeError naming the value', async () => {
   const before = threadsOf(process.pid).map((t) => t.nice);
   assert.deepEqual(await lowerDecodePriority(0), { delta: 0, nice: null, threads: 0, note: 'off (--decode-nice 0)' });
@@ -56,19 +67,16 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   assert.ok(helpers.some((th) => th.comm === 'libvips worker'), `the decodes started libvips workers: ${JSON.stringify(helpers)}`);
   assert.deepEqual(helpers.filter((th) => th.nice !== want), [], `every helper thread at nice ${want}`);
 
-  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
-  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
-  const engine = threadsOf(sidecar);
+  const engine = threadsOf(sidecarOf(pid));
   assert.ok(engine.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(engine)}`);
   assert.deepEqual(engine.filter((th) => th.nice !== main.nice), [], `every sidecar thread at the main thread's nice ${main.nice}`);
-  assert.equal(main.nice, threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice, 'the main thread keeps the nice it was started with');
+  assert.equal(main.nice, mainNice(process.pid), 'the main thread keeps the nice it was started with');
 });
 
 test('lowerMainPriority: 0 changes nothing; outside 0–19 is a RangeError naming the value', () => {
-  const before = threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice;
+  const before = mainNice(process.pid);
   assert.deepEqual(lowerMainPriority(0), { delta: 0, nice: null, note: 'off (--server-nice 0)' });
-  assert.equal(threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice, before);
+  assert.equal(mainNice(process.pid), before);
   assert.throws(() => lowerMainPriority(20), /Expected an integer 0–19 for the server nice increment but received 20/);
   assert.throws(() => lowerMainPriority(-1), /but received -1/);
 });
@@ -78,17 +86,13 @@ test('serve --server-nice 3: once the sidecar runs, the server\'s main thread at
   assert.ok(fs.existsSync(sidecarBinary()), `${sidecarBinary()} is not built; run npm run build:sidecar`);
   const weights = await synthWeights();
   const { child, base } = await startServe(t, ['--weights', weights, '--engine', 'cpu', '--threads', '2', '--server-nice', '3', '--engine-nice', '0', '--log-level', 'warn']);
-  const started = threadsOf(process.pid).find((th) => th.tid === process.pid)!.nice;  // what the server inherited
+  const started = mainNice(process.pid);  // what the server inherited
   const pid = child.pid!;
-  const main = threadsOf(pid).find((th) => th.tid === pid)!;
   const want = Math.min(19, started + 3);
-  assert.equal(main.nice, want, 'the server\'s main thread runs 3 nicer than it started');
+  assert.equal(mainNice(pid), want, 'the server\'s main thread runs 3 nicer than it started');
   const info = (await (await fetch(`${base}/info`)).json()) as { serving: { server_nice: unknown } };
   assert.deepEqual(info.serving.server_nice, { delta: 3, nice: want });
-  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
-  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
-  const engine = threadsOf(sidecar);
+  const engine = threadsOf(sidecarOf(pid));
   assert.ok(engine.length >= 2, `the sidecar runs its forward threads: ${JSON.stringify(engine)}`);
   assert.deepEqual(engine.filter((th) => th.nice !== started), [], `every sidecar thread at nice ${started}, as started`);
 });

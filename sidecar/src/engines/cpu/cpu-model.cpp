@@ -103,11 +103,9 @@ packed_weight model::pack_concat(const std::vector<const float *> & parts, int n
     return pack_weight_as(p, cat.data(), n, k, k);
 }
 
-// Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 when the bf16 GEMM's kernel (which
-// follows RFDETR_CPU_ISA) is AMX. The AVX512-BF16 attention kernel is no faster than the fp32 one (vdpbf16ps does
-// as many products per cycle as two fp32 FMAs; README.md, "Attention in bf16"), so without AMX fp32 stays.
 namespace {
-// The attention in bf16 where its kernel beats the fp32 one: on AMX always; with AVX512-BF16 alone on AMD's cores,
+// Whether the attention runs in bf16 (attention-bf16.h), at bf16 and int8, by the bf16 GEMM's kernel (which follows
+// RFDETR_CPU_ISA): where the bf16 kernel beats the fp32 one: on AMX always; with AVX512-BF16 alone on AMD's cores,
 // which run a 512-bit FMA as two halves (16 multiply-adds a cycle) and vdpbf16ps at 32: there the bf16 heads are
 // 1.6-2.2x faster than fp32 (Zen 4: global 8.66 -> 3.90 ms, window 40.5 -> 24.6 us, decoder 159 -> 81 us; README,
 // "Attention in bf16"), while Intel's two 512-bit FMA ports tie with vdpbf16ps (Sapphire Rapids capped to AVX-512:
