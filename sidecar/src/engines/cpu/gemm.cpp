@@ -58,6 +58,9 @@ void chunk256(int kc, const float * a, int as, const float * b, int ldb, float *
             for (int kk = 0; kk < kc; ++kk) _mm_prefetch(pf + 64 * kk, _MM_HINT_T0);
         }
         if (f1) {
+            // Four k steps per iteration: the loop's own instructions cost Zen 3 a quarter of the FMA rate (an L1
+            // 6x16 loop at k 128: 66 GFLOP/s rolled, 91 unrolled by 4, of a 94 peak).
+#pragma GCC unroll 4
             for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
                 const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 8
