@@ -23,7 +23,7 @@ for kernel in "$@"; do
       return v
     }
     # One function at a time: its instructions by address, then its loops (a jump back to an earlier address).
-    function check(   i, j, n, t, a, inner, fma, spill) {
+    function check(   i, j, n, a, inner, fma, spill) {
       if (!name) return
       found++
       for (i = 1; i <= nloop; i++) {

@@ -100,7 +100,8 @@ void chunk256(int kc, const float * a, int as, const float * b, int ldb, float *
         }
         // The sums leave the registers once, here: the epilogue loop below indexes rows at run time, and reading
         // c0[r]/c1[r] there made GCC 12 keep the accumulators on the stack, a store after every FMA of the k loop
-        // (twelve 256-bit stores per k step: 3x the time on Zen 3, which retires one such store per cycle).
+        // (twelve 256-bit stores per k step: the GEMMs took 2.6x as long on Zen 3, which retires one such store
+        // a cycle).
         alignas(32) float sums[R][16];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
