@@ -10,7 +10,7 @@
 #   scripts/ctest-sanitized.sh --all      every test, the CPU engine's whole forwards (cpu.*) included
 #   scripts/ctest-sanitized.sh [--server|--all] -- CTEST ARGS..   e.g. -- -R decode
 # sidecar/fuzz/README.md has the times that chose the CI tier. RFDETR_ASAN_JOBS (default 2) bounds the build's
-# parallelism; the build and the tests run under `nice -n 15`. -Werror is off here (the Release build enforces the
+# parallelism and ctest's; the build and the tests run under `nice -n 15`. -Werror is off here (the Release build enforces the
 # warnings; GCC 12's -Wmaybe-uninitialized misfires on std::regex under ASan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +41,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_erro
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 rc=0
 case $tier in
-  parsers) nice -n 15 ctest --test-dir "$build" --output-on-failure -R "$parser_tests" "$@" || rc=$? ;;
-  server) nice -n 15 ctest --test-dir "$build" --output-on-failure -E "$server_exclude" "$@" || rc=$? ;;
-  all) nice -n 15 ctest --test-dir "$build" --output-on-failure "$@" || rc=$? ;;
+  parsers) nice -n 15 ctest --test-dir "$build" --output-on-failure -j "${RFDETR_ASAN_JOBS:-2}" -R "$parser_tests" "$@" || rc=$? ;;
+  server) nice -n 15 ctest --test-dir "$build" --output-on-failure -j "${RFDETR_ASAN_JOBS:-2}" -E "$server_exclude" "$@" || rc=$? ;;
+  all) nice -n 15 ctest --test-dir "$build" --output-on-failure -j "${RFDETR_ASAN_JOBS:-2}" "$@" || rc=$? ;;
 esac
 echo "ctest-sanitized ($tier): build $((built - start)) s, ctest $(($(date +%s) - built)) s, exit $rc" >&2
 exit $rc

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The sidecar's libFuzzer targets (sidecar/fuzz/), built with clang + ASan + UBSan in sidecar/build-fuzz.
 #   scripts/fuzz.sh build                  configure (clang++) and build every target
-#   scripts/fuzz.sh run SECONDS [TARGET..] build, then run each target SECONDS (CI); default all targets
+#   scripts/fuzz.sh run SECONDS [TARGET..] build, then run each target SECONDS (CI); default all targets;
+#                                          RFDETR_FUZZ_JOBS (default 2) of them at a time
 #   scripts/fuzz.sh long SECONDS [TARGET..] the same, but the new inputs are kept in sidecar/build-fuzz/corpus
 #                                          for the next run (run starts from the committed seeds only), and a
 #                                          finding does not stop the run (-fork=1 -ignore_crashes=1): every one
@@ -18,7 +19,7 @@ targets_all=(png-fuzz jpeg-fuzz protocol-fuzz shm-fuzz safetensors-fuzz config-f
 build=sidecar/build-fuzz
 nice_cmd=(nice -n "${RFDETR_FUZZ_NICE:-15}")
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 build_all() {
   # Debian's clang, and libclang-rt-dev: libFuzzer's and the sanitizers' runtimes (only a Recommends of clang's).
@@ -76,6 +77,25 @@ run_one() {
   fi
 }
 
+# run_all SECONDS KEEP TARGET..: RFDETR_FUZZ_JOBS targets at a time (default 2: each libFuzzer process is one
+# thread, so on CI's 2 cores six targets take 3 x SECONDS instead of 6 x). Each target's lines are printed in the
+# targets' order once it ends; exits non-zero when any target found a problem (or could not run).
+run_all() {
+  local secs=$1 keep=$2; shift 2
+  local jobs=${RFDETR_FUZZ_JOBS:-2} out t fail=0 running
+  out=$(mktemp -d)
+  for t in "$@"; do
+    while running=$(jobs -rp | wc -l) && [ "$running" -ge "$jobs" ]; do wait -n || true; done
+    ( rc=0; run_one "$t" "$secs" "$keep" >"$out/$t.out" 2>"$out/$t.err" || rc=$?; echo "$rc" >"$out/$t.rc" ) &
+  done
+  wait
+  for t in "$@"; do
+    cat "$out/$t.out"; cat "$out/$t.err" >&2
+    [ "$(cat "$out/$t.rc" 2>/dev/null)" = 0 ] || { fail=1; echo "fuzz: $t failed (above)" >&2; }
+  done
+  rm -rf "$out"
+  return $fail
+}
 cmd=${1:-}; shift || true
 case "$cmd" in
   build) build_all ;;
@@ -83,9 +103,7 @@ case "$cmd" in
     secs=${1:?"fuzz: $cmd needs SECONDS per target"}; shift
     targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${targets_all[@]}")
     build_all
-    fail=0
-    for t in "${targets[@]}"; do run_one "$t" "$secs" "$([ "$cmd" = long ] && echo 1 || echo 0)" || fail=1; done
-    exit $fail ;;
+    run_all "$secs" "$([ "$cmd" = long ] && echo 1 || echo 0)" "${targets[@]}" ;;
   repro)
     t=${1:?"fuzz: repro needs TARGET FILE.."}; shift
     build_all
