@@ -11,29 +11,15 @@ import { lowerDecodePriority, lowerMainPriority } from '../../src/image/decode-p
 import { skipOrFail } from '../helpers/skip.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { startServe } from '../helpers/serve-child.ts';
-
-interface ThreadNice { tid: number; comm: string; nice: number }
-
-function threadsOf(pid: number): ThreadNice[] {
-  return fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
-    try {
-      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      return [{ tid: Number(tid), comm: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), nice: Number(fields[16]) }];
-    } catch {
-      return []; // ended between the listing and the read
-    }
-  });
-}
+import { autogroupOn, sidecarChildOf, threadsOf } from '../helpers/proc.ts';
 
 /** The nice value of `pid`'s main thread. */
 const mainNice = (pid: number) => threadsOf(pid).find((th) => th.tid === pid)!.nice;
 
 /** The rfdetr-sidecar among `pid`'s children, asserted present. */
 function sidecarOf(pid: number): number {
-  const kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  const sidecar = kids.find((k) => fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar');
-  assert.ok(sidecar !== undefined, `the server's children ${JSON.stringify(kids)} include the sidecar`);
+  const sidecar = sidecarChildOf(pid);
+  assert.ok(sidecar !== undefined, `the server (pid ${pid}) has an rfdetr-sidecar child`);
   return sidecar;
 }
 
@@ -61,7 +47,7 @@ test('serve --decode-nice 7: the server\'s helper threads (libvips workers inclu
   const main = threads.find((th) => th.tid === pid)!;
   const want = Math.min(19, main.nice + 7);
   const info = (await (await fetch(`${base}/info`)).json()) as { serving: { decode_nice: unknown } };
-  const autogroup = fs.existsSync('/proc/sys/kernel/sched_autogroup_enabled') && fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+  const autogroup = autogroupOn();
   assert.deepEqual(info.serving.decode_nice, { delta: 7, nice: want, threads: (info.serving.decode_nice as { threads: number }).threads, ...(autogroup ? { autogroup: true } : {}) });
   const helpers = threads.filter((th) => th.tid !== pid);
   assert.ok(helpers.some((th) => th.comm === 'libvips worker'), `the decodes started libvips workers: ${JSON.stringify(helpers)}`);

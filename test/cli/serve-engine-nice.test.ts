@@ -17,35 +17,10 @@ import { skipOrFail } from '../helpers/skip.ts';
 import { synthWeights } from '../helpers/synth-weights.ts';
 import { waitFor } from '../helpers/wait-for.ts';
 import { startServe } from '../helpers/serve-child.ts';
+import { autogroupOn, sidecarChildOf, threadsOf } from '../helpers/proc.ts';
 
-function nicesOf(pid: number): number[] {
-  return fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
-    try {
-      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      return [Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[16])];
-    } catch {
-      return []; // ended between the listing and the read
-    }
-  });
-}
-
-/** The rfdetr-sidecar among `parent`'s children (every thread's children: node spawns from its main thread). */
-function sidecarChildOf(parent: number): number | undefined {
-  const kids = fs.readdirSync(`/proc/${parent}/task`).flatMap((tid) => {
-    try {
-      return fs.readFileSync(`/proc/${parent}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-    } catch {
-      return [];
-    }
-  });
-  return kids.find((k) => {
-    try {
-      return fs.readFileSync(`/proc/${k}/comm`, 'utf8').trim() === 'rfdetr-sidecar';
-    } catch {
-      return false;
-    }
-  });
-}
+/** The nice values of every thread of `pid`. */
+const nicesOf = (pid: number): number[] => threadsOf(pid).map((th) => th.nice);
 
 /** Capability `bit` in this process's effective set (/proc/self/status CapEff). */
 function hasCapability(bit: number): boolean {
@@ -55,14 +30,6 @@ function hasCapability(bit: number): boolean {
 
 /** CAP_SYS_NICE (bit 23): raising a priority is permitted. */
 const maySetNice = () => hasCapability(23);
-
-function autogroupOn(): boolean {
-  try {
-    return fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
-  } catch {
-    return false;
-  }
-}
 
 /** A process's process group and session (/proc/PID/stat: pid (comm) state ppid pgrp session ...). */
 function groupOf(pid: number): { pgrp: number; session: number } {

@@ -13,6 +13,7 @@ import { packageRoot, testFixturesDir } from '../../src/config/paths.ts';
 import { startServe } from '../helpers/serve-child.ts';
 import { synthVariantWeights, synthWeights, tempDir } from '../helpers/synth-weights.ts';
 import { waitFor } from '../helpers/wait-for.ts';
+import { childrenOf } from '../helpers/proc.ts';
 import { runBin } from '../cli/helpers.ts';
 import { rawExchange } from '../http/helpers.ts';
 import { skipOrFail } from '../helpers/skip.ts';
@@ -41,20 +42,6 @@ function same(got: Det[], want: Det[]): string | null {
   return null;
 }
 
-/** The processes whose parent is `pid` (every thread's children). */
-function childrenOf(pid: number): number[] {
-  const out = new Set<number>();
-  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
-    let children = '';
-    try {
-      children = fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8');
-    } catch {
-      continue; // the thread ended since the listing
-    }
-    for (const c of children.trim().split(/\s+/)) if (c) out.add(Number(c));
-  }
-  return [...out];
-}
 const cmdline = (pid: number) => {
   try {
     return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
