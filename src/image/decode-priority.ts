@@ -34,6 +34,19 @@ export interface DecodePriority {
 
 export const DEFAULT_DECODE_NICE = 10;
 
+/**
+ * The checks both functions make first: `delta` an integer 0–19 (else a RangeError naming `flag` and the value);
+ * then why nothing is to be done (0: off; not Linux: `elsewhere` says what happens there), or null.
+ */
+function nothingToDo(delta: number, flag: '--decode-nice' | '--server-nice', elsewhere: string): string | null {
+  if (!Number.isInteger(delta) || delta < 0 || delta > 19) {
+    throw new RangeError(`Expected an integer 0–19 for the ${flag.slice(2).replace('-', ' ')} increment but received ${delta}`);
+  }
+  if (delta === 0) return `off (${flag} 0)`;
+  if (process.platform !== 'linux') return `per-thread priorities are Linux-only; on ${process.platform} ${elsewhere}`;
+  return null;
+}
+
 /** The thread ids of this process (Linux: /proc/self/task), or an Error saying why they cannot be listed. */
 function threadIds(): number[] | Error {
   try {
@@ -48,9 +61,8 @@ function threadIds(): number[] | Error {
  * from the main thread, before the first decode and before any worker thread is started.
  */
 export async function lowerDecodePriority(delta: number): Promise<DecodePriority> {
-  if (!Number.isInteger(delta) || delta < 0 || delta > 19) throw new RangeError(`Expected an integer 0–19 for the decode nice increment but received ${delta}`);
-  if (delta === 0) return { delta, nice: null, threads: 0, note: 'off (--decode-nice 0)' };
-  if (process.platform !== 'linux') return { delta, nice: null, threads: 0, note: `per-thread priorities are Linux-only; on ${process.platform} every thread keeps the process's` };
+  const skip = nothingToDo(delta, '--decode-nice', 'every thread keeps the process\'s');
+  if (skip) return { delta, nice: null, threads: 0, note: skip };
   // libuv starts its pool (all UV_THREADPOOL_SIZE threads at once) on its first job: make sure it exists, so that
   // it is reniced here rather than created later by the main thread at the main thread's priority.
   await fs.promises.stat('/proc/self/task').catch(() => undefined);
@@ -107,9 +119,8 @@ export const DEFAULT_SERVER_NICE = 5;
  * +5, 0.73 s and p50 4.0 s.
  */
 export function lowerMainPriority(delta: number): MainPriority {
-  if (!Number.isInteger(delta) || delta < 0 || delta > 19) throw new RangeError(`Expected an integer 0–19 for the server nice increment but received ${delta}`);
-  if (delta === 0) return { delta, nice: null, note: 'off (--server-nice 0)' };
-  if (process.platform !== 'linux') return { delta, nice: null, note: `per-thread priorities are Linux-only; on ${process.platform} the main thread's priority would be the whole process's` };
+  const skip = nothingToDo(delta, '--server-nice', 'the main thread\'s priority would be the whole process\'s');
+  if (skip) return { delta, nice: null, note: skip };
   const nice = Math.min(19, os.getPriority(0) + delta);
   try {
     os.setPriority(0, nice);
