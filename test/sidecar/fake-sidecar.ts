@@ -162,12 +162,15 @@ const server = net.createServer((sock) => {
     }
   }, () => sock.destroy());
   if (scenario === 'slow-reader') {
-    sock.pause();
-    const tick = setInterval(() => {
-      const d = sock.read() as Buffer | null;
-      if (d) reader.push(d);
-    }, 10);
-    sock.on('close', () => clearInterval(tick));
+    // One read (at most libuv's 64 KB) then a 10-ms pause: ~6 MB/s. (Polling a paused socket with read() every
+    // 10 ms instead sometimes stopped reading for seconds, which the supervisor rightly counted as missed pings.)
+    let tick: NodeJS.Timeout | undefined;
+    sock.on('data', (d: Buffer) => {
+      reader.push(d);
+      sock.pause();
+      tick = setTimeout(() => sock.resume(), 10);
+    });
+    sock.on('close', () => clearTimeout(tick));
   } else {
     sock.on('data', (d: Buffer) => reader.push(d));
   }

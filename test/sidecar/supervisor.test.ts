@@ -193,13 +193,14 @@ test('fake sidecar: a sidecar answering infers but not pings stays ready; once i
 });
 
 test('fake sidecar: a ping queued behind frames the sidecar is still reading is not missed; a sidecar that reads nothing is', async (t) => {
-  const { b, logs } = fake(t, 'slow-reader', { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 2 });
+  const { b, logs } = fake(t, 'slow-reader', { pingIntervalMs: 200, pingTimeoutMs: 1000, maxMissedPings: 2 });
   await b.ready();
   const firstPid = b.pid!;
   const states: BackendState[] = [];
   b.onStateChange((s) => states.push(s));
-  // Four 3.8 MB frames at the fake's ~6 MB/s: each ping waits unwritten for seconds, 20 times its deadline,
-  // and no reply comes meanwhile (the fake holds them until a ping reaches it).
+  // Four 3.8 MB frames at the fake's ~6 MB/s: the first ping waits unwritten ~2.5 s, 2.5 times its deadline, and
+  // no reply comes meanwhile (the fake holds them until a ping reaches it). The deadline is 1 s, not 100 ms, so
+  // that a loaded machine's scheduling delays cannot make the fake miss one once its backlog is read.
   const px = rampPixels();
   const results = await Promise.all(Array.from({ length: 4 }, () => b.infer({ pixelValues: px }, { deadlineMs: 60_000 }).catch((e: Error) => e)));
   assert.deepEqual(results.filter((r) => r instanceof Error).map(String), []);
