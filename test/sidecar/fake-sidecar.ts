@@ -22,8 +22,8 @@
 //                   every later one at once
 //   mute-pings      as ok, but never answer a ping (infers are answered at once): busy or wedged, only the
 //                   replies tell
-// 'slow-reader': reads its socket at about 6 MB/s (what the kernel holds is taken every 10 ms) and holds its
-// infers' replies until a ping arrives (so nothing but bytes read shows it alive while a backlog drains).
+// 'slow-reader': reads its socket at about 6 MB/s (one read of at most 64 KB every 10 ms) and holds its infers'
+// replies until a ping arrives (so nothing but bytes read shows it alive while a backlog drains).
 // FAKE_VARIANT=NAME: the variant its hello names (default base).
 // FAKE_LOG_PINGS=1: log each ping answered (or left unanswered) on stderr.
 // FAKE_ENV_OUT=FILE: write the names of the environment variables it was started with into FILE (JSON).
