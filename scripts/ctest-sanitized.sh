@@ -10,9 +10,9 @@
 #   scripts/ctest-sanitized.sh --all      every test, the CPU engine's whole forwards (cpu.*) included
 #   scripts/ctest-sanitized.sh [--server|--all] -- CTEST ARGS..   e.g. -- -R decode
 # sidecar/fuzz/README.md has the times that chose the CI tier and -Og over -O1 (build 480 -> 341 s on 2 cores,
-# the same planted overflow found). RFDETR_ASAN_JOBS (default 2) bounds the build's
-# parallelism and ctest's; the build and the tests run under `nice -n 15`. -Werror is off here (the Release build enforces the
-# warnings; GCC 12's -Wmaybe-uninitialized misfires on std::regex under ASan).
+# the same planted overflow found). RFDETR_ASAN_JOBS (default 2) bounds the build's parallelism and ctest's; the
+# build and the tests run under `nice -n 15`. -Werror is off here (the Release build enforces the warnings; GCC 12's
+# -Wmaybe-uninitialized misfires on std::regex under ASan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=sidecar/build-asan
