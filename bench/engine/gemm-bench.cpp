@@ -3,6 +3,9 @@
 // models the engine could use. Prints ms per shape and the per-forward total, weighted by
 // how often each shape runs in one forward.
 //   gemm-bench [repeats]   (writes nothing; bench-engine.sh captures stdout)
+//   gemm-bench --pairs [repeats]: 1 thread, per shape the engine and OpenBLAS alternating call by call (thread CPU
+//   time), the median of the per-pair ratios engine / OpenBLAS with its 95 % interval (order statistics): on a
+//   machine whose speed drifts, the only way to see a few per cent.
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/thread-pool.h"
 
@@ -13,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -137,9 +141,48 @@ void run(const char * name, const gemm_fn & fn, rfdetr::thread_pool * pool, int 
     std::printf("  total per forward: %.1f ms (%.1f GFLOP, %.1f GFLOP/s)\n", total, flops / 1e9, flops / (total * 1e6));
 }
 
+// --pairs: one shape's engine and OpenBLAS calls alternating (the order flipping each pair), ratio per pair.
+void run_pairs(int repeats) {
+    std::printf("engine gemm_packed (%s) / OpenBLAS, 1 thread, alternating call by call (thread CPU time)\n",
+                rfdetr::cpu::gemm_isa());
+    for (const auto & s : k_shapes) {
+        if (!s.trans_b) continue;  // the engine calls OpenBLAS itself for [K,N] operands
+        std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.n) * s.k),
+            c(static_cast<size_t>(s.m) * s.n);
+        std::mt19937                          rng(1);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (auto & v : a) v = u(rng);
+        for (auto & v : b) v = u(rng);
+        auto time_one = [&](const gemm_fn & fn) {
+            const double t0 = now_ms();
+            fn(s, a.data(), b.data(), c.data(), 0, s.m);
+            return now_ms() - t0;
+        };
+        for (int w = 0; w < 2; ++w) time_one(engine_gemm), time_one(blas_gemm);
+        std::vector<double> ratio, te, tb;
+        for (int r = 0; r < repeats; ++r) {
+            double e, o;
+            if (r % 2 == 0) e = time_one(engine_gemm), o = time_one(blas_gemm);
+            else o = time_one(blas_gemm), e = time_one(engine_gemm);
+            ratio.push_back(e / o), te.push_back(e), tb.push_back(o);
+        }
+        for (auto * v : {&ratio, &te, &tb}) std::sort(v->begin(), v->end());
+        const int n = repeats, k = std::max(0, static_cast<int>(n / 2.0 - 0.98 * std::sqrt(n)));
+        std::printf("  %-28s engine %8.3f ms  OpenBLAS %8.3f ms  ratio %.3f [%.3f-%.3f]  x%d\n", s.what, te[n / 2],
+                    tb[n / 2], ratio[n / 2], ratio[k], ratio[n - 1 - k], s.per_forward);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--pairs") {
+        openblas_set_num_threads(1);
+        g_cpu_time = true;
+        run_pairs(argc > 2 ? std::max(1, std::atoi(argv[2])) : 40);
+        return 0;
+    }
+
     const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
     const int cores   = rfdetr::physical_core_count();
     std::printf("gemm-bench: %d physical cores; OpenBLAS %s (%s)\n", cores, openblas_get_config(), openblas_get_corename());

@@ -5,7 +5,12 @@
 // PCC of logits and boxes, and the overlap of the top-100 flattened logits (../shared/peers/int8_peers.py's
 // measure). int8-run.sh interleaves it with the int8 peers; threads-run.sh runs it at --threads 1 and 2 (the
 // scaling figure: wall median per forward, forwards per second, CPU time per forward).
+// --paced: after the warm-up, print "ready" and run one forward per line read on stdin, answering each with
+// {"cpu_ms":..,"wall_ms":..,"stage_ms":[wall ms per stage, cpu-model.h's order]}; at end of input the usual line
+// over the paced forwards. pair-run.py drives it so that its forwards alternate one by one with a peer's in another
+// process (the machine's drift cancels in each pair).
 //   int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8|bf16] [--runs N] [--threads N]
+//              [--paced]
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
@@ -63,8 +68,13 @@ int main(int argc, char ** argv) {
     std::string weights, golden, precision = "fp32";
     rfdetr::cpu::precision prec = rfdetr::cpu::precision::fp32;
     int         runs = 8, threads = 1;
+    bool        paced = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        if (a == "--paced") {
+            paced = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "int8-bench: %s needs a value\n", a.c_str());
             return 2;
@@ -81,7 +91,7 @@ int main(int argc, char ** argv) {
         }
     }
     if (weights.empty() || golden.empty() || !rfdetr::cpu::precision_from_string(precision, prec)) {
-        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8|bf16] [--runs N] [--threads N]\n");
+        std::fprintf(stderr, "usage: int8-bench --weights DIR --golden golden.safetensors [--precision fp32|int8|bf16] [--runs N] [--threads N] [--paced]\n");
         return 2;
     }
     if (const char * cap = std::getenv("RFDETR_CPU_ISA"); cap && *cap) {
@@ -105,13 +115,34 @@ int main(int argc, char ** argv) {
     const float * px = g.at("pixel_values").f32.data();
     for (int i = 0; i < 2; ++i) m.forward(px, logits.data(), boxes.data());
     std::vector<double> wall;
-    const double        c0 = process_cpu_ms();
-    for (int i = 0; i < runs; ++i) {
-        const double t = now_ms();
-        m.forward(px, logits.data(), boxes.data());
-        wall.push_back(now_ms() - t);
+    double              cpu = 0;  // per forward
+    if (paced) {
+        std::printf("ready\n");
+        std::fflush(stdout);
+        // Each forward's own CPU time: the time spent waiting for a line is not counted.
+        for (char line[64]; std::fgets(line, sizeof line, stdin);) {
+            const double c = process_cpu_ms(), t = now_ms();
+            m.forward(px, logits.data(), boxes.data());
+            const double w = now_ms() - t, f = process_cpu_ms() - c;
+            wall.push_back(w);
+            cpu += f;
+            std::printf("{\"cpu_ms\":%.3f,\"wall_ms\":%.3f,\"stage_ms\":[", f, w);
+            for (int i = 0; i < rfdetr::cpu::STAGE_COUNT; ++i) std::printf("%s%.3f", i ? "," : "", m.stage_ms()[i]);
+            std::printf("]}\n");
+            std::fflush(stdout);
+        }
+        if (wall.empty()) return 0;
+        runs = static_cast<int>(wall.size());
+        cpu /= runs;
+    } else {
+        const double c0 = process_cpu_ms();
+        for (int i = 0; i < runs; ++i) {
+            const double t = now_ms();
+            m.forward(px, logits.data(), boxes.data());
+            wall.push_back(now_ms() - t);
+        }
+        cpu = (process_cpu_ms() - c0) / runs;
     }
-    const double cpu = (process_cpu_ms() - c0) / runs;
     std::sort(wall.begin(), wall.end());
     const auto & gl = g.at("logits").f32;
     const auto & gb = g.at("pred_boxes").f32;
