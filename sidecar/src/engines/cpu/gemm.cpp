@@ -54,23 +54,35 @@ void chunk256(int kc, const float * a, int as, const float * b, int ldb, float *
         for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
         const float * ap = a;
         const float * bp = b + h * 16;
-        if (pf && h == 0) {
-            for (int kk = 0; kk < kc; ++kk) _mm_prefetch(pf + 64 * kk, _MM_HINT_T0);
-        }
-        if (f1) {
+        // One k step of the full-width loop.
+        const auto step = [&](const float * ak, const float * bk) __attribute__((always_inline)) {
+            const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                const __m256 av = _mm256_broadcast_ss(ak + r);
+                c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
+                c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
+            }
+        };
+        if (f1 && pf && h == 0) {
+            // The next slice's lines from pf, one per four k steps (kc / 4 lines; asked for at four steps in a row,
+            // the repeats find the line in flight), inside the loop. Issued before the loop, a line per k step, they
+            // stalled it waiting for fill buffers: 4.8 % of this kernel's samples on a Zen 3 fell on the instruction
+            // after the prefetch; a line per step inside the loop, 2.8 %; this way, ~2 % (README.md, "GEMM").
+#pragma GCC unroll 4
+            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
+                _mm_prefetch(pf + 16 * kk, _MM_HINT_T0);
+                step(ap, bp);
+            }
+        } else if (f1) {
             // Four k steps per iteration: the loop's own instructions cost Zen 3 a quarter of the FMA rate (an L1
             // 6x16 loop at k 128: 66 GFLOP/s rolled, 91 unrolled by 4, of a 94 peak).
 #pragma GCC unroll 4
-            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
-                const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-#pragma GCC unroll 8
-                for (int r = 0; r < R; ++r) {
-                    const __m256 av = _mm256_broadcast_ss(ap + r);
-                    c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                    c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-                }
-            }
+            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) step(ap, bp);
         } else {
+            if (pf && h == 0) {
+                for (int kk = 0; kk < kc; kk += 4) _mm_prefetch(pf + 16 * kk, _MM_HINT_T0);
+            }
             for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
                 const __m256 b0 = f0 ? _mm256_loadu_ps(bp) : _mm256_maskload_ps(bp, m0);
                 const __m256 b1 = _mm256_maskload_ps(bp + 8, m1);
@@ -194,14 +206,15 @@ using chunk_fn = void (*)(int, const float *, int, const float *, int, float *, 
 struct isa_kernels {
     const char * name;
     int          mr;
-    chunk_fn     chunks[15];  // by rows, 1..mr
+    int          steps_per_line;  // a kernel given pf prefetches one line of it per this many k steps
+    chunk_fn     chunks[15];      // by rows, 1..mr
 };
 
 template <int... R> constexpr isa_kernels make256(std::integer_sequence<int, R...>) {
-    return {"avx2", 6, {nullptr, &chunk256<R + 1>...}};
+    return {"avx2", 6, 4, {nullptr, &chunk256<R + 1>...}};
 }
 template <int... R> constexpr isa_kernels make512(std::integer_sequence<int, R...>) {
-    return {"avx512", 14, {nullptr, &chunk512<R + 1>...}};
+    return {"avx512", 14, 1, {nullptr, &chunk512<R + 1>...}};
 }
 
 const isa_kernels k_avx2   = make256(std::make_integer_sequence<int, 6>{});
@@ -437,13 +450,16 @@ void gemm_blocks(int m, const packed_weight & w, float * c, int ldc, const epilo
                 const int     kc   = std::min(k_chunk, k - k0);
                 const int     part = (k0 == 0 ? k_part_first : 0) | (k0 + kc >= k ? k_part_last : 0);
                 const float * b    = w.panel(p) + static_cast<size_t>(k0) * k_gemm_nr;
-                // The panels are contiguous: the next pass's slice starts where this one ends. The first tiles of
-                // this pass fetch it into L1 (one line per k step each), so no tile waits for it from L3.
-                const char * next = reinterpret_cast<const char *>(b + static_cast<size_t>(kc) * k_gemm_nr);
-                const bool   more = p + 1 < panels || k0 + kc < k;
+                // The panels are contiguous: the next pass's slice (2 k_chunk lines) starts where this one ends. The
+                // first tiles of this pass fetch it into L1 (kc / steps_per_line lines each, spread over their k
+                // loop), so no tile waits for it from L3.
+                const char * next  = reinterpret_cast<const char *>(b + static_cast<size_t>(kc) * k_gemm_nr);
+                const bool   more  = p + 1 < panels || k0 + kc < k;
+                const int    lines = kc / isa.steps_per_line;
                 for (int i0 = 0, t = 0; i0 < rows; i0 += mr, ++t) {
                     const int    n  = std::min(mr, rows - i0);
-                    const char * pf = more && t * kc < 2 * k_chunk ? next + static_cast<size_t>(64) * t * kc : nullptr;
+                    const bool   fetch = more && lines > 0 && t * lines < 2 * k_chunk;
+                    const char * pf    = fetch ? next + static_cast<size_t>(64) * t * lines : nullptr;
                     isa.chunks[n](kc, scratch + static_cast<size_t>(i0) * k + static_cast<size_t>(k0) * mr, mr, b,
                                   k_gemm_nr, totals + static_cast<size_t>(i0) * k_gemm_nr, part,
                                   c + static_cast<size_t>(m0 + i0) * ldc + j0, ldc, ncols, ep, pf);
