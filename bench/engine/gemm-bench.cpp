@@ -102,14 +102,22 @@ void onednn_gemm(const shape & s, const float * a, const float * b, float * c, i
 }
 #endif
 
+// A shape's operands: a and b uniform in [-1, 1) from a fixed seed, c the output.
+struct operands {
+    std::vector<float> a, b, c;
+    explicit operands(const shape & s)
+        : a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.n) * s.k), c(static_cast<size_t>(s.m) * s.n) {
+        std::mt19937                          rng(1);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (auto & v : a) v = u(rng);
+        for (auto & v : b) v = u(rng);
+    }
+};
+
 // split = true: the caller splits M over the pool (library single-threaded); false: one call, library threads.
 double time_shape(const shape & s, const gemm_fn & fn, rfdetr::thread_pool * pool, int repeats) {
-    std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.n) * s.k),
-        c(static_cast<size_t>(s.m) * s.n);
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (auto & v : a) v = u(rng);
-    for (auto & v : b) v = u(rng);
+    operands            x(s);
+    auto &              a = x.a, &b = x.b, &c = x.c;
     std::vector<double> t;
     for (int r = 0; r < repeats + 2; ++r) {
         const double t0 = now_ms();
@@ -147,15 +155,10 @@ void run_pairs(int repeats) {
                 rfdetr::cpu::gemm_isa());
     for (const auto & s : k_shapes) {
         if (!s.trans_b) continue;  // the engine calls OpenBLAS itself for [K,N] operands
-        std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.n) * s.k),
-            c(static_cast<size_t>(s.m) * s.n);
-        std::mt19937                          rng(1);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        for (auto & v : a) v = u(rng);
-        for (auto & v : b) v = u(rng);
-        auto time_one = [&](const gemm_fn & fn) {
+        operands x(s);
+        auto     time_one = [&](const gemm_fn & fn) {
             const double t0 = now_ms();
-            fn(s, a.data(), b.data(), c.data(), 0, s.m);
+            fn(s, x.a.data(), x.b.data(), x.c.data(), 0, s.m);
             return now_ms() - t0;
         };
         for (int w = 0; w < 2; ++w) time_one(engine_gemm), time_one(blas_gemm);
