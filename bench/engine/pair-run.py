@@ -1,10 +1,10 @@
-"""Our engine against one peer, forward by forward (not a test): int8-bench --paced runs in a child process and
-this process runs the peer; their forwards alternate (ours, peer, peer, ours, ... so neither always goes first),
-each timed by its own process's CPU clock, one thread each. A pair is two adjacent forwards, one of each, and its
-ratio (ours / peer) is taken inside the pair, so a machine whose speed drifts minute to minute (the Zen 3 VM read
-the same binary at 1213-1611 ms within one run) moves both sides of a ratio alike. Prints one JSON line: the
-median ratio with the 95 % confidence interval of that median (order statistics, no distribution assumed), the
-median CPU ms of each side, each side's top-100 overlap with the fp32 golden, and every forward's CPU ms.
+"""Our engine against one peer (or another build of itself), forward by forward (not a test): int8-bench --paced runs
+in a child process and this process runs the peer; their forwards alternate (ours, peer, peer, ours, ... so neither
+always goes first), each timed by its own process's CPU clock, one thread each. A pair is two adjacent forwards, one
+of each, and its ratio (ours / peer) is taken inside the pair, so a machine whose speed drifts minute to minute (the
+Zen 3 VM read the same binary at 1213-1611 ms within one run) moves both sides of a ratio alike. Prints one JSON
+line: the median ratio with the 95 % confidence interval of that median (order statistics, no distribution assumed),
+the median CPU ms of each side, each side's top-100 overlap with the fp32 golden, and every forward's CPU ms.
 usage: $PEERS_DIR/venv/bin/python bench/engine/pair-run.py PRECISION [PAIRS] [--against INT8_BENCH]
   PRECISION: fp32 (OpenVINO fp32 forced), bf16 (OpenVINO's default: bf16 where the CPU has it), int8 (OpenVINO int8
   with its default float parts), ort-int8 (ONNX Runtime int8, upstream's recipe); PAIRS default 30.
