@@ -128,7 +128,9 @@ test('fake sidecar: a crash mid-request rejects every pending request on the dea
 });
 
 test('fake sidecar: a hang gives a deadline error, missed pings kill it, the restart serves', async (t) => {
-  const { b, logs } = fake(t, 'hang,ok', { pingIntervalMs: 100, pingTimeoutMs: 150, maxMissedPings: 2 });
+  // The restarted 'ok' fake must answer every ping within the deadline: 500 ms, not 150, so that a loaded machine's
+  // scheduling delays (other test files run beside this one) cannot make it miss two in a row and be killed again.
+  const { b, logs } = fake(t, 'hang,ok', { pingIntervalMs: 100, pingTimeoutMs: 500, maxMissedPings: 2 });
   await b.ready();
   const firstPid = b.pid!;
   const e = await rejectsWith(b.infer({ pixelValues: rampPixels() }, { deadlineMs: 300 }), 'E_DEADLINE');
@@ -150,8 +152,9 @@ function holdLoop(ms: number): void {
 test('fake sidecar: pings answered while this server\'s own loop is held past their deadline are not missed', async (t) => {
   // Each hold is 4x the ping deadline with one loop turn between: the sidecar's answer is in the socket when the
   // deadline timer runs, before the poll phase reads it. Counting that as a miss made a CPU-starved server call
-  // a healthy sidecar unresponsive (bench/redteam, a legitimate request answered 503).
-  const { b, logs } = fake(t, 'ok', { pingIntervalMs: 50, pingTimeoutMs: 100, maxMissedPings: 1000 }, { FAKE_LOG_PINGS: '1' });
+  // a healthy sidecar unresponsive (bench/redteam, a legitimate request answered 503). The deadline is 300 ms, not
+  // 100, so that the fake itself (a process the scheduler may keep waiting on a loaded machine) answers in time.
+  const { b, logs } = fake(t, 'ok', { pingIntervalMs: 50, pingTimeoutMs: 300, maxMissedPings: 1000 }, { FAKE_LOG_PINGS: '1' });
   await b.ready();
   const states: BackendState[] = [];
   b.onStateChange((s) => states.push(s));
@@ -159,7 +162,7 @@ test('fake sidecar: pings answered while this server\'s own loop is held past th
   const first = answered();
   let holds = 0;
   while (answered() < first + 5) {
-    holdLoop(400);
+    holdLoop(1_200);
     holds++;
     await new Promise((r) => setImmediate(r));
   }
