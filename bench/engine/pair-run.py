@@ -67,7 +67,7 @@ def main():
     if not args or args[0] not in PEER:
         sys.exit(f"usage: pair-run.py {'|'.join(PEER)} [PAIRS] [--against INT8_BENCH]")
     what, ours_precision, make = PEER[args[0]]
-    pairs = int(args[1]) if len(args) > 1 else 30
+    pairs = max(1, int(args[1])) if len(args) > 1 else 30
     ours_once, ours_finish = paced(os.path.join(here, "build", "int8-bench"), ours_precision)
     if against:
         what = f"{against} --precision {ours_precision}"
