@@ -117,7 +117,6 @@ struct operands {
 // split = true: the caller splits M over the pool (library single-threaded); false: one call, library threads.
 double time_shape(const shape & s, const gemm_fn & fn, rfdetr::thread_pool * pool, int repeats) {
     operands            x(s);
-    auto &              a = x.a, &b = x.b, &c = x.c;
     std::vector<double> t;
     for (int r = 0; r < repeats + 2; ++r) {
         const double t0 = now_ms();
@@ -125,10 +124,10 @@ double time_shape(const shape & s, const gemm_fn & fn, rfdetr::thread_pool * poo
             const int parts = pool->size();
             pool->parallel_for(parts, [&](int p, int) {
                 const int m0 = s.m * p / parts, m1 = s.m * (p + 1) / parts;
-                fn(s, a.data(), b.data(), c.data(), m0, m1);
+                fn(s, x.a.data(), x.b.data(), x.c.data(), m0, m1);
             });
         } else {
-            fn(s, a.data(), b.data(), c.data(), 0, s.m);
+            fn(s, x.a.data(), x.b.data(), x.c.data(), 0, s.m);
         }
         if (r >= 2) t.push_back(now_ms() - t0);
     }
