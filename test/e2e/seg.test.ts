@@ -1,6 +1,6 @@
 // Every RF-DETR Seg fixture size end to end through the real CLI, server and sidecar (decode, the sidecar's
 // preprocess, the engine with its mask head, the row selection, the TypeScript postprocess and mask encoding):
-// on each fixture's input.png, `detect --json` (cpu and tt-host) and `/predict` (cpu) give the fixture's
+// on each fixture's input.png, `detect --json` (cpu; tt-host on Nano) and `/predict` (cpu) give the fixture's
 // per-query-max detections (labels, scores within 1e-4, boxes within 1e-2 px) at 0.5 and 0.3, and each
 // detection's served COCO RLE mask, decoded by the tests' own decoder (test/helpers/coco-rle-codec.ts), equals the
 // golden mask of upstream rfdetr 1.11.2 exactly outside the pixels whose upsampled logit is within 1e-3 of 0
@@ -80,8 +80,12 @@ function checkAgainstFixture(what: string, ref: Ref, served: Served[]): void {
   }
 }
 
-for (const engine of ['cpu', 'tt-host']) {
-  for (const size of SIZES) {
+// tt-host end to end on Nano only: the path around the engine (decode, preprocess at the size's resolution, the row
+// selection, postprocess, masks) is the cpu rows' at every size, and tt-host's own masks and detections at every size
+// are the ctest TtHostSeg.*Fp32 cases' (against the same fixtures); Small to Large here took ~130 s of CI.
+const RUNS: [string, readonly string[]][] = [['cpu', SIZES], ['tt-host', ['nano']]];
+for (const [engine, sizes] of RUNS) {
+  for (const size of sizes) {
     test(`e2e seg: detect --json --engine ${engine} on seg-${size}'s fixture equals its detections and masks at 0.5 and 0.3`, async (t) => {
       if (fixturesSkip) return skipOrFail(t, fixturesSkip);
       const { ref, png } = reference(size);
