@@ -5,6 +5,7 @@
 
 #include "engines/cpu/gemm.h"
 #include "engines/cpu/simd-math.h"
+#include "engines/cpu/tile256.h"
 
 #include <immintrin.h>
 
@@ -41,20 +42,8 @@ void scores256(int d, const float * kp, int mr, const float * qt, int ldq, int p
     const __m256 sc = _mm256_set1_ps(scale);
     for (int h = 0; h < passes; ++h) {
         __m256 c0[R], c1[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
-        const float * ap = kp;
-        const float * bp = qt + h * 16;
-#pragma GCC unroll 4
-        for (int kk = 0; kk < d; ++kk, ap += mr, bp += ldq) {
-            const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const __m256 av = _mm256_broadcast_ss(ap + r);
-                c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-            }
-        }
+        tile256_zero<R>(c0, c1);
+        tile256_run<R>(d, kp, mr, qt + h * 16, ldq, c0, c1);
         float * sh = st + h * 16;
         __m256  m0 = _mm256_loadu_ps(bm + h * 16), m1 = _mm256_loadu_ps(bm + h * 16 + 8);
 #pragma GCC unroll 8
@@ -76,20 +65,8 @@ template <int R>
 void pv256(int nkb, const float * p, int ldp, const float * v, int ldv, int d, float * o, int ldo, bool first) {
     for (int c = 0; c < d; c += 16) {
         __m256 c0[R], c1[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
-        const float * ap = p;
-        const float * bp = v + c;
-#pragma GCC unroll 4
-        for (int kk = 0; kk < nkb; ++kk, ap += ldp, bp += ldv) {
-            const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const __m256 av = _mm256_broadcast_ss(ap + r);
-                c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-            }
-        }
+        tile256_zero<R>(c0, c1);
+        tile256_run<R>(nkb, p, ldp, v + c, ldv, c0, c1);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
             float * orow = o + sz(r, ldo) + c;

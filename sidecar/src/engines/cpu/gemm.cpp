@@ -9,6 +9,7 @@
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/qgemm.h"
 #include "engines/cpu/simd-math.h"
+#include "engines/cpu/tile256.h"
 
 #include <immintrin.h>
 
@@ -50,20 +51,9 @@ void chunk256(int kc, const float * a, int as, const float * b, int ldb, float *
         const __m256i m0 = mask8(nc), m1 = mask8(nc - 8);
         const bool    f0 = nc >= 8, f1 = nc >= 16;
         __m256        c0[R], c1[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+        tile256_zero<R>(c0, c1);
         const float * ap = a;
         const float * bp = b + h * 16;
-        // One k step of the full-width loop.
-        const auto step = [&](const float * ak, const float * bk) __attribute__((always_inline)) {
-            const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                const __m256 av = _mm256_broadcast_ss(ak + r);
-                c0[r]           = _mm256_fmadd_ps(av, b0, c0[r]);
-                c1[r]           = _mm256_fmadd_ps(av, b1, c1[r]);
-            }
-        };
         if (f1 && pf && h == 0) {
             // The next slice's lines from pf, one per four k steps (kc / 4 lines; asked for at four steps in a row,
             // the repeats find the line in flight), inside the loop. Issued before the loop, a line per k step, they
@@ -72,13 +62,10 @@ void chunk256(int kc, const float * a, int as, const float * b, int ldb, float *
 #pragma GCC unroll 4
             for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) {
                 _mm_prefetch(pf + 16 * kk, _MM_HINT_T0);
-                step(ap, bp);
+                tile256_step<R>(ap, bp, c0, c1);
             }
         } else if (f1) {
-            // Four k steps per iteration: the loop's own instructions cost Zen 3 a quarter of the FMA rate (an L1
-            // 6x16 loop at k 128: 66 GFLOP/s rolled, 91 unrolled by 4, of a 94 peak).
-#pragma GCC unroll 4
-            for (int kk = 0; kk < kc; ++kk, ap += as, bp += ldb) step(ap, bp);
+            tile256_run<R>(kc, ap, as, bp, ldb, c0, c1);
         } else {
             if (pf && h == 0) {
                 for (int kk = 0; kk < kc; kk += 4) _mm_prefetch(pf + 16 * kk, _MM_HINT_T0);
