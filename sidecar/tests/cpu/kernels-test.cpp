@@ -273,6 +273,67 @@ TEST_P(cpu_kernels_isa, fused_attention_matches_reference_across_block_edges) {
     }
 }
 
+TEST(cpu_kernels, avx2_attention_tiles_give_the_exact_sums_on_odd_sizes) {
+    // Small-integer operands make every product and partial sum exact in fp32 (and scale 1/8 is exact), so the tiles
+    // must give the reference's bits. Every tile height 1..6, odd depths, one and two 16-query passes, both p v modes;
+    // what lies past the tile (columns, bm lanes) must be left as it was. AVX2 is the build's baseline: no skip.
+    std::mt19937                       rng(21);
+    std::uniform_int_distribution<int> u(-4, 4);
+    const auto ints = [&](size_t n) {
+        std::vector<float> v(n);
+        for (float & x : v) x = static_cast<float>(u(rng));
+        return v;
+    };
+    const auto at = [](int r, int ld, int c) { return static_cast<size_t>(r) * ld + c; };
+    const int  mr = 6;
+    for (int rows = 1; rows <= mr; ++rows) {
+        for (int d : {1, 19, 64}) {
+            for (int passes : {1, 2}) {
+                SCOPED_TRACE("scores rows=" + std::to_string(rows) + " d=" + std::to_string(d) + " passes=" +
+                             std::to_string(passes));
+                const int ldq = 35, ldst = 37;
+                const auto kp = ints(at(d, mr, 0)), qt = ints(at(d, ldq, 0));
+                std::vector<float> st(at(rows, ldst, 0), 99.0f), bm(ldq);
+                for (int j = 0; j < ldq; ++j) bm[j] = j % 3 == 0 ? 1000.0f : -1000.0f;  // some lanes keep theirs
+                const auto bm0 = bm;
+                rfdetr::cpu::attention_scores_tile256(rows, d, kp.data(), mr, qt.data(), ldq, passes, 0.125f, st.data(),
+                                                      ldst, bm.data());
+                for (int j = 0; j < ldq; ++j) {
+                    float mx = bm0[j];
+                    for (int r = 0; r < rows; ++r) {
+                        double sum = 0.0;
+                        for (int kk = 0; kk < d; ++kk) sum += double(kp[at(kk, mr, r)]) * qt[at(kk, ldq, j)];
+                        const float want = j < 16 * passes ? static_cast<float>(sum) * 0.125f : 99.0f;
+                        ASSERT_EQ(st[at(r, ldst, j)], want) << "row " << r << " column " << j;
+                        mx = std::max(mx, want);
+                    }
+                    ASSERT_EQ(bm[j], j < 16 * passes ? mx : bm0[j]) << "bm lane " << j;
+                }
+            }
+        }
+        for (int nkb : {1, 37}) {
+            for (int d : {16, 48}) {
+                for (bool first : {true, false}) {
+                    SCOPED_TRACE("p v rows=" + std::to_string(rows) + " nkb=" + std::to_string(nkb) + " d=" +
+                                 std::to_string(d) + (first ? " first" : " accumulate"));
+                    const int  ldp = 7, ldv = d + 5, ldo = d + 3;
+                    const auto p = ints(at(nkb, ldp, 0)), v = ints(at(nkb, ldv, 0)), o0 = ints(at(rows, ldo, 0));
+                    auto       o = o0;
+                    rfdetr::cpu::attention_pv_tile256(rows, nkb, p.data(), ldp, v.data(), ldv, d, o.data(), ldo, first);
+                    for (int r = 0; r < rows; ++r) {
+                        for (int c = 0; c < ldo; ++c) {
+                            double sum = first ? 0.0 : o0[at(r, ldo, c)];
+                            for (int kk = 0; kk < nkb; ++kk) sum += double(p[at(kk, ldp, r)]) * v[at(kk, ldv, c)];
+                            ASSERT_EQ(o[at(r, ldo, c)], c < d ? static_cast<float>(sum) : o0[at(r, ldo, c)])
+                                << "row " << r << " column " << c;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(cpu_kernels, bilinear_sampling_matches_grid_sample_with_zero_padding) {
     // 7x9 map, 5 channels; locations inside, on the border and outside [0,1] (corners read 0 there).
     const int h = 7, w = 9, nc = 5, ld = 8;

@@ -159,6 +159,16 @@ size_t keys_floats(int nk, int d) { return sz(round_up(nk, gemm_mr()), d); }
 
 }  // namespace
 
+void attention_scores_tile256(int rows, int d, const float * kp, int mr, const float * qt, int ldq, int passes,
+                              float scale, float * st, int ldst, float * bm) {
+    k_scores256[rows](d, kp, mr, qt, ldq, passes, scale, st, ldst, bm);
+}
+
+void attention_pv_tile256(int rows, int nkb, const float * p, int ldp, const float * v, int ldv, int d, float * o,
+                          int ldo, bool first) {
+    k_pv256[rows](nkb, p, ldp, v, ldv, d, o, ldo, first);
+}
+
 size_t attention_kv_floats(int nk, int d) { return keys_floats(nk, d) + sz(nk, d); }
 
 // Panel p holds keys [p*mr, p*mr + mr) as [d][mr] (the tile's A operand: one key per tile row); the
@@ -225,8 +235,8 @@ void attention_block(const float * q, int ldq, const float * kvp, int nk, float 
                 if (wide) {
                     gemm_tile(rows, d, kp + sz(k0 + r0, d), mr, qt + j0, qp, st + sz(r0, qp) + j0, qp, ncols, scores);
                 } else {
-                    k_scores256[rows](d, kp + sz(k0 + r0, d), mr, qt + j0, qp, (ncols + 15) / 16, scale,
-                                      st + sz(r0, qp) + j0, qp, bm + j0);
+                    attention_scores_tile256(rows, d, kp + sz(k0 + r0, d), mr, qt + j0, qp, (ncols + 15) / 16, scale,
+                                             st + sz(r0, qp) + j0, qp, bm + j0);
                 }
             }
         }
@@ -244,7 +254,7 @@ void attention_block(const float * q, int ldq, const float * kvp, int nk, float 
         for (int i0 = 0; i0 < nq; i0 += mr) {
             const int rows = std::min(mr, nq - i0);
             if (pv_tiles) {
-                k_pv256[rows](nkb, st + i0, qp, v + sz(k0, ldv), ldv, d, o + sz(i0, ldo), ldo, k0 == 0);
+                attention_pv_tile256(rows, nkb, st + i0, qp, v + sz(k0, ldv), ldv, d, o + sz(i0, ldo), ldo, k0 == 0);
                 continue;
             }
             for (int c0 = 0; c0 < d; c0 += k_gemm_nr) {

@@ -33,4 +33,13 @@ size_t attention_head_scratch_floats(int nk, int d);
 void   attention_head(const float * q, int ldq, const float * k, int ldk, const float * v, int ldv, float * o, int ldo,
                       int nq, int nk, int d, float scale, float * scratch);
 
+// The AVX2 path's two tiles (attention.cpp), exposed for their exact-result tests; attention_block calls them
+// where the AVX2 kernel is active. Keys' rows 1..6 of one key panel kp ([d][mr]) against passes x 16 queries of
+// qt ([d][ldq]): st (ldst) = scale * k.q, bm[j] = max(bm[j], those rows' column j). And o's rows 1..6 (ldo),
+// columns [0, d) (d a multiple of 16) = (first ? 0 : o) + p v for p^T [nkb][ldp], v [nkb][ldv]. Sums in k order.
+void attention_scores_tile256(int rows, int d, const float * kp, int mr, const float * qt, int ldq, int passes,
+                              float scale, float * st, int ldst, float * bm);
+void attention_pv_tile256(int rows, int nkb, const float * p, int ldp, const float * v, int ldv, int d, float * o,
+                          int ldo, bool first);
+
 }  // namespace rfdetr::cpu
