@@ -192,7 +192,7 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   const res = await fetch(`${url}/predict`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || body instanceof Uint8Array ? (body as string | Uint8Array<ArrayBuffer>) : JSON.stringify(body),
     signal,
   });
   const text = await res.text();
