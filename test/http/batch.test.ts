@@ -6,9 +6,7 @@ import { goldenResponder, goldens, postJson, start, u8, waitFor, type Started } 
 
 let s: Started;
 const b64 = (i: number) => goldens()[i]!.png.toString('base64');
-// The 47.5 MB over-the-cap body is built (and encoded) here, before the server starts: built inside the test, between
-// two requests, its seconds of synchronous work on a loaded CI machine (10x slower than alone) outlived the server's
-// 5 s keep-alive timeout, which then reset the pooled connection fetch was sending it on ('fetch failed', ECONNRESET).
+// The 47.5 MB over-the-cap body, built before the server starts (postJson says why).
 const OVER_CAP = u8(Buffer.from(JSON.stringify({ images: [Buffer.alloc(17 << 20).toString('base64'), Buffer.alloc(17 << 20).toString('base64')] })));
 before(async () => {
   s = await start();

@@ -188,6 +188,12 @@ export async function waitFor(cond: () => boolean, what: string, timeoutMs = 500
   }
 }
 
+/**
+ * POST /predict. `body`: an object (sent as JSON), a JSON string, or its bytes as they are. Build a body of tens of
+ * MB before the server starts (at module load), not between two requests: its seconds of synchronous work on a
+ * loaded CI machine can outlive the server's 5 s keep-alive timeout, which then resets the pooled connection fetch
+ * sends it on ('fetch failed', ECONNRESET; the CI failure of 7 Dec in batch.test.ts).
+ */
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) {
   const res = await fetch(`${url}/predict`, {
     method: 'POST',

@@ -6,6 +6,10 @@ import zlib from 'node:zlib';
 import sharp from 'sharp';
 import { goldens, postJson, start, u8, type Started } from './helpers.ts';
 
+// The two bodies of tens of MB, built before the server starts (postJson says why).
+const IMAGE_33MB = u8(Buffer.from(JSON.stringify({ image: Buffer.alloc(33 * 1024 * 1024, 7).toString('base64') })));
+const OVER_BODY_LIMIT = u8(Buffer.from(`{"image":"${'A'.repeat(51 * 1024 * 1024)}"}`));
+
 let s: Started;
 let png: string;
 before(async () => {
@@ -210,12 +214,12 @@ describe('hostile inputs → 4xx, and the server keeps serving', () => {
     ['a data: URL without ;base64', () => 'data:image/png,abcd', 400, 'E_IMAGE_UNDECODABLE', /without ';base64'/],
     ['8193-px side', async () => (await sharp({ create: { width: 8193, height: 2, channels: 3, background: '#000' } }).png().toBuffer()).toString('base64'), 400, '', /8193/],
     ['decompression bomb (PNG header claims 30000×30000)', () => pngBomb(30000, 30000).toString('base64'), 400, '', /30000|pixel limit|too large/i],
-    ['33 MB of bytes', () => Buffer.alloc(33 * 1024 * 1024, 7).toString('base64'), 400, 'E_IMAGE_TOO_LARGE', /image is too large: 34603008 bytes after base64 decoding; the limit is 33554432 bytes \(32 MiB\)/],
+    ['33 MB of bytes', () => IMAGE_33MB, 400, 'E_IMAGE_TOO_LARGE', /image is too large: 34603008 bytes after base64 decoding; the limit is 33554432 bytes \(32 MiB\)/],
   ];
   for (const [name, make, status, code, re] of hostile) {
     test(`${name} → ${status}`, async () => {
       const image = await make();
-      const r = await postJson(s.url, { image });
+      const r = await postJson(s.url, image instanceof Uint8Array ? image : { image });
       assert.equal(r.status, status, r.text.slice(0, 300));
       if (code) assert.equal(r.json.code, code);
       else assert.ok(['E_IMAGE_TOO_LARGE', 'E_IMAGE_UNDECODABLE'].includes(r.json.code), r.json.code);
@@ -250,8 +254,7 @@ describe('hostile inputs → 4xx, and the server keeps serving', () => {
   });
 
   test('a JSON body over the body limit → 413 E_BODY_TOO_LARGE', async () => {
-    const body = `{"image":"${'A'.repeat(51 * 1024 * 1024)}"}`;
-    const r = await postJson(s.url, body);
+    const r = await postJson(s.url, OVER_BODY_LIMIT);
     assertError(r, 413, 'E_BODY_TOO_LARGE', /exceeds the \d+-byte limit/);
   });
 
