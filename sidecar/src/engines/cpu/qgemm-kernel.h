@@ -14,8 +14,9 @@
 
 namespace rfdetr::cpu {
 
-// A block of quantised A rows (u8) stays in L2 next to the weight panel streaming past it: 192 KB,
-// i.e. 512 rows at k = 384, 128 at k = 1536 (the float GEMM's block holds half as many rows in 384 KB).
+// A block of quantised A rows stays in L2 next to the weight panel streaming past it: 192 KB, i.e. 512 rows at
+// k = 384, 128 at k = 1536 (the AVX2 kernel's rows take 2 bytes per k: half as many; the float GEMM's block holds
+// half as many rows in 384 KB).
 constexpr size_t k_qa_block_bytes = 192 * 1024;
 
 // Row x of A as the GEMM reads it: LayerNormed into `row` first when ln is set (the A pass). Returns the row.

@@ -69,17 +69,19 @@ inline void store_rows256(const __m256i (&c0)[R], const __m256i (&c1)[R], float 
     }
 }
 
-// ---- AVX2: R rows x 16 columns per pass. vpmaddubsw takes u8 x s8 pairs into a saturating int16, which the
-// stored u8 = q_a + 128 would overflow with 8-bit weights (255*127*2 > 2^15); so each row's bytes go back to the
-// signed q_a (xor 0x80) and enter as |q_a| x sign(q_w, q_a) (vpabsb, vpsignb): the same products, each pair at most
-// 127*127*2 = 32258 < 2^15, exact. The accumulators start at comp = 128 * sum q_w, so the sums are those of the
-// u8 kernels (sum (q_a + 128) q_w) and share their dequantising store. Pairs summed to int32 by vpmaddwd with ones ----
+// ---- AVX2: R rows x 16 columns per pass. vpmaddubsw takes u8 x s8 pairs into a saturating int16, which
+// u8 = q_a + 128 would overflow with 8-bit weights (255*127*2 > 2^15); so the rows enter as |q_a| x sign(q_w, q_a)
+// (vpsignb): the same products, each pair at most 127*127*2 = 32258 < 2^15, exact. The rows are packed for this
+// kernel as q_a (s8) and |q_a| per k group (quantize_row_signed, 8 bytes per row and group), so the k loop spends
+// no vpxor or vpabsb per row (8 of the 44 vector instructions of a 4-row k step; the int8 GEMMs of a forward
+// 8-12 % faster on a Zen 3, README.md "int8"). The accumulators start at comp = 128 * sum q_w, so the sums are
+// those of the u8 kernels (sum (q_a + 128) q_w) and share their dequantising store. Pairs summed to int32 by
+// vpmaddwd with ones ----
 
 template <int R>
 void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, int ldc, int ncols, const float * sa,
                 const float * sw, const int32_t * comp, const epilogue & e) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int h = 0; h * 16 < ncols; ++h) {
         __m256i       c0[R], c1[R];
         const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(comp + h * 16));
@@ -88,13 +90,13 @@ void qtile_avx2(int kq, const uint8_t * a, int mr, const int8_t * b, float * c, 
         for (int r = 0; r < R; ++r) c0[r] = k0, c1[r] = k1;
         const uint8_t * ap = a;
         const int8_t *  bp = b + h * 64;
-        for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
+        for (int q = 0; q < kq; ++q, ap += mr * 8, bp += 4 * k_gemm_nr) {
             const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp));
             const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bp + 32));
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
-                const __m256i as = _mm256_xor_si256(_mm256_set1_epi32(load4(ap + 4 * r)), flip);  // q_a, signed
-                const __m256i aa = _mm256_abs_epi8(as);
+                const __m256i as = _mm256_set1_epi32(load4(ap + 8 * r));      // q_a
+                const __m256i aa = _mm256_set1_epi32(load4(ap + 8 * r + 4));  // |q_a|
                 c0[r] = _mm256_add_epi32(c0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(b0, as)), ones));
                 c1[r] = _mm256_add_epi32(c1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aa, _mm256_sign_epi8(b1, as)), ones));
             }
@@ -168,6 +170,47 @@ __attribute__((target("avx512f,avx512vnni"))) void qtile_avx512vnni(int kq, cons
     }
 }
 
+// max_k |x[k]|: the row's quantisation scale times 127 (both row quantisers').
+float row_absmax(const float * x, int k) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256       mx      = _mm256_setzero_ps();
+    int          kk      = 0;
+    for (; kk + 8 <= k; kk += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
+    float amax = simd::hmax(mx);
+    for (; kk < k; ++kk) amax = std::max(amax, std::fabs(x[kk]));
+    return amax;
+}
+
+// quantize_row's numerics for the AVX2 kernel's form: per k group, the four q_a as s8 at dst + g * stride and
+// their absolute values in the four bytes after them (8 bytes per group), the k tail padded with q = 0.
+float quantize_row_signed(const float * x, int k, uint8_t * dst, int stride) {
+    const float   amax = row_absmax(x, k);
+    const float   inv  = amax > 0.0f ? static_cast<float>(k_qa_max) / amax : 0.0f;
+    const __m256  vinv = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-k_qa_max), hi = _mm256_set1_epi32(k_qa_max);
+    // byte 0 of each int32 into the low 4 bytes of each 128-bit lane
+    const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                          -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    int kk = 0;
+    for (; kk + 8 <= k; kk += 8) {
+        const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + kk), vinv));  // round to nearest even
+        const __m256i c = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+        // per 128-bit lane: the group's q_a in bytes 0-3, |q_a| in bytes 4-7
+        const __m256i g = _mm256_unpacklo_epi32(_mm256_shuffle_epi8(c, pick), _mm256_shuffle_epi8(_mm256_abs_epi32(c), pick));
+        uint8_t *     d = dst + static_cast<size_t>(kk / 4) * stride;
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(d), _mm256_castsi256_si128(g));
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(d + stride), _mm256_extracti128_si256(g, 1));
+    }
+    const int kp = (k + 3) / 4 * 4;
+    for (; kk < kp; ++kk) {
+        const float v = kk < k ? std::nearbyint(x[kk] * inv) : 0.0f;
+        const int   q = std::clamp(static_cast<int>(v), -k_qa_max, k_qa_max);
+        dst[static_cast<size_t>(kk / 4) * stride + kk % 4]     = static_cast<uint8_t>(static_cast<int8_t>(q));
+        dst[static_cast<size_t>(kk / 4) * stride + 4 + kk % 4] = static_cast<uint8_t>(std::abs(q));
+    }
+    return amax / static_cast<float>(k_qa_max);
+}
+
 using qtile_fn = void (*)(int, const uint8_t *, int, const int8_t *, float *, int, int, const float *, const float *,
                           const int32_t *, const epilogue &);
 
@@ -180,10 +223,13 @@ struct qisa {
     int          mr;
     qtile_fn     tiles[15];        // by rows, 1..mr
     qdriver_fn   driver = nullptr;  // a kernel with its own blocking (AMX) runs the whole call instead
+    // How the tiles want the quantised rows: bytes per row and k group, and the quantiser writing that form.
+    int          group_bytes = 4;
+    float (*quantize)(const float * x, int k, uint8_t * dst, int stride) = &quantize_row;
 };
 
 template <int... R> constexpr qisa make_avx2(std::integer_sequence<int, R...>) {
-    return {"avx2", "avx2", 4, {nullptr, &qtile_avx2<R + 1>...}};
+    return {"avx2", "avx2", 4, {nullptr, &qtile_avx2<R + 1>...}, nullptr, 8, &quantize_row_signed};
 }
 template <int... R> constexpr qisa make_avxvnni(std::integer_sequence<int, R...>) {
     return {"avxvnni", "avxvnni", 6, {nullptr, &qtile_avxvnni<R + 1>...}};
@@ -228,19 +274,14 @@ const qisa *& qactive() {
 }  // namespace
 
 float quantize_row(const float * x, int k, uint8_t * dst, int stride) {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256       mx      = _mm256_setzero_ps();
-    int          kk      = 0;
-    for (; kk + 8 <= k; kk += 8) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
-    float amax = simd::hmax(mx);
-    for (; kk < k; ++kk) amax = std::max(amax, std::fabs(x[kk]));
+    const float   amax = row_absmax(x, k);
     const float   inv  = amax > 0.0f ? static_cast<float>(k_qa_max) / amax : 0.0f;
     const __m256  vinv = _mm256_set1_ps(inv);
     const __m256i lo = _mm256_set1_epi32(-k_qa_max), hi = _mm256_set1_epi32(k_qa_max), off = _mm256_set1_epi32(128);
     // byte 0 of each int32 into the low 4 bytes of each 128-bit lane
     const __m256i pick = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
                                           -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    kk = 0;
+    int kk = 0;
     for (; kk + 8 <= k; kk += 8) {
         __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + kk), vinv));  // round to nearest even
         q         = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, lo), hi), off);
@@ -324,9 +365,10 @@ void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c,
     }
     const int    mr  = isa.mr;
     const int    k   = w.k;
-    const int    kp  = w.kq * 4;
+    const int    gb  = isa.group_bytes;
+    const int    kp  = w.kq * gb;  // bytes per packed row
     const int    mc  = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_qa_block_bytes / kp)) / mr * mr);
-    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 28 k): [u8 rows: mc * kp][s_a: mc][LN row: k]
+    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 28 k): [packed rows: mc * kp][s_a: mc][LN row: k]
     uint8_t * qa     = reinterpret_cast<uint8_t *>(scratch);
     float *   sa     = scratch + (static_cast<size_t>(mc) * kp + 3) / 4;
     float *   row    = sa + mc;
@@ -335,8 +377,8 @@ void qgemm_packed(int m, const float * a, int lda, const qweight & w, float * c,
         const int rows = std::min(mc, m - m0);
         for (int i = 0; i < rows; ++i) {
             const float * x = a_row(a + static_cast<size_t>(m0 + i) * lda, row, k, ln);
-            // row i of panel i / mr: [kq][mr][4]
-            sa[i] = quantize_row(x, k, qa + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 4, mr * 4);
+            // row i of panel i / mr: [kq][mr][gb]
+            sa[i] = isa.quantize(x, k, qa + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * gb, mr * gb);
         }
         for (int p = 0; p < panels; ++p) {
             const int j0    = p * k_gemm_nr;

@@ -8,7 +8,8 @@
 // Numerics (one definition for every kernel, qgemm_ref is its plain-loop form):
 //   weights  q_w[j,k] = round(w[j,k] * (127 / max_k |w[j,k]|)) in [-127, 127], scale s_w[j] = max/127;
 //   rows     q_a[i,k] = round(x[i,k] * (127 / max_k |x[i,k]|)) in [-127, 127], scale s_a[i] = max/127,
-//            stored as u8 q_a + 128 (the u8 x s8 instructions), the +128 removed by 128 * sum_k q_w[j,k];
+//            stored as u8 q_a + 128 (the u8 x s8 instructions; the AVX2 kernel's rows as q_a and |q_a|), the
+//            +128 removed by 128 * sum_k q_w[j,k];
 //   output   t[i,j] = float(sum_k q_a q_w) * (s_w[j] * s_a[i]), then the epilogue.
 // Weights take 8 bits: with 7 (±63) int8's logit PCC against fp32 (fp32's top-k held) was 0.99956 on the worst
 // Base case, with 8 0.99974 (README.md, "int8"). The AVX2 kernel feeds vpmaddubsw |q_a| x sign(q_w, q_a) so its
