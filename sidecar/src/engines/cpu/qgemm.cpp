@@ -73,7 +73,7 @@ inline void store_rows256(const __m256i (&c0)[R], const __m256i (&c1)[R], float 
 // u8 = q_a + 128 would overflow with 8-bit weights (255*127*2 > 2^15); so the rows enter as |q_a| x sign(q_w, q_a)
 // (vpsignb): the same products, each pair at most 127*127*2 = 32258 < 2^15, exact. The rows are packed for this
 // kernel as q_a (s8) and |q_a| per k group (quantize_row_signed, 8 bytes per row and group), so the k loop spends
-// no vpxor or vpabsb per row (8 of the 44 vector instructions of a 4-row k step; the int8 GEMMs of a forward
+// no vpxor or vpabsb per row (8 of the 40 vector operations of a 4-row k step; the int8 GEMMs of a forward
 // 8-12 % faster on a Zen 3, README.md "int8"). The accumulators start at comp = 128 * sum q_w, so the sums are
 // those of the u8 kernels (sum (q_a + 128) q_w) and share their dequantising store. Pairs summed to int32 by
 // vpmaddwd with ones ----
