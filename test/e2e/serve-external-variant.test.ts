@@ -92,7 +92,7 @@ test('serve: a sidecar the server started that names another variant than the ch
   const dir = tmp(t);
   // test-echo always says "base"; the checkpoint's tensors say "large".
   const r = await execa(process.execPath, [rfdetr, 'serve', '--engine', 'test-echo', '--weights', await largeWeights(dir), '--host', '127.0.0.1', '--port', '0'], {
-    reject: false, env: { RFDETR_SIDECAR: testBinary, RFDETR_FROM_SOURCE: '1' }, timeout: 60_000,
+    reject: false, env: { RFDETR_SIDECAR: testBinary }, timeout: 60_000,
   });
   assert.equal(r.exitCode, 1, r.stderr.slice(-3000));
   assert.match(r.stderr, /the sidecar says it loaded RF-DETR variant 'base', but the checkpoint in \S+ is 'large' by its tensors/);

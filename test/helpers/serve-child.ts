@@ -1,5 +1,6 @@
-// A real `rfdetr serve` child for tests that read its process (threads, nice values): a free port, the
-// child started from source, killed after the test, and ready (its /ready 200) before it is handed over.
+// A real `rfdetr serve` child for tests that read its process (threads, nice values): a free port, the child
+// started by bin/rfdetr.js (the compiled CLI, as shipped, when compiled/ is fresh), killed after the test, and
+// ready (its /ready 200) before it is handed over.
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
@@ -20,7 +21,7 @@ export async function freePort(): Promise<number> {
 export async function startServe(t: { after: (fn: () => void) => void }, args: string[]): Promise<{ child: ChildProcessByStdio<null, null, Readable>; base: string; log: () => string }> {
   const port = await freePort();
   const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), ...args], {
-    env: { ...process.env, RFDETR_FROM_SOURCE: '1' }, stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let log = '';
   child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));

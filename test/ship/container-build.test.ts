@@ -214,7 +214,7 @@ test('tt-model.yaml verify lines pass against the staged tree', () => {
   const withTtnn = fs.existsSync(cache) && /^RFDETR_WITH_TTNN:BOOL=ON$/m.test(fs.readFileSync(cache, 'utf8'));
   for (const line of verify) {
     const local = line.replaceAll('/opt/tt-metal/dist/rfdetr', dest);
-    // The staged tree runs its compiled/ (it ships no tsx); npm test's RFDETR_FROM_SOURCE=1 would ask it for the sources.
+    // The staged tree runs its compiled/ (it ships no tsx); a caller's RFDETR_FROM_SOURCE=1 would ask it for the sources.
     const py = spawnSync('python3', ['-c', local], { encoding: 'utf8', env: { ...process.env, RFDETR_FROM_SOURCE: '' } });
     if (line.includes("'--list-engines'") && !withTtnn) {
       // A CPU-only build (every machine without tt-metal): the TT-engine check must refuse it, by name.

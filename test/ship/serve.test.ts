@@ -24,7 +24,7 @@ test('serve: the staged tree prints tt-model\'s ready text once, serves /ready, 
   const staged = spawnSync('bash', [path.join(packageRoot, 'scripts/container-build.sh'), '--no-install', '--dest', dest], { cwd: packageRoot, encoding: 'utf8' });
   assert.equal(staged.status, 0, staged.stderr);
 
-  // RFDETR_FROM_SOURCE cleared: the staged tree runs its compiled/ as in the image (npm test sets it for the checkout).
+  // RFDETR_FROM_SOURCE cleared: the staged tree runs its compiled/ as in the image, whatever the caller's environment.
   const env = { ...process.env, HF_HOME: path.join(tmp, 'hf'), HF_HUB_OFFLINE: '1', RFDETR_SIDECAR: '', RFDETR_FROM_SOURCE: '' };
   const weights = await synthWeights();
 

@@ -22,7 +22,7 @@ export const inputsDir = path.join(recordingsDir, 'inputs');
 export const familyDir = process.env.RFDETR_FAMILY_FIXTURES || path.resolve(packageRoot, '..', 'shared', 'fixtures', 'rfdetr-family');
 
 /** The pinned engine environment (see the header). */
-export const PINNED_ENV = { RFDETR_CPU_ISA: 'avx2', RFDETR_FROM_SOURCE: '1' } as const;
+export const PINNED_ENV = { RFDETR_CPU_ISA: 'avx2' } as const;
 export const PINNED_THREADS = '2';
 
 /** Why this CPU cannot reproduce the recordings (it lacks the pinned kernels' instructions), else null. */
