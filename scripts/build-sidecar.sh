@@ -42,16 +42,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# ffmpeg (ffmpeg + ffprobe) decodes and encodes videos for `rfdetr detect`; still images never need it, so
-# without root its absence is told, not fatal.
-if ! dpkg-query -W -f='${Status}' ffmpeg 2>/dev/null | grep -q "install ok installed" && ! command -v ffmpeg >/dev/null 2>&1; then
+# Optional packages, installed as root and otherwise told, not fatal: ffmpeg (ffmpeg + ffprobe) decodes and encodes
+# videos for `rfdetr detect` (still images never need it); ccache lets build trees share objects
+# (sidecar/cmake/rfdetr-ccache.cmake: CI's second and third builds of the same sources, rebuilds after a checkout).
+declare -A why=([ffmpeg]="videos will not work (images will)" [ccache]="every build compiles from scratch")
+optional=()
+for p in ffmpeg ccache; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || command -v "$p" >/dev/null 2>&1 || optional+=("$p")
+done
+if [ ${#optional[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "build-sidecar: installing ffmpeg (video inputs)" >&2
+    echo "build-sidecar: installing ${optional[*]} (optional)" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends ffmpeg >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${optional[@]}" >&2
   else
-    echo "build-sidecar: ffmpeg is not installed: videos will not work (images will); run:  sudo apt-get install -y ffmpeg" >&2
+    for p in "${optional[@]}"; do
+      echo "build-sidecar: $p is not installed: ${why[$p]}; run:  sudo apt-get install -y $p" >&2
+    done
   fi
 fi
 
