@@ -54,8 +54,9 @@ if [ ${#optional[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "build-sidecar: installing ${optional[*]} (optional)" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${optional[@]}" >&2
+    { apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+      apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${optional[@]}"; } >&2 ||
+      echo "build-sidecar: apt-get could not install ${optional[*]}; building without them" >&2
   else
     for p in "${optional[@]}"; do
       echo "build-sidecar: $p is not installed: ${why[$p]}; run:  sudo apt-get install -y $p" >&2
