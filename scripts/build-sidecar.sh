@@ -21,9 +21,17 @@ fi
 # libpng (the C++ preprocess test decodes the fixtures' input.png with it; the product links none of it), libjpeg-turbo and
 # libdeflate (sidecar/src/decode: the in-sidecar JPEG/PNG decode).
 pkgs=(g++ cmake ninja-build pkg-config libopenblas-dev libmsgpack-cxx-dev nlohmann-json3-dev libgtest-dev libpng-dev libjpeg62-turbo-dev libdeflate-dev)
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# apt-get update once per run, however many of the blocks below install something.
+apt_updated=0
+apt_update() {
+  [ "$apt_updated" = 1 ] && return 0
+  apt-get -o DPkg::Lock::Timeout=600 update -qq || return
+  apt_updated=1
+}
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -33,7 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     echo "build-sidecar: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    apt_update >&2
     apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
   else
     echo "build-sidecar: missing build dependencies: ${missing[*]}" >&2
@@ -48,13 +56,13 @@ fi
 declare -A why=([ffmpeg]="videos will not work (images will)" [ccache]="every build compiles from scratch")
 optional=()
 for p in ffmpeg ccache; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || command -v "$p" >/dev/null 2>&1 || optional+=("$p")
+  installed "$p" || command -v "$p" >/dev/null 2>&1 || optional+=("$p")
 done
 if [ ${#optional[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "build-sidecar: installing ${optional[*]} (optional)" >&2
     export DEBIAN_FRONTEND=noninteractive
-    { apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+    { apt_update &&
       apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${optional[@]}"; } >&2 ||
       echo "build-sidecar: apt-get could not install ${optional[*]}; building without them" >&2
   else

@@ -21,7 +21,7 @@ export async function freePort(): Promise<number> {
 export async function startServe(t: { after: (fn: () => void) => void }, args: string[]): Promise<{ child: ChildProcessByStdio<null, null, Readable>; base: string; log: () => string }> {
   const port = await freePort();
   const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'rfdetr.js'), 'serve', '--host', '127.0.0.1', '--port', String(port), ...args], {
-    env: { ...process.env, }, stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
   let log = '';
   child.stderr.on('data', (d) => (log = (log + d).slice(-4000)));
