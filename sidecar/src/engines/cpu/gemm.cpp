@@ -179,11 +179,19 @@ RFDETR_AVX512 void chunk512(int kc, const float * a, int as, const float * b, in
         }
         return;
     }
-    // The epilogue's branches sit after the k loop, outside it.
+    // The sums leave the registers once, here, as in chunk256: the epilogue loop indexes rows at run time, and
+    // reading c0[r]/c1[r] there made GCC 12 keep the accumulators of the masked-column k loop on the stack, a store
+    // after every FMA (tests/cpu/kernel-loop-check.sh). The epilogue's branches sit after the k loop, outside it.
+    alignas(64) float sums[R][32];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+        _mm512_store_ps(sums[r], c0[r]);
+        _mm512_store_ps(sums[r] + 16, c1[r]);
+    }
     for (int r = 0; r < R; ++r) {
         float * cr = c + static_cast<size_t>(r) * ldc;
-        _mm512_mask_storeu_ps(cr, m0, epi512(c0[r], cr, e, 0, m0));
-        if (m1) _mm512_mask_storeu_ps(cr + 16, m1, epi512(c1[r], cr + 16, e, 16, m1));
+        _mm512_mask_storeu_ps(cr, m0, epi512(_mm512_load_ps(sums[r]), cr, e, 0, m0));
+        if (m1) _mm512_mask_storeu_ps(cr + 16, m1, epi512(_mm512_load_ps(sums[r] + 16), cr + 16, e, 16, m1));
     }
 }
 
