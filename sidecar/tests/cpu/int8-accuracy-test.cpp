@@ -12,6 +12,7 @@
 // The RF-DETR Seg sizes take the same gates (90 % of their 100/200 proposals) and, on fp32's queries scoring
 // > 0.3 with fp32's top-k injected, their int8 masks (logit > 0 at R/4) against fp32's: mean IoU >= 0.95, min >= 0.8.
 // Fixtures or checkpoints missing are skips (failures under RFDETR_REQUIRE_ALL=1).
+#include "engines/cpu/attention-int8.h"
 #include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "engines/cpu/gemm.h"
@@ -62,7 +63,8 @@ struct gates {
 // bf16 measured (bf16 GEMMs and, on AMX, the bf16 attention): >= 98 % of the proposals, top-100 98-100, PCC >= 0.99994
 // on every case below (README.md, "bf16", "Attention in bf16").
 // int8 measured (README.md, "int8"): >= 96 % of the proposals; top-100 97-99 and PCC >= 0.99974 with 8-bit weights and
-// the projector convs in bf16 or fp32 (Base case-2 0.99898 with 7-bit weights and the convs in int8).
+// the projector convs in bf16 or fp32 (Base case-2 0.99898 with 7-bit weights and the convs in int8); with the ViT's
+// attention in int8 as well (no bf16 attention, AVX-512 VNNI): top-100 97-98, PCC >= 0.99967 on Base.
 gates gates_of(cpu::precision p) { return p == cpu::precision::bf16 ? gates{0.95, 95, 0.999} : gates{0.9, 95, 0.999}; }
 
 // One int8 (or bf16) forward against the golden's logits and boxes.
@@ -74,6 +76,9 @@ void check(const std::string & label, const std::string & weights, const std::ma
     cpu::model m(*ck, 0, p);
     ASSERT_EQ(m.prec(), p);
     ASSERT_EQ(m.projector_prec(), cpu::projector_precision(p));
+    // The ViT's attention runs in int8 exactly where int8 runs on AVX-512 VNNI without a bf16 attention.
+    ASSERT_EQ(m.int8_attention(), p == cpu::precision::int8 && !m.bf16_attention() &&
+                                      std::string(cpu::qgemm_isa()) == "avx512vnni" && cpu::attention_int8_supported());
     const int          Q = m.dims().queries, C = m.num_classes();
     std::vector<float> logits((size_t)Q * C), boxes((size_t)Q * 4);
     m.forward(g.at("pixel_values").f32.data(), logits.data(), boxes.data());
@@ -126,7 +131,8 @@ void check(const std::string & label, const std::string & weights, const std::ma
     const size_t overlap = top100_overlap(logits, gl);
     const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
     std::printf("%s %-8s (projector convs %s, attention %s) top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
-                pn, label.c_str(), cpu::to_string(m.projector_prec()), m.bf16_attention() ? "bf16" : "fp32", overlap, ml,
+                pn, label.c_str(), cpu::to_string(m.projector_prec()),
+                m.bf16_attention() ? "bf16" : m.int8_attention() ? "int8 in the ViT" : "fp32", overlap, ml,
                 pcc(logits, gl), mbx, pcc(boxes, gb));
     // Loose bounds (the fp32 engine is within 3e-5; int8 end to end measured 4.3-5.3 and 0.93-1.13, the
     // rank swaps): a broken int8 path gives NaN or unbounded values.
@@ -171,9 +177,9 @@ TEST_P(cpu_int8_seg, keeps_fp32s_proposals_top100_and_masks) {
 INSTANTIATE_TEST_SUITE_P(seg_sizes, cpu_int8_seg, ::testing::Values("nano", "small", "medium", "large"),
                          [](const auto & info) { return info.param; });
 
-// int8 as a CPU without bf16 runs it (an AVX-512 VNNI CPU such as Ice Lake: the projector convs and the attention in
-// fp32), with this CPU's bf16 kernels switched off; the int8 kernels give the same int32 sums on every ISA. The kernels
-// this CPU picks by default are selected again afterwards.
+// int8 as a CPU without bf16 runs it (an AVX-512 VNNI CPU such as Ice Lake: the projector convs in fp32, the ViT's
+// attention in int8, attention-int8.h), with this CPU's bf16 kernels switched off; the int8 kernels give the same int32
+// sums on every ISA. The kernels this CPU picks by default are selected again afterwards.
 class cpu_int8_no_bf16 : public ::testing::Test {
   protected:
     std::string f32_ = cpu::gemm_isa(), i8_ = cpu::qgemm_isa(), b16_ = cpu::bgemm_isa();

@@ -44,6 +44,7 @@ class cpu_engine final : public engine {
         device_ = cpu_model_name() + " (" + std::to_string(model_.threads()) + " thread" +
                   (model_.threads() == 1 ? "" : "s") + ", " + cpu::gemm_isa() + " kernels" +
                   (int8 ? std::string(", int8 ") + cpu::qgemm_isa() : std::string()) +
+                  (model_.int8_attention() ? std::string(" with int8 attention") : std::string()) +
                   (p == cpu::precision::bf16 ? std::string(", bf16 ") + cpu::bgemm_isa() : std::string()) + ")";
         // A CPU with AMX whose OS refused the tile state runs int8 on VNNI: the device line (logged at start,
         // shown by /info) says why.

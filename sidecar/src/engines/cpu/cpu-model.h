@@ -58,7 +58,7 @@ class model {
     // ckpt must outlive the model (the weights that are not repacked are read in place). int8: the weight
     // GEMMs of the patch embedding, the ViT blocks and the decoder layers run in int8 (qgemm.h), the projector's
     // convs in bf16 or fp32 (projector_precision); the two-stage and final heads, the reference-point head and
-    // everything else stay float (the attention bf16 where bf16_attention()). bf16: those
+    // everything else stay float (the attention bf16 where bf16_attention(), the ViT's int8 where int8_attention()). bf16: those
     // GEMMs and the two-stage, reference-point and class/box heads' in bf16 (bgemm.h); the caller checks
     // bf16_supported() first.
     model(const checkpoint & ckpt, int threads, precision p = precision::fp32);
@@ -82,6 +82,9 @@ class model {
     precision projector_prec() const { return projector_prec_; }
     // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
     bool bf16_attention() const { return bf16_attn_; }
+    // Whether the ViT's attention runs in int8 (attention-int8.h): at int8 where no bf16 attention runs and the int8
+    // GEMM's kernel is AVX-512 VNNI.
+    bool int8_attention() const { return int8_attn_; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -127,6 +130,8 @@ class model {
     static void   row_range(int m, int parts, int p, int & r0, int & r1);
     float *       gemm_scratch(int thread) { return gemm_scratch_.data() + gemm_scratch_stride_ * thread; }
     float *       att_scratch(int thread) { return att_scratch_.data() + att_scratch_stride_ * thread; }
+    // Floats of one head's packed keys and values in the global blocks, for the attention that runs.
+    size_t        global_kv_floats() const;
     // c[m, n] (ldc) = e(LN?(a)[m, k] (lda) * W^T), rows split over the pool; post(row0, rows) runs per part.
     template <class E>
     void linear(const float * a, int lda, int m, const packed_weight & wt, float * c, int ldc, const epilogue & e,
@@ -147,6 +152,7 @@ class model {
     precision          prec_;
     precision          projector_prec_;
     bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16, or AVX512-BF16 on AMD
+    bool               int8_attn_ = false;  // the ViT's attention in int8 (attention-int8.h; attention_in_int8)
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
