@@ -30,6 +30,7 @@ namespace {
 constexpr int   k_rows = 14;  // query rows per tile: 28 zmm accumulators, as the int8 GEMM's AVX-512 VNNI kernel
 constexpr int   k_qmax = 127;
 constexpr float k_pmax = 255.0f;  // p = exp(s - max) in [0, 1] as u8
+constexpr int   k_max_width = 128;  // head widths up to this (attention_int8_width_ok)
 
 size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
 int    pad32(int n) { return (n + 31) / 32 * 32; }
@@ -131,8 +132,19 @@ RFDETR_I8ATT void pack_impl(const float * k, int ldk, const float * v, int ldv, 
     int32_t *       cmp = reinterpret_cast<int32_t *>(kv + L.comp);
     float *         sv  = kv + L.sv;
     std::memset(kv, 0, sizeof(float) * L.sv);  // padded keys: zero K and V, s_k 0, compensation 0
-    const int kq = d / 4;
+    const int kq = d / 4, nc = d / 16;
+    // One pass over the keys: each k row quantised, and v's column maxima (nc running maxima). The rows are the qkv
+    // GEMM's, 3 widths apart: the loads of a row were the packing's stall (perf), so rows 8 ahead are prefetched.
+    __m512 vmax[k_max_width / 16];
+    for (int c = 0; c < nc; ++c) vmax[c] = _mm512_setzero_ps();
     for (int j = 0; j < nk; ++j) {
+        if (j + 8 < nk) {
+            for (int c = 0; c < d; c += 16) {
+                _mm_prefetch(reinterpret_cast<const char *>(k + sz(j + 8, ldk) + c), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char *>(v + sz(j + 8, ldv) + c), _MM_HINT_T0);
+            }
+        }
+        for (int c = 0; c < nc; ++c) vmax[c] = _mm512_max_ps(vmax[c], _mm512_abs_ps(_mm512_loadu_ps(v + sz(j, ldv) + 16 * c)));
         const float * x    = k + sz(j, ldk);
         const float   amax = absmax(x, d);
         const __m512  inv  = _mm512_set1_ps(amax > 0.0f ? static_cast<float>(k_qmax) / amax : 0.0f);
@@ -146,13 +158,9 @@ RFDETR_I8ATT void pack_impl(const float * k, int ldk, const float * v, int ldv, 
         }
         cmp[j] = 128 * _mm512_reduce_add_epi32(sum);
     }
-    // V per channel: the column maxima over the keys, then 4 keys at a time into [key group][32 channels][4].
-    for (int c = 0; c < d; c += 16) {
-        __m512 m = _mm512_setzero_ps();
-        for (int j = 0; j < nk; ++j) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(v + sz(j, ldv) + c)));
-        _mm512_storeu_ps(sv + c, m);
-    }
-    std::vector<float> inv(static_cast<size_t>(d));
+    // V per channel (the column maxima above), 4 keys at a time into [key group][32 channels][4].
+    for (int c = 0; c < nc; ++c) _mm512_storeu_ps(sv + 16 * c, vmax[c]);
+    alignas(64) float inv[k_max_width];
     for (int c = 0; c < d; ++c) {
         const float amax = sv[c];
         inv[c]           = amax > 0.0f ? static_cast<float>(k_qmax) / amax : 0.0f;
@@ -161,7 +169,7 @@ RFDETR_I8ATT void pack_impl(const float * k, int ldk, const float * v, int ldv, 
     const int groups = (nk + 3) / 4;
     for (int g = 0; g < groups; ++g) {
         for (int c = 0; c < d; c += 16) {
-            const __m512 vi = _mm512_loadu_ps(inv.data() + c);
+            const __m512 vi = _mm512_loadu_ps(inv + c);
             __m512i      w  = _mm512_setzero_si512();
             for (int e = 0; e < 4 && 4 * g + e < nk; ++e) {
                 const __m512i q = quantize16(_mm512_loadu_ps(v + sz(4 * g + e, ldv) + c), vi);
@@ -190,6 +198,11 @@ RFDETR_I8ATT void block_impl(const float * q, int ldq, const float * kv, int nk,
     alignas(64) int32_t  t[k_rows * 32];
     for (int i0 = 0; i0 < nq; i0 += k_rows) {
         const int R = std::min(k_rows, nq - i0);
+        // The next tile's query rows arrive while this one's scores run (their loads were a third of this function's
+        // samples, perf).
+        for (int r = i0 + k_rows; r < std::min(nq, i0 + 2 * k_rows); ++r) {
+            for (int c = 0; c < d; c += 16) _mm_prefetch(reinterpret_cast<const char *>(q + sz(r, ldq) + c), _MM_HINT_T0);
+        }
         // The query rows as u8 = q + 128 (vpdpbusd's unsigned operand; the keys' compensation removes the 128).
         for (int r = 0; r < R; ++r) {
             const float * x    = q + sz(i0 + r, ldq);
@@ -265,7 +278,7 @@ bool attention_int8_supported() {
            __builtin_cpu_supports("avx512vnni");
 }
 
-bool attention_int8_width_ok(int d) { return d > 0 && d % 32 == 0; }
+bool attention_int8_width_ok(int d) { return d > 0 && d % 32 == 0 && d <= k_max_width; }
 
 size_t attention_int8_kv_floats(int nk, int d) { return layout(nk, d).floats; }
 

@@ -20,7 +20,7 @@ namespace rfdetr::cpu {
 // Whether this CPU has the instructions (AVX-512 F, BW and VNNI).
 bool attention_int8_supported();
 
-// Head widths the kernel takes: a multiple of 32 (the ViT's 64).
+// Head widths the kernel takes: a multiple of 32 up to 128 (the ViT's 64).
 bool attention_int8_width_ok(int d);
 
 // Floats holding a head's packed K and V for nk keys of width d, and the packing of k [nk, d] (row stride ldk) and
