@@ -1,8 +1,10 @@
 // One attention head on the model's shapes (not a test): the fp32 fused attention (attention.h) against the
-// bf16 attention's kernels (attention-bf16.h: AMX, AVX512-BF16), this thread's CPU time, median of the repeats,
-// the kernels interleaved within each repeat so the machine's load hits them alike.
-//   attention-bench [repeats [kernel]]   (kernel: fp32, amx or avx512bf16 to time only that one, e.g. under perf)
+// bf16 attention's kernels (attention-bf16.h: AMX, AVX512-BF16) and the int8 one (attention-int8.h: AVX-512 VNNI),
+// this thread's CPU time, median of the repeats, the kernels interleaved within each repeat so the machine's load
+// hits them alike.
+//   attention-bench [repeats [kernel]]   (kernel: fp32, amx, avx512bf16 or int8 to time only that one, e.g. under perf)
 #include "engines/cpu/attention-bf16.h"
+#include "engines/cpu/attention-int8.h"
 #include "engines/cpu/attention.h"
 
 #include <algorithm>
@@ -52,7 +54,7 @@ int main(int argc, char ** argv) {
     const int repeats = argc > 1 ? std::atoi(argv[1]) : 15;
     std::string why;
     const bool  bf16 = cpu::attention_bf16_supported(why);
-    if (!bf16) std::printf("# %s: only fp32 timed\n", why.c_str());
+    if (!bf16) std::printf("# %s: the bf16 kernels are not timed\n", why.c_str());
     const std::string best = cpu::attention_bf16_isa();
     const std::string        only = argc > 2 ? argv[2] : "";
     std::vector<std::string> kernels;
@@ -60,8 +62,10 @@ int main(int argc, char ** argv) {
     for (const char * k : {"amx", "avx512bf16"}) {
         if ((only.empty() || only == k) && bf16 && cpu::attention_bf16_select_isa(k)) kernels.push_back(k);
     }
+    if ((only.empty() || only == "int8") && cpu::attention_int8_supported()) kernels.push_back("int8");
     if (kernels.empty()) {
-        std::fprintf(stderr, "attention-bench: no kernel '%s' on this CPU; expected fp32, amx or avx512bf16\n", only.c_str());
+        std::fprintf(stderr, "attention-bench: no kernel '%s' on this CPU; expected fp32, amx, avx512bf16 or int8\n",
+                     only.c_str());
         return 1;
     }
     std::printf("# ms of this thread's CPU time per head, median of %d; x: fp32 / kernel\n", repeats);
@@ -77,7 +81,8 @@ int main(int argc, char ** argv) {
         std::vector<float> o(static_cast<size_t>(s.n) * ldo);
         const size_t       fp32_scratch = cpu::attention_head_scratch_floats(s.n, s.d);
         const size_t bf16_scratch = bf16 ? cpu::attention_bf16_head_scratch_floats(s.n, s.d) : 0;
-        std::vector<float> scratch(std::max(fp32_scratch, bf16_scratch) + 16);
+        const size_t int8_scratch = cpu::attention_int8_head_scratch_floats(s.n, s.d);
+        std::vector<float> scratch(std::max({fp32_scratch, bf16_scratch, int8_scratch}) + 16);
         std::vector<std::vector<double>> t(kernels.size());
         for (int r = 0; r < repeats; ++r) {
             for (size_t ki = 0; ki < kernels.size(); ++ki) {
@@ -85,6 +90,9 @@ int main(int argc, char ** argv) {
                 const double  t0 = thread_ms();
                 if (kernels[ki] == "fp32") {
                     cpu::attention_head(q, s.ld, k, s.ld, v, s.ld, o.data(), ldo, s.n, s.n, s.d, s.scale, aligned(scratch));
+                } else if (kernels[ki] == "int8") {
+                    cpu::attention_int8_head(q, s.ld, k, s.ld, v, s.ld, o.data(), ldo, s.n, s.n, s.d, s.scale,
+                                             aligned(scratch));
                 } else {
                     cpu::attention_bf16_select_isa(kernels[ki].c_str());
                     cpu::attention_bf16_head(q, s.ld, k, s.ld, v, s.ld, o.data(), ldo, s.n, s.n, s.d, s.scale,
