@@ -100,28 +100,42 @@ void expect_same_bits(const output & got, const output & want, const shape & s, 
     }
 }
 
+// attention_int8_ref's o for x.
+output reference(const shape & s, const operands & x) {
+    output want(s.nq, s.d);
+    cpu::attention_int8_ref(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, want.o.data(), want.ldo, s.nq, s.nk,
+                            s.d, s.scale);
+    return want;
+}
+
+// The int8 head's o for x (its scratch holding NaN before: a read of scratch it did not write poisons the result).
+output int8_head(const shape & s, const operands & x) {
+    output             got(s.nq, s.d);
+    std::vector<float> scratch(cpu::attention_int8_head_scratch_floats(s.nk, s.d), std::nanf(""));
+    cpu::attention_int8_head(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, got.o.data(), got.ldo, s.nq, s.nk,
+                             s.d, s.scale, scratch.data());
+    return got;
+}
+
+// got has the reference's bits and left o's gaps alone.
+void expect_the_references(const output & got, const shape & s, const operands & x, const char * what) {
+    expect_same_bits(got, reference(s, x), s, what);
+    got.expect_gaps_kept(s.nq, s.d);
+}
+
 TEST_F(attention_int8, head_gives_the_references_bits_on_odd_sizes) {
     uint32_t seed = 11;
     for (const shape & s : k_shapes) {
         const operands x = make(s, seed++);
-        output         want(s.nq, s.d), got(s.nq, s.d);
-        cpu::attention_int8_ref(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, want.o.data(), want.ldo, s.nq,
-                                s.nk, s.d, s.scale);
-        std::vector<float> scratch(cpu::attention_int8_head_scratch_floats(s.nk, s.d), std::nanf(""));
-        cpu::attention_int8_head(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, got.o.data(), got.ldo, s.nq, s.nk,
-                                 s.d, s.scale, scratch.data());
-        expect_same_bits(got, want, s, "head");
-        got.expect_gaps_kept(s.nq, s.d);
+        expect_the_references(int8_head(s, x), s, x, "head");
     }
 }
 
 TEST_F(attention_int8, pack_then_block_gives_the_references_bits_on_odd_sizes) {
     uint32_t seed = 101;
     for (const shape & s : k_shapes) {
-        const operands x = make(s, seed++);
-        output         want(s.nq, s.d), got(s.nq, s.d);
-        cpu::attention_int8_ref(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, want.o.data(), want.ldo, s.nq,
-                                s.nk, s.d, s.scale);
+        const operands     x = make(s, seed++);
+        output             got(s.nq, s.d);
         std::vector<float> kv(cpu::attention_int8_kv_floats(s.nk, s.d), std::nanf(""));
         std::vector<float> scratch(cpu::attention_int8_scratch_floats(s.nk, s.d), std::nanf(""));
         cpu::attention_int8_pack(x.k.data(), x.ld, x.v.data(), x.ld, s.nk, s.d, s.scale, kv.data());
@@ -131,8 +145,7 @@ TEST_F(attention_int8, pack_then_block_gives_the_references_bits_on_odd_sizes) {
         cpu::attention_int8_block(x.q.data() + static_cast<size_t>(half) * x.ld, x.ld, kv.data(), s.nk,
                                   got.o.data() + static_cast<size_t>(half) * got.ldo, got.ldo, s.nq - half, s.d,
                                   scratch.data());
-        expect_same_bits(got, want, s, "pack + block");
-        got.expect_gaps_kept(s.nq, s.d);
+        expect_the_references(got, s, x, "pack + block");
     }
 }
 
@@ -142,14 +155,12 @@ TEST_F(attention_int8, pack_then_block_gives_the_references_bits_on_odd_sizes) {
 TEST_F(attention_int8, stays_within_int8_rounding_of_the_fp32_attention) {
     uint32_t seed = 201;
     for (const shape & s : k_shapes) {
-        const operands x = make(s, seed++);
-        output         want(s.nq, s.d), got(s.nq, s.d);
+        const operands     x = make(s, seed++);
+        output             want(s.nq, s.d);
         std::vector<float> f32_scratch(cpu::attention_head_scratch_floats(s.nk, s.d));
         cpu::attention_head(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, want.o.data(), want.ldo, s.nq, s.nk,
                             s.d, s.scale, f32_scratch.data());
-        std::vector<float> scratch(cpu::attention_int8_head_scratch_floats(s.nk, s.d));
-        cpu::attention_int8_head(x.q.data(), x.ld, x.k.data(), x.ld, x.v.data(), x.ld, got.o.data(), got.ldo, s.nq, s.nk,
-                                 s.d, s.scale, scratch.data());
+        const output got = int8_head(s, x);
         float vmax = 0.0f, err = 0.0f;
         for (int j = 0; j < s.nk; ++j) {
             for (int c = 0; c < s.d; ++c) vmax = std::max(vmax, std::fabs(x.v[static_cast<size_t>(j) * x.ld + c]));
