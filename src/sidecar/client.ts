@@ -258,8 +258,13 @@ export class SidecarConnection {
         p.timer = setTimeout(() => {
           p.timer = undefined;
           // For the log of a missed ping: whether the request had even left this process (a socket the sidecar
-          // does not read holds it back), and how late this process's loop ran the deadline.
-          const facts = { op, deadlineMs, written: p.writtenAt !== undefined, lateMs: Math.round(performance.now() - p.sentAt - deadlineMs) };
+          // does not read holds it back) and how long it waited to (waitedMs), and how late this process's loop ran
+          // the deadline.
+          const facts = {
+            op, deadlineMs, written: p.writtenAt !== undefined,
+            waitedMs: p.writtenAt === undefined ? undefined : Math.round(p.writtenAt - p.sentAt),
+            lateMs: Math.round(performance.now() - p.sentAt - deadlineMs),
+          };
           p.judge = setImmediate(() => giveUp(new RfdetrError('E_DEADLINE',
             `the sidecar did not answer ${op} request ${id} within ${Math.round(deadlineMs)} ms`, facts)));
         }, Math.max(0, deadlineMs));
