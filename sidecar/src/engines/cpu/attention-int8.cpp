@@ -4,6 +4,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#include "engines/cpu/qgemm-kernel.h"
 #include "engines/cpu/simd-math.h"
 
 #include <immintrin.h>
@@ -94,28 +95,11 @@ RFDETR_I8ATT inline void store_groups(__m128i b, uint8_t * dst, size_t stride) {
     _mm_storeu_si32(dst + 3 * stride, _mm_bsrli_si128(b, 12));
 }
 
-// R rows of a ([kq][k_rows][4] u8) times one 32-column panel b ([kq][32][4] s8): t[R][32] = the int32 sums.
+// R rows of a ([kq][k_rows][4] u8) times one 32-column panel b ([kq][32][4] s8): t[R][32] = the int32 sums (the int8
+// GEMM's k loop, qgemm-kernel.h).
 template <int R>
 RFDETR_I8ATT void dot_tile(int kq, const uint8_t * a, const int8_t * b, int32_t * t) {
-    __m512i c0[R], c1[R];
-#pragma GCC unroll 14
-    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_si512();
-    for (int g = 0; g < kq; ++g, a += 4 * k_rows, b += 128) {
-        const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
-#pragma GCC unroll 14
-        for (int r = 0; r < R; ++r) {
-            int32_t v;
-            std::memcpy(&v, a + 4 * r, 4);
-            const __m512i av = _mm512_set1_epi32(v);
-            c0[r]            = _mm512_dpbusd_epi32(c0[r], av, b0);
-            c1[r]            = _mm512_dpbusd_epi32(c1[r], av, b1);
-        }
-    }
-#pragma GCC unroll 14
-    for (int r = 0; r < R; ++r) {
-        _mm512_storeu_si512(t + r * 32, c0[r]);
-        _mm512_storeu_si512(t + r * 32 + 16, c1[r]);
-    }
+    vnni_sums512<R>(kq, a, k_rows, b, t);
 }
 
 using dot_fn = void (*)(int, const uint8_t *, const int8_t *, int32_t *);
@@ -203,17 +187,9 @@ RFDETR_I8ATT void block_impl(const float * q, int ldq, const float * kv, int nk,
         for (int r = i0 + k_rows; r < std::min(nq, i0 + 2 * k_rows); ++r) {
             for (int c = 0; c < d; c += 16) _mm_prefetch(reinterpret_cast<const char *>(q + sz(r, ldq) + c), _MM_HINT_T0);
         }
-        // The query rows as u8 = q + 128 (vpdpbusd's unsigned operand; the keys' compensation removes the 128).
-        for (int r = 0; r < R; ++r) {
-            const float * x    = q + sz(i0 + r, ldq);
-            const float   amax = absmax(x, d);
-            const __m512  inv  = _mm512_set1_ps(amax > 0.0f ? static_cast<float>(k_qmax) / amax : 0.0f);
-            sq[r]              = amax / static_cast<float>(k_qmax);
-            for (int c = 0; c < d; c += 16) {
-                const __m512i u = _mm512_add_epi32(quantize16(_mm512_loadu_ps(x + c), inv), _mm512_set1_epi32(128));
-                store_groups(_mm512_cvtepi32_epi8(u), qa + (sz(c / 4, k_rows) + r) * 4, 4 * k_rows);
-            }
-        }
+        // The query rows as u8 = q + 128 by the int8 GEMM's row quantiser (vpdpbusd's unsigned operand; the keys'
+        // compensation removes the 128), in the tiles' A layout.
+        for (int r = 0; r < R; ++r) sq[r] = quantize_row(q + sz(i0 + r, ldq), d, qa + 4 * r, 4 * k_rows);
         // Scores, and each row's running maximum over the real keys.
         __m512 mx[k_rows];
         for (int r = 0; r < R; ++r) mx[r] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());

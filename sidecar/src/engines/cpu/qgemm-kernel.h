@@ -1,5 +1,6 @@
-// What the int8 kernels share (qgemm.cpp's AVX2/VNNI tiles and qgemm-amx.cpp's AMX blocks): the size of the
-// quantised row block, the prologue's LayerNorm A pass and row quantiser, and the dequantising AVX-512 store of one finished
+// What the int8 kernels share (qgemm.cpp's AVX2/VNNI tiles, qgemm-amx.cpp's AMX blocks, attention-int8.cpp): the size of
+// the quantised row block, the prologue's LayerNorm A pass and row quantiser, the AVX-512 VNNI k loop, and the
+// dequantising AVX-512 store of one finished
 // 32-column row into the epilogue, so every kernel turns the same int32 sums into the same floats.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace rfdetr::cpu {
 
@@ -30,6 +32,34 @@ inline const float * a_row(const float * x, float * row, int k, const a_layernor
 // dst + g * stride (g = k group; stride 4 writes the row contiguously), the k tail up to the group padded
 // with q = 0. Returns s_a.
 float quantize_row(const float * x, int k, uint8_t * dst, int stride);
+
+// The AVX-512 VNNI k loop of both int8 AVX-512 kernels (qgemm.cpp's qtile_avx512vnni, attention-int8.cpp's dot_tile):
+// R rows of a ([kq][mr][4] u8) times one 32-column panel b ([kq][32][4] s8), the int32 sums into t[R][32] (64-byte
+// aligned). The sums leave the registers once, into t: with the epilogue's branches reading the accumulators directly,
+// GCC 12 kept the 28 of them on the stack inside the k loop (measured: half the kernel's time).
+template <int R>
+__attribute__((target("avx512f,avx512vnni"), always_inline)) inline void vnni_sums512(int kq, const uint8_t * a, int mr,
+                                                                                      const int8_t * b, int32_t * t) {
+    __m512i c0[R], c1[R];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_si512();
+    for (int q = 0; q < kq; ++q, a += mr * 4, b += 4 * k_gemm_nr) {
+        const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; ++r) {
+            int32_t v;
+            std::memcpy(&v, a + 4 * r, 4);
+            const __m512i av = _mm512_set1_epi32(v);
+            c0[r]            = _mm512_dpbusd_epi32(c0[r], av, b0);
+            c1[r]            = _mm512_dpbusd_epi32(c1[r], av, b1);
+        }
+    }
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+        _mm512_store_si512(t + r * 32, c0[r]);
+        _mm512_store_si512(t + r * 32 + 16, c1[r]);
+    }
+}
 
 // One row of a finished 32-column tile t (int32 sums, u8 offset included): c[0, ncols) =
 // epi(float(t - comp) * (s_w * s_a)); sw0/sw1 and q0/q1 the tile's scales and compensations (columns 0-15,

@@ -140,28 +140,8 @@ __attribute__((target("avx512f,avx512vnni"))) void qtile_avx512vnni(int kq, cons
                                                                     float * c, int ldc, int ncols, const float * sa,
                                                                     const float * sw, const int32_t * comp,
                                                                     const epilogue & e) {
-    __m512i c0[R], c1[R];
-#pragma GCC unroll 14
-    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_si512();
-    const uint8_t * ap = a;
-    const int8_t *  bp = b;
-    for (int q = 0; q < kq; ++q, ap += mr * 4, bp += 4 * k_gemm_nr) {
-        const __m512i b0 = _mm512_loadu_si512(bp), b1 = _mm512_loadu_si512(bp + 64);
-#pragma GCC unroll 14
-        for (int r = 0; r < R; ++r) {
-            const __m512i av = _mm512_set1_epi32(load4(ap + 4 * r));
-            c0[r]            = _mm512_dpbusd_epi32(c0[r], av, b0);
-            c1[r]            = _mm512_dpbusd_epi32(c1[r], av, b1);
-        }
-    }
-    // The sums leave the registers once, into t: with the epilogue's branches reading c0/c1 directly,
-    // GCC 12 kept the 28 accumulators on the stack inside the k loop (measured: half the kernel's time).
     alignas(64) int32_t t[R * 32];
-#pragma GCC unroll 14
-    for (int r = 0; r < R; ++r) {
-        _mm512_store_si512(t + r * 32, c0[r]);
-        _mm512_store_si512(t + r * 32 + 16, c1[r]);
-    }
+    vnni_sums512<R>(kq, a, mr, b, t);
     const __mmask16 m0 = cols_mask_lo(ncols), m1 = cols_mask_hi(ncols);
     const __m512    sw0 = _mm512_loadu_ps(sw), sw1 = _mm512_loadu_ps(sw + 16);
     const __m512i   q0 = _mm512_loadu_si512(comp), q1 = _mm512_loadu_si512(comp + 16);
