@@ -85,6 +85,9 @@ class model {
     // Whether the ViT's attention runs in int8 (attention-int8.h): at int8 where no bf16 attention runs and the int8
     // GEMM's kernel is AVX-512 VNNI.
     bool int8_attention() const { return int8_attn_; }
+    // Whether the window blocks run their qkv GEMM and attention window by window (vit_windows): where q, k, v are
+    // fp32 rows and the windows split evenly over the threads.
+    bool windows_fused() const { return windows_fused_; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -143,6 +146,9 @@ class model {
     void run_vit();
     template <class T>
     void vit_attention(const T * qkv, T * ctx, bool global, float scale);
+    template <class T>
+    void window_head(const T * q, T * o, float scale, int thread);  // one head of one window: q's k and v follow at +dim
+    void vit_windows(const vit_block & blk, const a_layernorm & ln1, float scale);
     void run_projector();
     void run_two_stage();
     void run_decoder();
@@ -153,6 +159,7 @@ class model {
     precision          projector_prec_;
     bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16, or AVX512-BF16 on AMD
     bool               int8_attn_ = false;  // the ViT's attention in int8 (attention-int8.h; attention_in_int8)
+    bool               windows_fused_ = false;  // window blocks' qkv and attention window by window (vit_windows)
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
