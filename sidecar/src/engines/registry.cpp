@@ -3,6 +3,7 @@
 #include "engines/registry.h"
 
 #include "engines/cpu/cpu-engine.h"
+#include "engines/tt/openblas-core.h"
 #include "engines/tt/tt-engine.h"
 
 namespace rfdetr {
@@ -14,7 +15,7 @@ const engine_table & engine_registry() {
     static const engine_table table = {
         {"cpu", {"fp32", "int8", "bf16"}, true, cpu_engine_create, nullptr, cpu_precision_refusal},
         {"tt", {"bf16"}, false, tt_engine_create, tt_engine_unbuilt_reason},
-        {"tt-host", {"fp32", "bf16"}, true, tt_host_engine_create, nullptr},
+        {"tt-host", {"fp32", "bf16"}, true, tt_host_engine_create, nullptr, nullptr, openblas_process_setup},
     };
     return table;
 }

@@ -25,6 +25,10 @@ struct engine_entry {
     // nullptr: every listed precision runs here; else "" when `precision` (one of the listed) runs on this host,
     // or why not and what does (the cpu engine's bf16 on a CPU without bf16 instructions).
     std::string (*precision_refusal)(const std::string & precision) = nullptr;
+    // nullptr: nothing; else run once when a sidecar starts this engine, after its flags are read and before
+    // anything else: it may re-execute the process with a changed environment (tt-host: OpenBLAS's kernels on a CPU
+    // OpenBLAS does not recognise, openblas-core.h).
+    void (*process_setup)(char ** argv) = nullptr;
 };
 
 using engine_table = std::vector<engine_entry>;

@@ -112,6 +112,11 @@ int sidecar_main(int argc, char ** argv, const engine_table & engines) {
         case options_status::OPTIONS_USAGE_ERROR: fail_line(err + " (see rfdetr-sidecar --help)"); return 2;
         case options_status::OPTIONS_OK: break;
     }
+    // Before anything starts (a process group, threads, the READY channel): the engine's setup may re-execute the
+    // process with the same arguments (registry.h, process_setup).
+    if (const engine_entry * e = engine_find(engines, opts.engine); e && e->process_setup) {
+        e->process_setup(argv);
+    }
     // First, so that a terminal's Ctrl-C meant for the parent finds this process in a group of its own as soon
     // as possible. The parent does not spawn it in a new session (setsid): sessions are the kernel's autogroups,
     // and a sidecar leading its own would get half the CPU against the parent's whole session whatever the

@@ -3,6 +3,8 @@
 // the refusal of a precision the engine lacks before any weights are read.
 #include "sidecar-harness.h"
 
+#include "engines/tt/openblas-core.h"
+
 namespace {
 
 using namespace rfdetr_test;
@@ -93,6 +95,51 @@ TEST_F(sidecar, list_engines_prints_every_engine_with_its_precisions_and_host_co
     }
     std::sort(names.begin(), names.end());
     EXPECT_EQ(names, (std::vector<std::string>{"cpu", "test-echo", "test-sleep", "tt", "tt-host"}));
+}
+
+// tt-host's matmuls are OpenBLAS's, and OpenBLAS picks its kernels when it is loaded: on a CPU it does not know it
+// picks generic ones (Debian's 0.3.21: "Prescott", SSE3, on a Xeon of CPUID model 207). The sidecar restarts itself
+// once with OPENBLAS_CORETYPE naming the CPU's own (openblas-core.h), before anything else (here the missing weights
+// still end it with exit 1 afterwards), and leaves an OPENBLAS_CORETYPE the operator set alone. Runs where this
+// machine's OpenBLAS chose a generic core on a CPU with AVX2 or AVX-512; a skip, with the core, where it did not.
+TEST_F(sidecar, tt_host_restarts_once_with_the_cpus_own_openblas_kernels_where_openblas_chose_generic_ones) {
+    const char * chosen = rfdetr::openblas_core();
+    const char * better = rfdetr::openblas_core_upgrade(chosen, rfdetr::cpu_vector_units_here());
+    if (!better) {
+        GTEST_SKIP() << "OpenBLAS chose its " << chosen << " kernels on this CPU, matched to it: nothing to restart for";
+    }
+    const std::vector<std::string> args = {"--socket", socket_, "--weights", dir_ + "/missing", "--engine", "tt-host"};
+    const std::string restarting = std::string("chose its generic ") + chosen +
+                                   " kernels for tt-host's matmuls; restarting with OPENBLAS_CORETYPE=" + better;
+    const std::string restarted = std::string("restarted: OpenBLAS runs its ") + better + " kernels (it had chosen " +
+                                  chosen + ")";
+    auto count = [](const std::string & text, const std::string & needle) {
+        int n = 0;
+        for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+        return n;
+    };
+    {
+        sidecar_proc p;
+        p.spawn(args);
+        EXPECT_EQ(p.wait_exit(), 1) << p.err_text;
+        EXPECT_EQ(count(p.err_text, restarting), 1) << p.err_text;
+        EXPECT_EQ(count(p.err_text, restarted), 1) << p.err_text;
+        EXPECT_NE(p.err_text.find("weights"), std::string::npos) << "the restarted process went on to load\n"
+                                                                 << p.err_text;
+    }
+    {
+        sidecar_proc p;
+        p.spawn(args, {std::string("OPENBLAS_CORETYPE=") + chosen});
+        EXPECT_EQ(p.wait_exit(), 1) << p.err_text;
+        EXPECT_EQ(p.err_text.find("restart"), std::string::npos) << "the operator's OPENBLAS_CORETYPE stands\n"
+                                                                 << p.err_text;
+    }
+    {
+        sidecar_proc p;  // the cpu engine does not use OpenBLAS: no restart
+        p.spawn({"--socket", socket_, "--weights", dir_ + "/missing", "--engine", "cpu"});
+        EXPECT_EQ(p.wait_exit(), 1) << p.err_text;
+        EXPECT_EQ(p.err_text.find("restart"), std::string::npos) << p.err_text;
+    }
 }
 
 TEST_F(sidecar, a_precision_the_engine_lacks_exits_2_before_loading_naming_its_precisions) {

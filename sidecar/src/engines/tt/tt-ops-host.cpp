@@ -7,6 +7,7 @@
 // sums to bf16 after every 16 products along K (the FPU's 16-deep step into a Float16_b destination).
 // The trace is emulated faithfully: ops issued during capture are recorded as closures over their input and
 // output buffers, and a replay recomputes them in place, reading whatever the inputs hold now.
+#include "engines/tt/openblas-core.h"
 #include "engines/tt/tt-ops.h"
 #include "engines/tt/tt-ops-host-operands.h"
 #include "engines/tt/tt-ops-host-spatial.h"
@@ -163,7 +164,8 @@ class tt_ops_host : public tt_ops {
     void set_math(const tt_math & m) override { math_ = m; }
 
     std::string describe() const override {
-        return std::string("host (plain C++, OpenBLAS, ") + (bf16_ ? "bf16-rounded" : "fp32") + ")";
+        return std::string("host (plain C++, OpenBLAS ") + openblas_core() + " kernels, " + (bf16_ ? "bf16-rounded" : "fp32") +
+               ")";
     }
 
     tt_tensor upload(const float * data, const tt_shape & shape, tt_dtype dtype) override {
