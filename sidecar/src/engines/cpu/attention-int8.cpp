@@ -74,13 +74,6 @@ RFDETR_I8ATT inline __mmask16 lanes(int n) {
     return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// max |x[0, n)|, n a multiple of 16.
-RFDETR_I8ATT float absmax(const float * x, int n) {
-    __m512 m = _mm512_setzero_ps();
-    for (int c = 0; c < n; c += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
-    return _mm512_reduce_max_ps(m);
-}
-
 // nearbyint(x * inv) clamped to +-127, 16 lanes.
 RFDETR_I8ATT inline __m512i quantize16(__m512 x, __m512 inv) {
     const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv));  // round to nearest even
@@ -130,7 +123,7 @@ RFDETR_I8ATT void pack_impl(const float * k, int ldk, const float * v, int ldv, 
         }
         for (int c = 0; c < nc; ++c) vmax[c] = _mm512_max_ps(vmax[c], _mm512_abs_ps(_mm512_loadu_ps(v + sz(j, ldv) + 16 * c)));
         const float * x    = k + sz(j, ldk);
-        const float   amax = absmax(x, d);
+        const float   amax = row_absmax(x, d);
         const __m512  inv  = _mm512_set1_ps(amax > 0.0f ? static_cast<float>(k_qmax) / amax : 0.0f);
         sks[j]             = amax / static_cast<float>(k_qmax) * scale;
         __m512i sum        = _mm512_setzero_si512();

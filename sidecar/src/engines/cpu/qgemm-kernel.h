@@ -1,7 +1,7 @@
 // What the int8 kernels share (qgemm.cpp's AVX2/VNNI tiles, qgemm-amx.cpp's AMX blocks, attention-int8.cpp): the size of
-// the quantised row block, the prologue's LayerNorm A pass and row quantiser, the AVX-512 VNNI k loop, and the
-// dequantising AVX-512 store of one finished
-// 32-column row into the epilogue, so every kernel turns the same int32 sums into the same floats.
+// the quantised row block, the prologue's LayerNorm A pass, the row's absolute maximum and row quantiser, the AVX-512
+// VNNI k loop, and the dequantising AVX-512 store of one finished 32-column row into the epilogue, so every kernel
+// turns the same int32 sums into the same floats.
 #pragma once
 
 #include "engines/cpu/gemm-epilogue.h"
@@ -33,6 +33,16 @@ inline const float * a_row(const float * x, float * row, int k, const a_layernor
 // with q = 0. Returns s_a.
 float quantize_row(const float * x, int k, uint8_t * dst, int stride);
 
+// max_k |x[k]| (qgemm.cpp): a row's quantisation scale times 127.
+float row_absmax(const float * x, int k);
+
+// Four bytes as one int32 lane (a k group of u8 or s8), for a broadcast.
+inline int32_t load4(const void * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
 // The AVX-512 VNNI k loop of both int8 AVX-512 kernels (qgemm.cpp's qtile_avx512vnni, attention-int8.cpp's dot_tile):
 // R rows of a ([kq][mr][4] u8) times one 32-column panel b ([kq][32][4] s8), the int32 sums into t[R][32] (64-byte
 // aligned). The sums leave the registers once, into t: with the epilogue's branches reading the accumulators directly,
@@ -47,9 +57,7 @@ __attribute__((target("avx512f,avx512vnni"), always_inline)) inline void vnni_su
         const __m512i b0 = _mm512_loadu_si512(b), b1 = _mm512_loadu_si512(b + 64);
 #pragma GCC unroll 14
         for (int r = 0; r < R; ++r) {
-            int32_t v;
-            std::memcpy(&v, a + 4 * r, 4);
-            const __m512i av = _mm512_set1_epi32(v);
+            const __m512i av = _mm512_set1_epi32(load4(a + 4 * r));
             c0[r]            = _mm512_dpbusd_epi32(c0[r], av, b0);
             c1[r]            = _mm512_dpbusd_epi32(c1[r], av, b1);
         }

@@ -22,12 +22,6 @@ namespace rfdetr::cpu {
 
 namespace {
 
-inline int32_t load4(const uint8_t * p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
 // ---- dequantisation + epilogue of one 16-column half (two 8-float vectors), shared by the ymm kernels ----
 
 inline void store_half256(__m256i acc0, __m256i acc1, float sa, const float * sw, const int32_t * comp, float * cr,
@@ -150,24 +144,6 @@ __attribute__((target("avx512f,avx512vnni"))) void qtile_avx512vnni(int kq, cons
     }
 }
 
-// max_k |x[k]|: the row's quantisation scale times 127 (both row quantisers'). Four running maxima: one chain
-// waited on vmaxps's latency (4 cycles per 8 floats) and was ~60 % of quantize_row's samples in an AVX-512 VNNI
-// int8 forward (perf annotate). A max is exact in any order, so the result is the same.
-float row_absmax(const float * x, int k) {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256       m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
-    int          kk = 0;
-    for (; kk + 32 <= k; kk += 32) {
-        m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
-        m1 = _mm256_max_ps(m1, _mm256_and_ps(_mm256_loadu_ps(x + kk + 8), absmask));
-        m2 = _mm256_max_ps(m2, _mm256_and_ps(_mm256_loadu_ps(x + kk + 16), absmask));
-        m3 = _mm256_max_ps(m3, _mm256_and_ps(_mm256_loadu_ps(x + kk + 24), absmask));
-    }
-    for (; kk + 8 <= k; kk += 8) m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
-    float amax = simd::hmax(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
-    for (; kk < k; ++kk) amax = std::max(amax, std::fabs(x[kk]));
-    return amax;
-}
 
 // quantize_row's numerics for the AVX2 kernel's form: per k group, the four q_a as s8 at dst + g * stride and
 // their absolute values in the four bytes after them (8 bytes per group), the k tail padded with q = 0.
@@ -260,6 +236,25 @@ const qisa *& qactive() {
 }
 
 }  // namespace
+
+// max_k |x[k]|: the row's quantisation scale times 127 (the int8 row quantisers' and the int8 attention's). Four running maxima: one chain
+// waited on vmaxps's latency (4 cycles per 8 floats) and was ~60 % of quantize_row's samples in an AVX-512 VNNI
+// int8 forward (perf annotate). A max is exact in any order, so the result is the same.
+float row_absmax(const float * x, int k) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256       m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    int          kk = 0;
+    for (; kk + 32 <= k; kk += 32) {
+        m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
+        m1 = _mm256_max_ps(m1, _mm256_and_ps(_mm256_loadu_ps(x + kk + 8), absmask));
+        m2 = _mm256_max_ps(m2, _mm256_and_ps(_mm256_loadu_ps(x + kk + 16), absmask));
+        m3 = _mm256_max_ps(m3, _mm256_and_ps(_mm256_loadu_ps(x + kk + 24), absmask));
+    }
+    for (; kk + 8 <= k; kk += 8) m0 = _mm256_max_ps(m0, _mm256_and_ps(_mm256_loadu_ps(x + kk), absmask));
+    float amax = simd::hmax(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (; kk < k; ++kk) amax = std::max(amax, std::fabs(x[kk]));
+    return amax;
+}
 
 float quantize_row(const float * x, int k, uint8_t * dst, int stride) {
     const float   amax = row_absmax(x, k);
