@@ -298,9 +298,6 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     } else {
         qkv_.resize(sz(d_.tokens, 3 * d_.vit_dim));
         ctx_.resize(sz(d_.tokens, d_.vit_dim));
-        // The window blocks window by window (vit_windows) where the windows split evenly over the threads: with 16
-        // windows and 3 threads one thread would run 6 of them while the others ran 5.
-        windows_fused_ = d_.windows % pool_.size() == 0;
     }
     // bf16 with whole 32-k steps: the MLP's hidden rows live as bf16 only (the fp32 buffer stays unused).
     if (prec_ == precision::bf16 && d_.mlp_dim % k_bk_tile == 0) {
@@ -571,7 +568,7 @@ void model::vit_windows(const vit_block & blk, const a_layernorm & ln1, float sc
         gemm_packed(d_.win_tok, x_.data() + sz(r0, d_.vit_dim), d_.vit_dim, blk.qkv, qkv, ld,
                     with_bias(epi::bias, blk.qkv_b.data()), gemm_scratch(thread), &ln1);
         for (int hd = 0; hd < d_.heads; ++hd) {
-            window_head<float>(qkv + hd * d_.head_dim, ctx_.data() + sz(r0, d_.vit_dim) + hd * d_.head_dim, scale, thread);
+            window_head(qkv + hd * d_.head_dim, ctx_.data() + sz(r0, d_.vit_dim) + hd * d_.head_dim, scale, thread);
         }
     });
 }
@@ -594,7 +591,7 @@ void model::run_vit() {
                                      with_bias(epi::bias, blk.qkv_b.data()), gemm_scratch(thread), &ln1);
             });
             vit_attention(qkv_b_.data(), ctx_b_.data(), blk.global, inv_sqrt_head);
-        } else if (!blk.global && windows_fused_) {
+        } else if (!blk.global && windows_fused()) {
             vit_windows(blk, ln1, inv_sqrt_head);
         } else {
             linear(x_.data(), d_.vit_dim, d_.tokens, blk.qkv, qkv_.data(), 3 * d_.vit_dim, with_bias(epi::bias, blk.qkv_b.data()),

@@ -86,8 +86,9 @@ class model {
     // GEMM's kernel is AVX-512 VNNI.
     bool int8_attention() const { return int8_attn_; }
     // Whether the window blocks run their qkv GEMM and attention window by window (vit_windows): where q, k, v are
-    // fp32 rows and the windows split evenly over the threads.
-    bool windows_fused() const { return windows_fused_; }
+    // fp32 rows (no bf16 rows) and the windows split evenly over the threads (with 16 windows and 3 threads one
+    // thread would run 6 of them while the others ran 5).
+    bool windows_fused() const { return qkv_b_.empty() && d_.windows % pool_.size() == 0; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
@@ -159,7 +160,6 @@ class model {
     precision          projector_prec_;
     bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16, or AVX512-BF16 on AMD
     bool               int8_attn_ = false;  // the ViT's attention in int8 (attention-int8.h; attention_in_int8)
-    bool               windows_fused_ = false;  // window blocks' qkv and attention window by window (vit_windows)
     thread_pool        pool_;
     int                nc_;
     model_dims         d_;
