@@ -1,6 +1,7 @@
 // The CPU engine against the reference's tensors: end to end on the repository's small goldens (a fresh
 // clone runs these), and stage by stage on the large shared goldens (skipped with a reason when absent,
 // failed under RFDETR_REQUIRE_ALL=1). One tolerance table; NaN/Inf checked before any difference.
+#include "engines/cpu/bgemm.h"
 #include "engines/cpu/cpu-model.h"
 #include "golden-file.h"
 #include "model/checkpoint.h"
@@ -257,26 +258,35 @@ TEST(cpu_parity_classes, a_fine_tuned_class_count_runs_and_shares_the_class_inde
     std::filesystem::remove_all(dir);
 }
 
-TEST(cpu_parity_threads, window_blocks_run_window_by_window_give_the_bits_of_one_gemm_over_all_tokens) {
-    // Base's 16 windows split evenly over 1 thread (window by window) but not over 3 (one qkv GEMM over all tokens,
-    // then the heads); every output row's sums are the same either way, so the two forwards agree bit for bit, at
-    // fp32 and at int8 (its own attention where the CPU runs it).
+// Base's 16 windows split evenly over 1 thread (window by window) but not over 3 (one qkv GEMM over all tokens, then
+// the heads); every output row's sums are the same either way, so the two forwards agree bit for bit.
+void expect_window_blocks_exact(cpu::precision p) {
     auto ckpt = rfdetr::checkpoint::open(rfdetr::test::test_weights_dir());
     auto g    = rfdetr::test::read_golden(rfdetr::test::repo_fixtures_dir() + "/case-1/golden.safetensors");
-    for (cpu::precision p : {cpu::precision::fp32, cpu::precision::int8}) {
-        cpu::model fused(*ckpt, 1, p), whole(*ckpt, 3, p);
-        ASSERT_TRUE(fused.windows_fused());
-        ASSERT_FALSE(whole.windows_fused());
-        const size_t       n = static_cast<size_t>(k_queries) * fused.num_classes();
-        std::vector<float> l1(n), b1(k_queries * 4), l3(n), b3(k_queries * 4);
-        fused.forward(g.at("pixel_values").f32.data(), l1.data(), b1.data());
-        whole.forward(g.at("pixel_values").f32.data(), l3.data(), b3.data());
-        const auto & d    = fused.dims();
-        const size_t taps = static_cast<size_t>(d.pixels) * 4 * d.vit_dim;
-        EXPECT_TRUE(std::equal(fused.taps(), fused.taps() + taps, whole.taps())) << "the ViT's taps differ, " << cpu::to_string(p);
-        EXPECT_TRUE(l1 == l3) << "the logits differ, " << cpu::to_string(p);
-        EXPECT_TRUE(b1 == b3) << "the boxes differ, " << cpu::to_string(p);
-    }
+    cpu::model fused(*ckpt, 1, p), whole(*ckpt, 3, p);
+    ASSERT_TRUE(fused.windows_fused());
+    ASSERT_FALSE(whole.windows_fused());
+    const size_t       n = static_cast<size_t>(k_queries) * fused.num_classes();
+    std::vector<float> l1(n), b1(k_queries * 4), l3(n), b3(k_queries * 4);
+    fused.forward(g.at("pixel_values").f32.data(), l1.data(), b1.data());
+    whole.forward(g.at("pixel_values").f32.data(), l3.data(), b3.data());
+    const auto & d    = fused.dims();
+    const size_t taps = static_cast<size_t>(d.pixels) * 4 * d.vit_dim;
+    EXPECT_TRUE(std::equal(fused.taps(), fused.taps() + taps, whole.taps())) << "the ViT's taps differ, " << cpu::to_string(p);
+    EXPECT_TRUE(l1 == l3) << "the logits differ, " << cpu::to_string(p);
+    EXPECT_TRUE(b1 == b3) << "the boxes differ, " << cpu::to_string(p);
+}
+
+TEST(cpu_parity_threads, window_blocks_run_window_by_window_give_the_bits_of_one_gemm_over_all_tokens) {
+    // fp32, and int8 (its own attention where the CPU runs it).
+    for (cpu::precision p : {cpu::precision::fp32, cpu::precision::int8}) expect_window_blocks_exact(p);
+}
+
+TEST(cpu_parity_threads, bf16_window_blocks_run_window_by_window_give_the_bits_of_one_gemm_over_all_tokens) {
+    // bf16: q, k, v as bf16 rows where the bf16 attention runs (AMX, AVX512-BF16 on AMD), fp32 rows elsewhere.
+    std::string missing;
+    if (!cpu::bf16_supported(missing)) RFDETR_SKIP_OR_FAIL("this CPU has no bf16 kernel: " + missing);
+    expect_window_blocks_exact(cpu::precision::bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(fixture_cases, cpu_parity, ::testing::Values(1, 2, 3),

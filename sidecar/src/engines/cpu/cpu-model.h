@@ -85,10 +85,9 @@ class model {
     // Whether the ViT's attention runs in int8 (attention-int8.h): at int8 where no bf16 attention runs and the int8
     // GEMM's kernel is AVX-512 VNNI.
     bool int8_attention() const { return int8_attn_; }
-    // Whether the window blocks run their qkv GEMM and attention window by window (vit_windows): where q, k, v are
-    // fp32 rows (no bf16 rows) and the windows split evenly over the threads (with 16 windows and 3 threads one
-    // thread would run 6 of them while the others ran 5).
-    bool windows_fused() const { return qkv_b_.empty() && d_.windows % pool_.size() == 0; }
+    // Whether the window blocks run their qkv GEMM and attention window by window (vit_windows): where the windows
+    // split evenly over the threads (with 16 windows and 3 threads one thread would run 6 of them while the others ran 5).
+    bool windows_fused() const { return d_.windows % pool_.size() == 0; }
 
     // Test hook: use these Q token indices instead of the computed top-k (nullptr restores it).
     void set_topk_override(const int32_t * idx);
