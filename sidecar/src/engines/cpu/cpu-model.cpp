@@ -111,6 +111,7 @@ namespace {
 // 1.6-2.2x faster than fp32 (Zen 4: global 8.66 -> 3.90 ms, window 40.5 -> 24.6 us, decoder 159 -> 81 us; README,
 // "Attention in bf16"), while Intel's two 512-bit FMA ports tie with vdpbf16ps (Sapphire Rapids capped to AVX-512:
 // 1.1x global, 0.7x window), so there, and on Intel CPUs with AVX512-BF16 but no AMX, the fp32 attention stays.
+// At int8 on Zen 4 the ViT's attention goes to int8 instead (attention_in_int8); the decoder's stays bf16.
 bool attention_in_bf16(precision p) {
     if (p == precision::fp32) return false;
     if (std::strcmp(bgemm_isa(), "amx") == 0) return attention_bf16_select_isa("amx");
@@ -119,14 +120,15 @@ bool attention_in_bf16(precision p) {
     return false;
 }
 
-// Whether the ViT's attention runs in int8 (attention-int8.h), at int8 where the bf16 attention does not run: where
-// the int8 GEMM runs on AVX-512 VNNI (which follows RFDETR_CPU_ISA), an Intel CPU without AMX (Ice Lake, Cascade
-// Lake, Cooper Lake). There its two products on vpdpbusd cut the int8 forward's CPU time by 19 % (0.811x the fp32
-// attention's, forward by forward, on an AVX-512 VNNI Xeon; README.md, "Attention in int8"); with fp32's top-k held,
-// Base case-2's logits PCC went 0.99976 -> 0.99968. The decoder's self-attention (1 % of the forward) stays as it was.
-bool attention_in_int8(precision p, bool bf16_attention, int head_dim) {
-    return p == precision::int8 && !bf16_attention && std::strcmp(qgemm_isa(), "avx512vnni") == 0 &&
-           attention_int8_supported() && attention_int8_width_ok(head_dim);
+// Whether the ViT's attention runs in int8 (attention-int8.h), at int8: where the int8 GEMM runs on AVX-512 VNNI
+// (which follows RFDETR_CPU_ISA), i.e. a CPU without AMX: Intel's Ice Lake, Cascade Lake, Cooper Lake, and AMD's
+// Zen 4, where it takes the ViT from the bf16 attention (the decoder's heads stay bf16 there). Its two products on
+// vpdpbusd cut the int8 forward's CPU time by 19 % against the fp32 attention on an AVX-512 VNNI Xeon (0.811x,
+// forward by forward) and by 6.5 % against the bf16 attention on Zen 4 (0.935x; README.md, "Attention in int8"); with
+// fp32's top-k held, Base case-2's logits PCC went 0.99976 -> 0.99968.
+bool attention_in_int8(precision p, int head_dim) {
+    return p == precision::int8 && std::strcmp(qgemm_isa(), "avx512vnni") == 0 && attention_int8_supported() &&
+           attention_int8_width_ok(head_dim);
 }
 
 // One head, in bf16 (attention-bf16.h) or fp32 (attention.h): the call sites pass the same operands to either.
@@ -155,7 +157,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
       d_(dims_of(ckpt.variant().arch)) {
     // The bf16 kernels take head widths that are multiples of 32 (every variant's 64 and 32 are).
     bf16_attn_ = bf16_attn_ && attention_bf16_width_ok(d_.head_dim) && attention_bf16_width_ok(d_.sa_dim);
-    int8_attn_ = attention_in_int8(prec_, bf16_attn_, d_.head_dim);
+    int8_attn_ = attention_in_int8(prec_, d_.head_dim);
     // ViT
     patch_w_ = packed(k_vit + "embeddings.patch_embeddings.projection.weight", 0, -1, prec_);
     patch_b_ = w(k_vit + "embeddings.patch_embeddings.projection.bias");

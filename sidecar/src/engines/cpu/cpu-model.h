@@ -80,10 +80,11 @@ class model {
     bool      int8() const { return prec_ == precision::int8; }
     // The precision of the projector's convs (projector_precision).
     precision projector_prec() const { return projector_prec_; }
-    // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX.
+    // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX, or
+    // AVX512-BF16 on an AMD core; at int8 the ViT's goes to int8 where int8_attention() (the decoder's stays bf16).
     bool bf16_attention() const { return bf16_attn_; }
-    // Whether the ViT's attention runs in int8 (attention-int8.h): at int8 where no bf16 attention runs and the int8
-    // GEMM's kernel is AVX-512 VNNI.
+    // Whether the ViT's attention runs in int8 (attention-int8.h): at int8 where the int8 GEMM's kernel is AVX-512
+    // VNNI (no AMX), with or without a bf16 attention.
     bool int8_attention() const { return int8_attn_; }
     // Whether the window blocks run their qkv GEMM and attention window by window (vit_windows): where the windows
     // split evenly over the threads (with 16 windows and 3 threads one thread would run 6 of them while the others ran 5).
