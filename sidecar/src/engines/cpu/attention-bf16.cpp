@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "engines/cpu/attention-bf16-kernel.h"
+#include "engines/cpu/simd-math.h"
 
 #include <immintrin.h>
 
@@ -70,20 +71,6 @@ RFDETR_BF16 void pack_queries(const T * q, int ldq, int nq, int d, uint16_t * qb
     }
 }
 
-// 2^t for t <= 0, enough for bf16: t = n + f (n = round(t), |f| <= 1/2), 2^f by the degree-4 polynomial through
-// the 5 Chebyshev nodes of [-1/2, 1/2] (relative error < 3.6e-6, 1/1000 of a bf16 ulp), 2^n by vscalef (0 below
-// 2^-149, no clamp needed). 8 operations against exp512's 17 (README.md, "Attention in bf16").
-RFDETR_BF16 inline __m512 exp2_bf16(__m512 t) {
-    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(t, n);
-    __m512       y = _mm512_set1_ps(9.666368365e-03f);
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.592197552e-02f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.402234972e-01f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.931210160e-01f));
-    y              = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(y, n);
-}
-
 // P = exp(scale * (s - mx)) = 2^(s log2(e) scale - mx log2(e) scale) in bf16 for the first nk columns (0 up to
 // nkp), and the sum of P as rounded. 32 columns per step: one vcvtne2ps2bf16 rounds both halves, and the
 // rounded values come back as floats with one AND (odd bf16 of each 32-bit pair) and one shift (even).
@@ -99,8 +86,8 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int ro
         const __m512  m  = _mm512_set1_ps(-mx[i] * c);
         __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
-            const __m512  e0 = _mm512_maskz_mov_ps(l0, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
-            const __m512  e1 = _mm512_maskz_mov_ps(l1, exp2_bf16(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m)));
+            const __m512  e0 = _mm512_maskz_mov_ps(l0, simd::exp2_nonpositive512(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
+            const __m512  e1 = _mm512_maskz_mov_ps(l1, simd::exp2_nonpositive512(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m)));
             const __m512i b  = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
             _mm512_storeu_si512(pr + j, b);
             s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(_mm512_and_si512(b, high)));

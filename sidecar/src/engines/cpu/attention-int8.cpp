@@ -31,6 +31,7 @@ namespace {
 constexpr int   k_rows = 14;  // query rows per tile: 28 zmm accumulators, as the int8 GEMM's AVX-512 VNNI kernel
 constexpr int   k_qmax = 127;
 constexpr float k_pmax = 255.0f;  // p = exp(s - max) in [0, 1] as u8
+constexpr float k_log2e = 1.44269504088896341f;  // exp(s - max) = 2^(s log2 e - max log2 e), one fmadd
 constexpr int   k_max_width = 128;  // head widths up to this (attention_int8_width_ok)
 
 size_t sz(int a, int b) { return static_cast<size_t>(a) * static_cast<size_t>(b); }
@@ -206,11 +207,12 @@ RFDETR_I8ATT void block_impl(const float * q, int ldq, const float * kv, int nk,
         }
         // p = nearbyint(exp(s - max) * 255) as u8 in the tiles' A layout, l = sum p; the padded keys' p are 0.
         for (int r = 0; r < R; ++r) {
-            const __m512 m   = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
+            const __m512 m   = _mm512_set1_ps(-_mm512_reduce_max_ps(mx[r]) * k_log2e);
             __m512i      sum = _mm512_setzero_si512();
             for (int j = 0; j < nkp; j += 16) {
                 const __mmask16 mk = lanes(nk - j);
-                const __m512    e  = exp512_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, st + sz(r, nkp) + j), m));
+                const __m512    e  = exp2_nonpositive512(
+                    _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, st + sz(r, nkp) + j), _mm512_set1_ps(k_log2e), m));
                 const __m512i   pq = _mm512_maskz_cvtps_epi32(mk, _mm512_mul_ps(e, _mm512_set1_ps(k_pmax)));
                 sum                = _mm512_add_epi32(sum, pq);
                 store_groups(_mm512_cvtepi32_epi8(pq), pa + (sz(j / 4, k_rows) + r) * 4, 4 * k_rows);
@@ -232,8 +234,10 @@ RFDETR_I8ATT void block_impl(const float * q, int ldq, const float * kv, int nk,
     }
 }
 
-// exp512_nonpositive of one value (lane 0), for the reference.
-RFDETR_I8ATT float exp_nonpositive(float x) { return _mm512_cvtss_f32(exp512_nonpositive(_mm512_set1_ps(x))); }
+// exp(s - m) as the kernel computes it, for one value (lane 0), for the reference.
+RFDETR_I8ATT float exp_from_max(float s, float m) {
+    return _mm512_cvtss_f32(exp2_nonpositive512(_mm512_set1_ps(std::fma(s, k_log2e, -m * k_log2e))));
+}
 
 int quantize1(float x, float inv) {
     return std::clamp(static_cast<int>(std::nearbyint(x * inv)), -k_qmax, k_qmax);
@@ -309,7 +313,7 @@ void attention_int8_ref(const float * q, int ldq, const float * k, int ldk, cons
         }
         int32_t l = 0;
         for (int j = 0; j < nk; ++j) {
-            p[j] = static_cast<int>(std::nearbyint(exp_nonpositive(s[j] - m) * k_pmax));
+            p[j] = static_cast<int>(std::nearbyint(exp_from_max(s[j], m) * k_pmax));
             l += p[j];
         }
         for (int c = 0; c < d; ++c) {

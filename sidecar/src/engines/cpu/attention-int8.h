@@ -1,13 +1,14 @@
 // Attention for one head in int8 on AVX-512 VNNI (vpdpbusd): o = softmax(scale * q k^T) v with q, k, v and o fp32
-// (strided, as the qkv GEMM writes them and the proj GEMM reads them); int8 forwards run it in the ViT where no bf16
-// attention kernel does (cpu-model.cpp, attention_in_int8). README.md, "Attention in int8", has the numbers.
+// (strided, as the qkv GEMM writes them and the proj GEMM reads them); int8 forwards run it in the ViT wherever the int8
+// GEMM runs on AVX-512 VNNI (cpu-model.cpp, attention_in_int8). README.md, "Attention in int8", has the numbers.
 //
 // The numbers, one definition for the kernel and the reference (attention_int8_ref, bit for bit):
 //   q rows and k rows per row, v per column, symmetric 8 bits as the int8 GEMM's rows: s = max|x| / 127,
 //   x_q = nearbyint(x * (127 / max|x|)) clamped to +-127;
 //   score[i][j] = float(sum_c q_q[i][c] k_q[j][c]) * (s_q[i] * (s_k[j] * scale));
-//   per query row the exact two-pass softmax: m = max_j score, p[j] = nearbyint(exp(score - m) * 255) as u8 (the
-//   max key gives 255), l = sum_j p[j] (an exact integer);
+//   per query row the exact two-pass softmax: m = max_j score, p[j] = nearbyint(e * 255) as u8 (the max key gives
+//   255) with e = exp(score - m) as 2^t, t = fma(score, log2 e, -m log2 e), by simd-math.h's exp2_nonpositive512
+//   (relative error < 3.6e-6), l = sum_j p[j] (an exact integer);
 //   o[i][c] = (float(sum_j p[j] v_q[j][c]) * s_v[c]) / float(l).
 // K and V are packed once per head (attention_int8_pack, the scale folded into the key scales) as the products'
 // B operands; keys are padded to a multiple of 32 with zero keys whose p is 0.
