@@ -57,21 +57,24 @@ inline int32_t load4(const uint16_t * p) {
 }
 
 // ---- AVX512-BF16: R rows x 32 columns (2R zmm accumulators), one vdpbf16ps per row and half per k pair;
-// A packed [kp/2][mr][2] (a row's k pair is one broadcast dword), B the weight panel ----
+// A as bf16 rows lda elements apart (a row's k pair is one broadcast dword, read in place), B the weight panel ----
 
 template <int R>
-RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int mr, const uint16_t * b, float * c, uint16_t * cb,
+RFDETR_AVX512BF16 void btile_avx512(int kh, const uint16_t * a, int lda, const uint16_t * b, float * c, uint16_t * cb,
                                     int ldc, int ncols, const epilogue & e) {
     __m512 c0[R], c1[R];
+    const uint16_t * ar[R];
 #pragma GCC unroll 14
-    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
-    const uint16_t * ap = a;
+    for (int r = 0; r < R; ++r) {
+        c0[r] = c1[r] = _mm512_setzero_ps();
+        ar[r]         = a + static_cast<size_t>(r) * lda;
+    }
     const uint16_t * bp = b;
-    for (int q = 0; q < kh; ++q, ap += mr * 2, bp += 2 * k_gemm_nr) {
+    for (int q = 0; q < kh; ++q, bp += 2 * k_gemm_nr) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 32);
 #pragma GCC unroll 14
         for (int r = 0; r < R; ++r) {
-            const __m512bh av = (__m512bh)_mm512_set1_epi32(load4(ap + 2 * r));
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(load4(ar[r] + 2 * q));
             c0[r]             = _mm512_dpbf16_ps(c0[r], av, b0);
             c1[r]             = _mm512_dpbf16_ps(c1[r], av, b1);
         }
@@ -99,27 +102,26 @@ template <int... R> constexpr std::array<btile_fn, 15> make_btiles(std::integer_
 constexpr int k_bmr = 14;  // rows per tile: 28 accumulators + 2 weight vectors + the broadcast in 32 zmm
 const std::array<btile_fn, 15> k_btiles = make_btiles(std::make_integer_sequence<int, k_bmr>{});
 
-// A bf16 row (kp elements) into the tile layout: dword g (k pair) of row i at dst[g * mr * 2 + 2 i].
-void pack_row_pairs(const uint16_t * x, int kp, uint16_t * dst, int mr) {
-    for (int g = 0; g < kp / 2; ++g) std::memcpy(dst + static_cast<size_t>(g) * mr * 2, x + 2 * g, 4);
-}
-
-// bgemm_amx's contract (A fp32 af or bf16 ab, c fp32 cf or bf16 cb) on the AVX512-BF16 register tile.
+// bgemm_amx's contract (A fp32 af or bf16 ab, c fp32 cf or bf16 cb) on the AVX512-BF16 register tile. bf16 A rows are
+// read where they are; fp32 ones are rounded (after the LayerNorm, if any) into a block of bf16 rows kp apart. Until
+// 8 Dec the rows were repacked [kp/2][14][2] for the tile (one 4-byte copy per k pair: 2 % of a bf16 forward's CPU
+// on Zen 4, perf) and the tile read the 14 rows' pairs from one line; it reads them from 14 rows now, in L1 alike.
 void bgemm_avx512(int m, const float * af, const uint16_t * ab, int lda, const bweight & w, float * cf, uint16_t * cb,
                   int ldc, const epilogue & e, float * scratch, const a_layernorm * ln) {
     const int mr = k_bmr, k = w.k, kp = w.kp;
     const int mc = std::max(mr, static_cast<int>(std::min<size_t>(1024, k_ba_block_bytes / (2 * kp))) / mr * mr);
-    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 14 k): [bf16 rows: mc * kp][rounded row: kp][LN row: k]
-    uint16_t * ba  = reinterpret_cast<uint16_t *>(scratch);
-    uint16_t * tmp = ba + static_cast<size_t>(mc) * kp;
-    float *    row = reinterpret_cast<float *>(tmp + kp);
+    // scratch (gemm_scratch_floats(k) floats, >= 96 K + 14 k): [bf16 rows: mc * kp][LN row: k]
+    uint16_t * ba     = reinterpret_cast<uint16_t *>(scratch);
+    float *    row    = reinterpret_cast<float *>(ba + static_cast<size_t>(mc) * kp);
     const int  panels = (w.n + k_gemm_nr - 1) / k_gemm_nr;
     for (int m0 = 0; m0 < m; m0 += mc) {
-        const int rows = std::min(mc, m - m0);
-        for (int i = 0; i < rows; ++i) {
-            const uint16_t * xb = ab ? ab + static_cast<size_t>(m0 + i) * lda : tmp;
-            if (!ab) round_row_bf16(b_a_row(af + static_cast<size_t>(m0 + i) * lda, row, k, ln), k, tmp, kp);
-            pack_row_pairs(xb, kp, ba + static_cast<size_t>(i / mr) * mr * kp + (i % mr) * 2, mr);
+        const int        rows = std::min(mc, m - m0);
+        const uint16_t * a    = ab ? ab + static_cast<size_t>(m0) * lda : ba;
+        const int        as   = ab ? lda : kp;
+        if (!ab) {
+            for (int i = 0; i < rows; ++i) {
+                round_row_bf16(b_a_row(af + static_cast<size_t>(m0 + i) * lda, row, k, ln), k, ba + static_cast<size_t>(i) * kp, kp);
+            }
         }
         for (int p = 0; p < panels; ++p) {
             const int      j0    = p * k_gemm_nr;
@@ -128,7 +130,7 @@ void bgemm_avx512(int m, const float * af, const uint16_t * ab, int lda, const b
             for (int i0 = 0; i0 < rows; i0 += mr) {
                 const int n = std::min(mr, rows - i0);
                 const size_t o = static_cast<size_t>(m0 + i0) * ldc + j0;
-                k_btiles[n](kp / 2, ba + static_cast<size_t>(i0) * kp, mr, w.panel(p), cf ? cf + o : nullptr,
+                k_btiles[n](kp / 2, a + static_cast<size_t>(i0) * as, as, w.panel(p), cf ? cf + o : nullptr,
                             cf ? nullptr : cb + o, ldc, ncols, ep);
             }
         }
