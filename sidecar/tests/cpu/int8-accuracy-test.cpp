@@ -76,6 +76,8 @@ void check(const std::string & label, const std::string & weights, const std::ma
     cpu::model m(*ck, 0, p);
     ASSERT_EQ(m.prec(), p);
     ASSERT_EQ(m.projector_prec(), cpu::projector_precision(p));
+    // The two-stage and final heads: bf16 at bf16, and at int8 wherever the projector runs bf16 (a bf16 kernel runs).
+    ASSERT_EQ(m.heads_prec(), p == cpu::precision::int8 ? cpu::projector_precision(p) : p);
     // The ViT's attention runs in int8 exactly where int8 runs on AVX-512 VNNI (Intel without AMX, AMD's Zen 4).
     ASSERT_EQ(m.int8_attention(), p == cpu::precision::int8 && std::string(cpu::qgemm_isa()) == "avx512vnni" &&
                                       cpu::attention_int8_supported());
@@ -130,7 +132,7 @@ void check(const std::string & label, const std::string & weights, const std::ma
     ASSERT_EQ(gl.size(), logits.size());
     const size_t overlap = top100_overlap(logits, gl);
     const double ml = max_abs(logits, gl), mbx = max_abs(boxes, gb);
-    std::printf("%s %-8s (projector convs %s, attention %s) top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
+    std::printf("%s %-8s (projector convs and heads %s, attention %s) top100 overlap %zu/100, logits max-abs %.3g pcc %.6f, boxes max-abs %.3g pcc %.6f\n",
                 pn, label.c_str(), cpu::to_string(m.projector_prec()),
                 m.int8_attention() ? (m.bf16_attention() ? "int8 in the ViT, bf16 in the decoder" : "int8 in the ViT")
                 : m.bf16_attention() ? "bf16" : "fp32", overlap, ml,
