@@ -86,8 +86,10 @@ RFDETR_BF16 void softmax_rows(const float * s, int lds, const float * mx, int ro
         const __m512  m  = _mm512_set1_ps(-mx[i] * c);
         __m512       s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         auto         step = [&](int j, __mmask16 l0, __mmask16 l1) RFDETR_BF16_LAMBDA {
-            const __m512  e0 = _mm512_maskz_mov_ps(l0, simd::exp2_nonpositive512(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m)));
-            const __m512  e1 = _mm512_maskz_mov_ps(l1, simd::exp2_nonpositive512(_mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m)));
+            const __m512  t0 = _mm512_fmadd_ps(_mm512_loadu_ps(sr + j), vc, m);
+            const __m512  t1 = _mm512_fmadd_ps(_mm512_loadu_ps(sr + j + 16), vc, m);
+            const __m512  e0 = _mm512_maskz_mov_ps(l0, simd::exp2_nonpositive512(t0));
+            const __m512  e1 = _mm512_maskz_mov_ps(l1, simd::exp2_nonpositive512(t1));
             const __m512i b  = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
             _mm512_storeu_si512(pr + j, b);
             s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(_mm512_and_si512(b, high)));
