@@ -50,12 +50,6 @@ const char *& bactive() {
     return a;
 }
 
-inline int32_t load4(const uint16_t * p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
 // ---- AVX512-BF16: R rows x 32 columns (2R zmm accumulators), one vdpbf16ps per row and half per k pair;
 // A as bf16 rows lda elements apart (a row's k pair is one broadcast dword, read in place), B the weight panel ----
 
