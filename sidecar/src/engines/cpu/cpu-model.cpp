@@ -152,8 +152,7 @@ precision projector_precision(precision p) {
 }
 
 model::model(const checkpoint & ckpt, int threads, precision p)
-    : ckpt_(ckpt), prec_(p), projector_prec_(projector_precision(p)),
-      heads_prec_(p == precision::int8 ? projector_prec_ : p), bf16_attn_(attention_in_bf16(p)), pool_(threads),
+    : ckpt_(ckpt), prec_(p), projector_prec_(projector_precision(p)), bf16_attn_(attention_in_bf16(p)), pool_(threads),
       nc_(ckpt.num_classes()),
       d_(dims_of(ckpt.variant().arch)) {
     // The bf16 kernels take head widths that are multiples of 32 (every variant's 64 and 32 are).
@@ -226,7 +225,7 @@ model::model(const checkpoint & ckpt, int threads, precision p)
     // Two-stage (group 0) and decoder. The two-stage heads, the reference-point head and the class/box heads run
     // in bf16 under precision::bf16 (README.md, "bf16": measured within the gates) and under int8 where the projector
     // does (a bf16 kernel runs; since 8 Dec: 0.983x the int8 forward on Zen 4, the gates held on all 11 fixtures).
-    const precision heads = heads_prec_;
+    const precision heads = heads_prec();
     enc_w_     = packed("transformer.enc_output.0.weight", 0, -1, heads);
     enc_b_     = w("transformer.enc_output.0.bias");
     enc_ln_g_  = w("transformer.enc_output_norm.0.weight");

@@ -81,7 +81,7 @@ class model {
     // The precision of the projector's convs (projector_precision).
     precision projector_prec() const { return projector_prec_; }
     // The precision of the two-stage, reference-point and class/box heads: bf16 at bf16, the projector's at int8.
-    precision heads_prec() const { return heads_prec_; }
+    precision heads_prec() const { return prec_ == precision::int8 ? projector_prec_ : prec_; }
     // Whether the attention runs in bf16 (attention-bf16.h): at bf16 and int8 where the bf16 kernel is AMX, or
     // AVX512-BF16 on an AMD core; at int8 the ViT's goes to int8 where int8_attention() (the decoder's stays bf16).
     bool bf16_attention() const { return bf16_attn_; }
@@ -160,7 +160,6 @@ class model {
     const checkpoint & ckpt_;
     precision          prec_;
     precision          projector_prec_;
-    precision          heads_prec_;
     bool               bf16_attn_;  // the attention in bf16 (attention-bf16.h): bf16 or int8 with AMX-BF16, or AVX512-BF16 on AMD
     bool               int8_attn_ = false;  // the ViT's attention in int8 (attention-int8.h; attention_in_int8)
     thread_pool        pool_;
